@@ -1,0 +1,139 @@
+package eventstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgdcb/pgdcb/appendif"
+)
+
+// AppendResult says where an append's events landed.
+type AppendResult struct {
+	// TransactionID is the appending transaction's xid8.
+	TransactionID uint64
+	// Positions of the events, in batch order.
+	Positions []int64
+}
+
+// Append appends events unconditionally, in one transaction. It still takes the
+// events' keys in shared mode, so concurrent conditional appends see it.
+func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error) {
+	return s.appendEvents(ctx, s.pool, events, nil)
+}
+
+// AppendTx is Append in the caller's transaction. The transaction must be READ
+// COMMITTED and the append must be its first write (and its only append): append
+// first, then write your other tables in the same transaction. Otherwise it
+// fails with an error matching pgdcb.ErrTransactionState.
+func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (AppendResult, error) {
+	return s.appendEvents(ctx, tx, events, nil)
+}
+
+// AppendIf appends events only if cond holds (see appendif.Condition): it fails
+// with an *appendif.IdempotentError (pgdcb.ErrIdempotent) when the idempotency
+// query matches any event, else with an *appendif.ConditionFailedError
+// (pgdcb.ErrConditionFailed) when an event matching FailIfEventsMatch exists
+// that cond.After has not seen. Either way nothing is appended.
+//
+// The guarantee holds whatever the concurrency: when AppendIf commits, no event
+// matching FailIfEventsMatch exists that the decision did not see.
+func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Condition) (AppendResult, error) {
+	if err := cond.Validate(); err != nil {
+		return AppendResult{}, err
+	}
+	return s.appendEvents(ctx, s.pool, events, &cond)
+}
+
+// AppendIfTx is AppendIf in the caller's transaction, with AppendTx's rules. A
+// failed condition does not abort the transaction, but the caller should roll
+// it back: nothing was appended.
+func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond appendif.Condition) (AppendResult, error) {
+	if err := cond.Validate(); err != nil {
+		return AppendResult{}, err
+	}
+	return s.appendEvents(ctx, tx, events, &cond)
+}
+
+func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond *appendif.Condition) (AppendResult, error) {
+	if err := s.validate(events); err != nil {
+		return AppendResult{}, err
+	}
+	n := len(events)
+	types := make([]string, n)
+	tagCounts := make([]int32, n)
+	var allTags []string
+	data := make([]string, n)
+	meta := make([]*string, n)
+	ids := make([]pgtype.UUID, n)
+	for i, e := range events {
+		types[i] = e.Type
+		tagCounts[i] = int32(e.Tags.Len())
+		allTags = append(allTags, e.Tags.Strings()...)
+		data[i] = string(e.Data)
+		if len(e.Metadata) > 0 {
+			m := string(e.Metadata)
+			meta[i] = &m
+		}
+		if e.ID != [16]byte{} {
+			ids[i] = pgtype.UUID{Bytes: e.ID, Valid: true}
+		}
+	}
+	if allTags == nil {
+		allTags = []string{}
+	}
+	locks := locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)
+
+	var idem, condQ []byte
+	var afterTx uint64
+	var afterPos int64
+	var afterSnap *string
+	if cond != nil {
+		idem = queryJSON(cond.Idempotency)
+		condQ = queryJSON(cond.FailIfEventsMatch)
+		if cond.After != nil {
+			afterTx, afterPos = cond.After.TransactionID, cond.After.Position
+			if cond.After.Snapshot != nil {
+				sn := cond.After.Snapshot.String()
+				afterSnap = &sn
+			}
+		}
+	}
+	var notify *string
+	if !s.cfg.NotifyDisabled {
+		notify = &s.channel
+	}
+
+	var (
+		status   string
+		txID     *uint64
+		pos      []int64
+		conflict *int64
+	)
+	err := db.QueryRow(ctx, s.sql.appendEvents,
+		types, tagCounts, allTags, data, meta, ids,
+		locks.keys, locks.excl, jsonArg(idem), jsonArg(condQ), afterTx, afterPos, afterSnap, notify,
+	).Scan(&status, &txID, &pos, &conflict)
+	if err != nil {
+		return AppendResult{}, errf("append", err)
+	}
+	switch status {
+	case "ok":
+		return AppendResult{TransactionID: *txID, Positions: pos}, nil
+	case "idempotent":
+		return AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: *conflict}
+	case "condition":
+		return AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: *conflict}
+	}
+	return AppendResult{}, fmt.Errorf("pgdcb: append: unexpected status %q from append_events", status)
+}
+
+// jsonArg passes nil as SQL NULL.
+func jsonArg(b []byte) any {
+	if b == nil {
+		return nil
+	}
+	return string(b)
+}

@@ -1,0 +1,84 @@
+package eventstore
+
+import (
+	"hash/fnv"
+	"slices"
+
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Lock keys (DESIGN.md §2). Every appended event takes its type's key, each of
+// its tags' keys and the global key in SHARED mode. A check (each item of the
+// condition query and of the idempotency query) takes one key in EXCLUSIVE mode:
+// a tag of the item when it has tags (every matching event carries that tag),
+// else each of its types, else the global key. So a check waits for every
+// in-flight append that could add a matching event, and such an append waits
+// for the check's transaction; appends that share no key never wait for each
+// other. Keys are 64-bit hashes of (schema, kind, value): a collision only makes
+// two unrelated appends wait for each other, it never skips a wait.
+
+type lockKind byte
+
+const (
+	kindGlobal lockKind = 'g'
+	kindType   lockKind = 'y'
+	kindTag    lockKind = 't'
+)
+
+func lockKey(schema string, kind lockKind, value string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(schema))
+	h.Write([]byte{0, byte(kind), 0})
+	h.Write([]byte(value))
+	return int64(h.Sum64())
+}
+
+type lockSet struct {
+	keys []int64
+	excl []bool
+}
+
+// locksFor returns the keys an append must take, strictly ascending, each in its
+// strongest mode; escalated to the global key alone (exclusive) when there would
+// be more than maxKeys.
+func locksFor(schema string, events []Event, cond *appendif.Condition, maxKeys int) lockSet {
+	modes := make(map[int64]bool, 2+2*len(events))
+	add := func(k int64, exclusive bool) { modes[k] = modes[k] || exclusive }
+	global := lockKey(schema, kindGlobal, "")
+	add(global, false)
+	for _, e := range events {
+		add(lockKey(schema, kindType, e.Type), false)
+		for _, t := range e.Tags.Tags() {
+			add(lockKey(schema, kindTag, t.String()), false)
+		}
+	}
+	if cond != nil {
+		for _, q := range []query.Query{cond.Idempotency, cond.FailIfEventsMatch} {
+			for _, it := range q.Items() {
+				switch {
+				case it.Tags.Len() > 0:
+					add(lockKey(schema, kindTag, it.Tags.Tags()[0].String()), true)
+				case len(it.Types) > 0:
+					for _, t := range it.Types {
+						add(lockKey(schema, kindType, t), true)
+					}
+				default:
+					add(global, true)
+				}
+			}
+		}
+	}
+	if len(modes) > maxKeys {
+		return lockSet{keys: []int64{global}, excl: []bool{true}}
+	}
+	ls := lockSet{keys: make([]int64, 0, len(modes)), excl: make([]bool, 0, len(modes))}
+	for k := range modes {
+		ls.keys = append(ls.keys, k)
+	}
+	slices.Sort(ls.keys)
+	for _, k := range ls.keys {
+		ls.excl = append(ls.excl, modes[k])
+	}
+	return ls
+}

@@ -1,0 +1,79 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Projector folds the events matching its query into a decision state.
+type Projector interface {
+	// Query selects the events the projector needs.
+	Query() query.Query
+	// Apply folds one event into the state. It is called only with events that
+	// match Query, in log order.
+	Apply(StoredEvent)
+}
+
+// Model is a Projector over a state of type S.
+type Model[S any] struct {
+	// Q selects the events folded.
+	Q query.Query
+	// State is the folded state: the initial value until Project runs.
+	State S
+	// Fold returns the state after one event.
+	Fold func(S, StoredEvent) S
+}
+
+// NewModel returns a Model starting at initial.
+func NewModel[S any](q query.Query, initial S, fold func(S, StoredEvent) S) *Model[S] {
+	return &Model[S]{Q: q, State: initial, Fold: fold}
+}
+
+// Query implements Projector.
+func (m *Model[S]) Query() query.Query { return m.Q }
+
+// Apply implements Projector.
+func (m *Model[S]) Apply(ev StoredEvent) { m.State = m.Fold(m.State, ev) }
+
+// Project reads, in one pass and one snapshot, the union of the projectors'
+// queries, and hands each event to every projector whose own query matches it.
+// It returns the condition to append with: fail if any event matching the union
+// appears that this read did not see.
+func (s *Store) Project(ctx context.Context, projectors ...Projector) (appendif.Condition, error) {
+	return s.project(ctx, s.pool, projectors)
+}
+
+// ProjectTx is Project in the caller's transaction.
+func (s *Store) ProjectTx(ctx context.Context, tx pgx.Tx, projectors ...Projector) (appendif.Condition, error) {
+	return s.project(ctx, tx, projectors)
+}
+
+func (s *Store) project(ctx context.Context, db dbtx, projectors []Projector) (appendif.Condition, error) {
+	if len(projectors) == 0 {
+		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
+	}
+	var union query.Query
+	queries := make([]query.Query, len(projectors))
+	for i, p := range projectors {
+		queries[i] = p.Query()
+		union = union.Or(queries[i])
+	}
+	es := s.read(ctx, db, union, nil)
+	for ev, err := range es.All() {
+		if err != nil {
+			return appendif.Condition{}, err
+		}
+		for i, p := range projectors {
+			if queries[i].Matches(ev.Type, ev.Tags) {
+				p.Apply(ev)
+			}
+		}
+	}
+	c, _ := es.Cursor()
+	return appendif.FailIf(union, &c), nil
+}

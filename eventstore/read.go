@@ -1,0 +1,263 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"iter"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+// ReadOptions are Read's per-call options; nil means forward from the start,
+// no limit.
+type ReadOptions struct {
+	// After: read only events After has not seen (see cursor.Cursor.Seen).
+	After *cursor.Cursor
+	// Limit caps the number of events; 0 means none.
+	Limit int
+	// Backwards reads newest first.
+	Backwards bool
+}
+
+// Events is the result of Read: iterate it once with All, then take Cursor.
+type Events struct {
+	seq    iter.Seq2[StoredEvent, error]
+	cursor  cursor.Cursor
+	started bool
+	done    bool
+}
+
+// All yields the events in log order (or reversed with Backwards), streaming
+// them from the server. Stop early by breaking out of the loop. Iterate once.
+func (e *Events) All() iter.Seq2[StoredEvent, error] { return e.seq }
+
+// Cursor is the decision cursor of the read, valid once All has run to the end
+// without error: it carries the read's snapshot, so an AppendIf with
+// FailIf(sameQuery, &cursor) fails if any matching event appears that this read
+// did not see. ok is false when the iteration did not finish.
+//
+// A read that ran to the end (no Limit hit) has seen every visible event
+// matching its query; its cursor is the head of the log in its snapshot. A
+// forward read stopped by Limit has seen only up to its last event, and its
+// cursor says so. A backward read's decision is taken to cover every visible
+// event (it chose to look at the newest ones).
+func (e *Events) Cursor() (c cursor.Cursor, ok bool) { return e.cursor, e.done }
+
+// Read streams the events matching q (see package query) in log order. All
+// events come from one snapshot.
+func (s *Store) Read(ctx context.Context, q query.Query, opts *ReadOptions) *Events {
+	return s.read(ctx, s.pool, q, opts)
+}
+
+// ReadTx is Read in the caller's transaction (its snapshot rules apply: under
+// READ COMMITTED the read is one statement, so still one snapshot).
+func (s *Store) ReadTx(ctx context.Context, tx pgx.Tx, q query.Query, opts *ReadOptions) *Events {
+	return s.read(ctx, tx, q, opts)
+}
+
+// ReadAll reads every matching event into memory and returns them with the
+// decision cursor.
+func (s *Store) ReadAll(ctx context.Context, q query.Query, opts *ReadOptions) ([]StoredEvent, cursor.Cursor, error) {
+	return collect(s.Read(ctx, q, opts))
+}
+
+// ReadAllTx is ReadAll in the caller's transaction.
+func (s *Store) ReadAllTx(ctx context.Context, tx pgx.Tx, q query.Query, opts *ReadOptions) ([]StoredEvent, cursor.Cursor, error) {
+	return collect(s.ReadTx(ctx, tx, q, opts))
+}
+
+func collect(es *Events) ([]StoredEvent, cursor.Cursor, error) {
+	var out []StoredEvent
+	for ev, err := range es.All() {
+		if err != nil {
+			return nil, cursor.Cursor{}, err
+		}
+		out = append(out, ev)
+	}
+	c, _ := es.Cursor()
+	return out, c, nil
+}
+
+// ReadLast returns the last event matching q (nil if none) and the decision
+// cursor: an AppendIf with FailIf(q, &cursor) fails if a newer matching event
+// appears (the gapless-number pattern).
+func (s *Store) ReadLast(ctx context.Context, q query.Query) (*StoredEvent, cursor.Cursor, error) {
+	return readLast(s.Read(ctx, q, &ReadOptions{Limit: 1, Backwards: true}))
+}
+
+// ReadLastTx is ReadLast in the caller's transaction.
+func (s *Store) ReadLastTx(ctx context.Context, tx pgx.Tx, q query.Query) (*StoredEvent, cursor.Cursor, error) {
+	return readLast(s.ReadTx(ctx, tx, q, &ReadOptions{Limit: 1, Backwards: true}))
+}
+
+func readLast(es *Events) (*StoredEvent, cursor.Cursor, error) {
+	evs, c, err := collect(es)
+	if err != nil || len(evs) == 0 {
+		return nil, c, err
+	}
+	return &evs[0], c, nil
+}
+
+// Head returns a cursor at the end of the log, carrying the current snapshot:
+// as an After it means "every event visible now was seen".
+func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
+	return s.head(ctx, s.pool)
+}
+
+// HeadTx is Head in the caller's transaction.
+func (s *Store) HeadTx(ctx context.Context, tx pgx.Tx) (cursor.Cursor, error) {
+	return s.head(ctx, tx)
+}
+
+func (s *Store) head(ctx context.Context, db dbtx) (cursor.Cursor, error) {
+	var snapText string
+	var c cursor.Cursor
+	if err := db.QueryRow(ctx, s.sql.head).Scan(&snapText, &c.TransactionID, &c.Position); err != nil {
+		return cursor.Cursor{}, errf("head", err)
+	}
+	snap, err := cursor.ParseSnapshot(snapText)
+	if err != nil {
+		return cursor.Cursor{}, errf("head", err)
+	}
+	c.Snapshot = snap
+	return c, nil
+}
+
+// readSQL is one statement: the snapshot and the head of the log (one row,
+// s × h) joined to the matching events, so all come from the same snapshot
+// even when the caller's transaction is READ COMMITTED. A LEFT JOIN on TRUE
+// can only be a nested loop with the one-row side outside, so rows come out in
+// the inner ORDER BY's order; the header columns arrive with every row but are
+// scanned from the first only.
+//
+// A tailing read (tail) also keeps to rows of transactions older than the
+// snapshot's xmin, all of which have ended: nothing can commit behind them.
+func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, args) {
+	var a args
+	where := whereQuery(q, &a)
+	if tail {
+		// events_log_order range, bounded above by the horizon.
+		where += " AND e.transaction_id < pg_snapshot_xmin(s.snap)"
+	}
+	if opts.After != nil {
+		where += " AND " + whereNotSeen(*opts.After, &a)
+	}
+	dir := "ASC"
+	if opts.Backwards {
+		dir = "DESC"
+	}
+	limit := ""
+	if opts.Limit > 0 {
+		limit = " LIMIT " + a.add(int64(opts.Limit))
+	}
+	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), r.*
+		FROM (SELECT pg_current_snapshot() AS snap) s
+		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
+			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true
+		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + s.sql.events + ` e
+			WHERE ` + where + `
+			ORDER BY e.transaction_id ` + dir + `, e.position ` + dir + limit + `) r ON true`
+	return sql, a
+}
+
+func (s *Store) read(ctx context.Context, db dbtx, q query.Query, opts *ReadOptions) *Events {
+	return s.readMode(ctx, db, q, opts, false)
+}
+
+func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *ReadOptions, tail bool) *Events {
+	var o ReadOptions
+	if opts != nil {
+		o = *opts
+	}
+	es := &Events{}
+	es.seq = func(yield func(StoredEvent, error) bool) {
+		if err := q.Validate(); err != nil {
+			yield(StoredEvent{}, err)
+			return
+		}
+		if es.started {
+			yield(StoredEvent{}, errors.New("pgdcb: read: Events.All iterated twice (read again instead)"))
+			return
+		}
+		es.started = true
+		sql, a := s.readSQL(q, o, tail)
+		rows, err := db.Query(ctx, sql, a...)
+		if err != nil {
+			yield(StoredEvent{}, errf("read", err))
+			return
+		}
+		defer rows.Close()
+		var (
+			snapText string
+			head     cursor.Cursor
+			n        int
+			last     StoredEvent
+		)
+		for rows.Next() {
+			var (
+				ev   StoredEvent
+				pos  *int64
+				txID *uint64
+				typ  *string
+				tgs  []string
+				data []byte
+				meta []byte
+				id   pgtype.UUID
+				at   pgtype.Timestamptz
+			)
+			var snapDest any = nil
+			if n == 0 {
+				snapDest = &snapText
+			}
+			var hx, hp any = nil, nil
+			if n == 0 {
+				hx, hp = &head.TransactionID, &head.Position
+			}
+			if err := rows.Scan(snapDest, hx, hp, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at); err != nil {
+				yield(StoredEvent{}, errf("read", err))
+				return
+			}
+			n++
+			if pos == nil { // no matching event: the header row alone
+				break
+			}
+			set, err := tags.ParseSet(tgs...)
+			if err != nil {
+				yield(StoredEvent{}, errf("read: stored tags", err))
+				return
+			}
+			ev = StoredEvent{
+				Event:         Event{Type: *typ, Tags: set, Data: data, Metadata: meta, ID: id.Bytes},
+				Position:      *pos,
+				TransactionID: *txID,
+				OccurredAt:    at.Time,
+			}
+			last = ev
+			if !yield(ev, nil) {
+				return
+			}
+		}
+		if err := rows.Err(); err != nil {
+			yield(StoredEvent{}, errf("read", err))
+			return
+		}
+		snap, err := cursor.ParseSnapshot(snapText)
+		if err != nil {
+			yield(StoredEvent{}, errf("read", err))
+			return
+		}
+		head.Snapshot = snap
+		es.cursor = head
+		if o.Limit > 0 && n >= o.Limit && !o.Backwards && last.Position != 0 {
+			// Stopped by the limit: seen only up to the last event returned.
+			es.cursor = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: snap}
+		}
+		es.done = true
+	}
+	return es
+}

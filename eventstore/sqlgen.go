@@ -1,0 +1,113 @@
+package eventstore
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// statements are the store's fixed SQL texts, rendered once for its schema.
+type statements struct {
+	appendEvents string
+	head         string
+	events       string // "<schema>.events"
+	eventCols    string
+}
+
+const eventColumns = "e.position, e.transaction_id, e.type, e.tags, e.data, e.metadata, e.event_id, e.occurred_at"
+
+func newStatements(schema string) statements {
+	return statements{
+		appendEvents: `SELECT status, tx, positions, conflict_position FROM ` + schema + `.append_events(
+			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
+			$7::bigint[], $8::boolean[], $9::jsonb, $10::jsonb, $11::xid8, $12::bigint, $13::text::pg_snapshot, $14::text)`,
+		// The last event in log order: a backward scan of events_log_order,
+		// one row, in the same statement (same snapshot) as pg_current_snapshot().
+		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)
+			FROM (SELECT pg_current_snapshot() AS snap) s
+			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + schema + `.events
+				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true`,
+		events:    schema + ".events",
+		eventCols: eventColumns,
+	}
+}
+
+// args accumulates positional parameters.
+type args []any
+
+func (a *args) add(v any) string {
+	*a = append(*a, v)
+	return "$" + strconv.Itoa(len(*a))
+}
+
+// whereQuery renders q as a predicate on alias e: items OR-ed, each item's types
+// with = ANY and its tags with @> (events_tags GIN index; the types-only items
+// use events_type_log_order). A match-all query renders as TRUE.
+func whereQuery(q query.Query, a *args) string {
+	if q.MatchesAll() {
+		return "TRUE"
+	}
+	items := q.Items()
+	if len(items) == 0 {
+		return "FALSE"
+	}
+	parts := make([]string, 0, len(items))
+	for _, it := range items {
+		var conds []string
+		if len(it.Types) == 1 {
+			conds = append(conds, "e.type = "+a.add(it.Types[0]))
+		} else if len(it.Types) > 1 {
+			conds = append(conds, "e.type = ANY ("+a.add(it.Types)+"::text[])")
+		}
+		if it.Tags.Len() > 0 {
+			conds = append(conds, "e.tags @> "+a.add(it.Tags.Strings())+"::text[]")
+		}
+		parts = append(parts, "("+strings.Join(conds, " AND ")+")")
+	}
+	return "(" + strings.Join(parts, " OR ") + ")"
+}
+
+// whereNotSeen renders "not seen by c" (see cursor.Cursor.Seen) on alias e:
+// sorts after c, or — when c carries a snapshot — not visible in it. The first
+// conjunct bounds the scan: every row older than both c and the snapshot's xmin
+// was seen.
+func whereNotSeen(c cursor.Cursor, a *args) string {
+	tx, pos := a.add(c.TransactionID), a.add(c.Position)
+	after := "(e.transaction_id, e.position) > (" + tx + "::xid8, " + pos + "::bigint)"
+	if c.Snapshot == nil {
+		return after
+	}
+	snap := a.add(c.Snapshot.String())
+	lo := min(c.TransactionID, c.Snapshot.Xmin)
+	return "e.transaction_id >= " + a.add(lo) + "::xid8 AND (" + after +
+		" OR NOT pg_visible_in_snapshot(e.transaction_id, " + snap + "::text::pg_snapshot))"
+}
+
+// queryJSON encodes a query for append_events: [{"types":[…]|null,"tags":[…]|null}].
+func queryJSON(q query.Query) []byte {
+	if q.IsEmpty() {
+		return nil
+	}
+	type item struct {
+		Types []string `json:"types"`
+		Tags  []string `json:"tags"`
+	}
+	items := q.Items()
+	out := make([]item, len(items))
+	for i, it := range items {
+		if len(it.Types) > 0 {
+			out[i].Types = it.Types
+		}
+		if it.Tags.Len() > 0 {
+			out[i].Tags = it.Tags.Strings()
+		}
+	}
+	b, err := json.Marshal(out)
+	if err != nil {
+		panic(err) // strings only
+	}
+	return b
+}

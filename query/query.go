@@ -1,0 +1,162 @@
+// Package query defines DCB queries: a list of items, OR-ed; an item matches an
+// event when the event's type is one of the item's types (or the item names none)
+// AND the event carries every tag of the item.
+//
+// Matching is item by item, with real OR: a query with the items
+// {types: A, tags: x} and {types: B, tags: y} does not match an event of type A
+// tagged only y.
+package query
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+// MaxTypeLen is the longest event type, in bytes.
+const MaxTypeLen = 64
+
+// ErrInvalidQuery is matched by every *InvalidQueryError.
+var ErrInvalidQuery = pgdcb.ErrInvalidQuery
+
+// InvalidQueryError says which item of a query is invalid and why.
+type InvalidQueryError struct {
+	Item   int // index of the offending item, -1 for the query as a whole
+	Reason string
+}
+
+func (e *InvalidQueryError) Error() string {
+	if e.Item < 0 {
+		return "pgdcb: invalid query: " + e.Reason
+	}
+	return fmt.Sprintf("pgdcb: invalid query: item %d: %s", e.Item, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidQuery) true.
+func (e *InvalidQueryError) Is(target error) bool { return target == ErrInvalidQuery }
+
+// Item selects events by types (OR) and tags (AND). An item with neither matches
+// every event.
+type Item struct {
+	Types []string
+	Tags  tags.Set
+}
+
+// Query is a list of items, OR-ed. The zero Query matches nothing; All() matches
+// every event.
+type Query struct {
+	items []Item
+}
+
+// New returns a query of the given items. Types are sorted and de-duplicated.
+func New(items ...Item) Query {
+	q := Query{items: make([]Item, len(items))}
+	for i, it := range items {
+		ts := slices.Clone(it.Types)
+		slices.Sort(ts)
+		q.items[i] = Item{Types: slices.Compact(ts), Tags: it.Tags}
+	}
+	return q
+}
+
+// All returns the query that matches every event.
+func All() Query { return Query{items: []Item{{}}} }
+
+// Tagged is a shortcut for a one-item query: events of any of the types (none
+// means any type) that carry every given tag. Invalid tags panic; use New with
+// tags.ParseSet to handle them as errors.
+func Tagged(types []string, tagStrings ...string) Query {
+	return New(Item{Types: types, Tags: tags.MustParseSet(tagStrings...)})
+}
+
+// Or returns a query matching what q or other matches.
+func (q Query) Or(other Query) Query {
+	return Query{items: append(slices.Clone(q.items), other.items...)}
+}
+
+// Items returns the query's items (a copy).
+func (q Query) Items() []Item { return slices.Clone(q.items) }
+
+// IsEmpty reports whether the query has no items (it matches nothing).
+func (q Query) IsEmpty() bool { return len(q.items) == 0 }
+
+// MatchesAll reports whether some item of q matches every event.
+func (q Query) MatchesAll() bool {
+	for _, it := range q.items {
+		if len(it.Types) == 0 && it.Tags.Len() == 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// Validate checks every item's types: non-empty, at most MaxTypeLen bytes.
+func (q Query) Validate() error {
+	for i, it := range q.items {
+		for _, t := range it.Types {
+			if err := ValidateType(t); err != nil {
+				return &InvalidQueryError{Item: i, Reason: err.Error()}
+			}
+		}
+	}
+	return nil
+}
+
+// ValidateType checks an event type: 1..MaxTypeLen bytes of valid text.
+func ValidateType(t string) error {
+	switch {
+	case t == "":
+		return errors.New("empty event type")
+	case len(t) > MaxTypeLen:
+		return fmt.Errorf("event type %q longer than %d bytes", t, MaxTypeLen)
+	case strings.IndexByte(t, 0) >= 0:
+		return fmt.Errorf("event type %q contains NUL", t)
+	}
+	return nil
+}
+
+// Matches reports whether an event of the given type and tags matches the item.
+func (it Item) Matches(eventType string, eventTags tags.Set) bool {
+	if len(it.Types) > 0 && !slices.Contains(it.Types, eventType) {
+		return false
+	}
+	return eventTags.ContainsAll(it.Tags)
+}
+
+// Matches reports whether an event of the given type and tags matches any item.
+func (q Query) Matches(eventType string, eventTags tags.Set) bool {
+	for _, it := range q.items {
+		if it.Matches(eventType, eventTags) {
+			return true
+		}
+	}
+	return false
+}
+
+// String renders the query for logs and errors.
+func (q Query) String() string {
+	if len(q.items) == 0 {
+		return "none"
+	}
+	parts := make([]string, len(q.items))
+	for i, it := range q.items {
+		var b strings.Builder
+		b.WriteString("{")
+		if len(it.Types) > 0 {
+			b.WriteString("types:" + strings.Join(it.Types, "|"))
+		}
+		if it.Tags.Len() > 0 {
+			if len(it.Types) > 0 {
+				b.WriteString(" ")
+			}
+			b.WriteString("tags:" + strings.Join(it.Tags.Strings(), "&"))
+		}
+		b.WriteString("}")
+		parts[i] = b.String()
+	}
+	return strings.Join(parts, " OR ")
+}

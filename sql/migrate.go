@@ -1,0 +1,241 @@
+// Package sql holds pgdcb's schema as numbered, embedded migrations and the
+// migrator that applies them.
+//
+// Every object lives in one schema (default "pgdcb") whose name is quoted into
+// each statement; nothing relies on search_path. Concurrent migrators are safe:
+// they serialise on a session advisory lock keyed by the schema name, and each
+// step runs in a transaction together with its version row.
+package sql
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgdcb/pgdcb"
+)
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// DefaultSchema is the schema used when none is configured.
+const DefaultSchema = "pgdcb"
+
+// Migration is one numbered step.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string // with the {{schema}} placeholder
+}
+
+// MigrationStatus says whether a step is applied, and when.
+type MigrationStatus struct {
+	Migration
+	Applied   bool
+	AppliedAt time.Time
+}
+
+// InvalidSchemaError names a schema name that was refused.
+type InvalidSchemaError struct{ Name string }
+
+func (e *InvalidSchemaError) Error() string {
+	return fmt.Sprintf("pgdcb: invalid schema name %q: use 1-63 characters of [a-z0-9_], starting with a letter or '_'", e.Name)
+}
+
+// Is makes errors.Is(err, pgdcb.ErrInvalidSchema) true.
+func (e *InvalidSchemaError) Is(target error) bool { return target == pgdcb.ErrInvalidSchema }
+
+var schemaRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}$`)
+
+// ValidateSchema refuses names that would need quoting (quotes, spaces, upper
+// case), so a schema name never changes the meaning of a statement.
+func ValidateSchema(name string) error {
+	if !schemaRE.MatchString(name) {
+		return &InvalidSchemaError{Name: name}
+	}
+	return nil
+}
+
+// Quote returns the schema name as a quoted identifier, after validating it.
+func Quote(schema string) (string, error) {
+	if err := ValidateSchema(schema); err != nil {
+		return "", err
+	}
+	return pgx.Identifier{schema}.Sanitize(), nil
+}
+
+// Migrations returns the embedded steps in version order.
+func Migrations() []Migration {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		panic(err) // embedded at build time
+	}
+	var out []Migration
+	for _, e := range entries {
+		num, name, ok := strings.Cut(strings.TrimSuffix(e.Name(), ".sql"), "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			panic("pgdcb: migration file without a numeric prefix: " + e.Name())
+		}
+		body, err := migrationFiles.ReadFile("migrations/" + e.Name())
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	for i := range out {
+		if out[i].Version != i+1 {
+			panic(fmt.Sprintf("pgdcb: migrations must be numbered 1, 2, 3…; found %d at place %d", out[i].Version, i+1))
+		}
+	}
+	return out
+}
+
+// LatestVersion is the highest embedded migration version.
+func LatestVersion() int { return len(Migrations()) }
+
+// Render returns the step's SQL for the given (already validated) schema.
+func (m Migration) Render(quotedSchema string) string {
+	return strings.ReplaceAll(m.SQL, "{{schema}}", quotedSchema)
+}
+
+func lockKey(schema string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("pgdcb.migrate\x00" + schema))
+	return int64(h.Sum64())
+}
+
+// Migrate applies every step not yet applied to the schema, creating the schema
+// if needed. It returns the versions it applied.
+func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, error) {
+	q, err := Quote(schema)
+	if err != nil {
+		return nil, err
+	}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("pgdcb: migrate: %w", err)
+	}
+	defer conn.Release()
+
+	// A session lock, so concurrent migrators of the same schema run one after
+	// another; released below even when a step fails.
+	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lockKey(schema)); err != nil {
+		return nil, fmt.Errorf("pgdcb: migrate: lock: %w", err)
+	}
+	defer func() {
+		// The caller's ctx may be done; unlock must still run or the pooled
+		// session keeps the lock.
+		ctx2, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx2, "SELECT pg_advisory_unlock($1)", lockKey(schema)); err != nil {
+			conn.Conn().Close(ctx2) // drop the session, and its lock, with it
+		}
+	}()
+
+	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+q); err != nil {
+		return nil, fmt.Errorf("pgdcb: migrate: create schema %s: %w", q, err)
+	}
+	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+q+`.schema_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
+		return nil, fmt.Errorf("pgdcb: migrate: create schema_migrations: %w", err)
+	}
+	applied, err := appliedVersions(ctx, conn.Conn(), q)
+	if err != nil {
+		return nil, err
+	}
+	var done []int
+	for _, m := range Migrations() {
+		if _, ok := applied[m.Version]; ok {
+			continue
+		}
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, m.Render(q)); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			return err
+		})
+		if err != nil {
+			return done, fmt.Errorf("pgdcb: migrate %s: step %03d_%s: %w", q, m.Version, m.Name, err)
+		}
+		done = append(done, m.Version)
+	}
+	return done, nil
+}
+
+func appliedVersions(ctx context.Context, conn *pgx.Conn, q string) (map[int]time.Time, error) {
+	rows, err := conn.Query(ctx, "SELECT version, applied_at FROM "+q+".schema_migrations")
+	if err != nil {
+		return nil, fmt.Errorf("pgdcb: read schema_migrations: %w", err)
+	}
+	out := map[int]time.Time{}
+	for rows.Next() {
+		var v int
+		var at time.Time
+		if err := rows.Scan(&v, &at); err != nil {
+			return nil, err
+		}
+		out[v] = at
+	}
+	return out, rows.Err()
+}
+
+// Status reports every embedded step and whether it is applied in the schema.
+// A schema that does not exist yet reports every step as not applied.
+func Status(ctx context.Context, pool *pgxpool.Pool, schema string) ([]MigrationStatus, error) {
+	q, err := Quote(schema)
+	if err != nil {
+		return nil, err
+	}
+	var exists bool
+	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+".schema_migrations").Scan(&exists); err != nil {
+		return nil, fmt.Errorf("pgdcb: migration status: %w", err)
+	}
+	applied := map[int]time.Time{}
+	if exists {
+		conn, err := pool.Acquire(ctx)
+		if err != nil {
+			return nil, err
+		}
+		defer conn.Release()
+		if applied, err = appliedVersions(ctx, conn.Conn(), q); err != nil {
+			return nil, err
+		}
+	}
+	var out []MigrationStatus
+	for _, m := range Migrations() {
+		at, ok := applied[m.Version]
+		out = append(out, MigrationStatus{Migration: m, Applied: ok, AppliedAt: at})
+	}
+	return out, nil
+}
+
+// CheckCurrent returns an error matching pgdcb.ErrNotMigrated unless every
+// embedded step is applied to the schema.
+func CheckCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) error {
+	st, err := Status(ctx, pool, schema)
+	if err != nil {
+		return err
+	}
+	for _, s := range st {
+		if !s.Applied {
+			return fmt.Errorf("%w: schema %q lacks step %03d_%s (run sql.Migrate or `pgdcb migrate`)", pgdcb.ErrNotMigrated, schema, s.Version, s.Name)
+		}
+	}
+	return nil
+}
+

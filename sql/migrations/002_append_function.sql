@@ -1,0 +1,164 @@
+-- append_events: the whole append — key locks, idempotency check, condition
+-- check, insert — in one server call (one round trip). Called only by package
+-- eventstore, which computes the lock keys; see DESIGN.md §2 and
+-- docs/CONCURRENCY.md for why each step is where it is.
+--
+-- Events are passed column-wise. Tags of event i are
+-- p_tags[s(i-1)+1 : s(i)] where s(i) is the running sum of p_tag_counts.
+-- A query (p_idem, p_cond) is a jsonb array of items {"types": [...]|null,
+-- "tags": [...]|null}: items are OR-ed, an item's types OR-ed, its tags AND-ed.
+--
+-- status is 'ok', 'idempotent' or 'condition'; conflict_position names the
+-- matching event when the append did not happen. Misuse raises PD001 (isolation
+-- level), PD002 (not the transaction's first write) or PD004 (lock keys not
+-- strictly ascending).
+--
+-- plan_cache_mode = force_custom_plan: with a cached generic plan the checks'
+-- `transaction_id >= $lo` could not be estimated, and the planner picked a range
+-- scan of everything since an old snapshot's xmin (41 ms per append with one old
+-- transaction open in the prototype). Custom plans see the real bounds and tags.
+CREATE FUNCTION {{schema}}.append_events(
+    p_types      text[],
+    p_tag_counts integer[],
+    p_tags       text[],
+    p_data       jsonb[],
+    p_metadata   jsonb[],
+    p_event_ids  uuid[],
+    p_lock_keys  bigint[],
+    p_lock_excl  boolean[],
+    p_idem       jsonb,
+    p_cond       jsonb,
+    p_after_tx   xid8,
+    p_after_pos  bigint,
+    p_after_snap pg_snapshot,
+    p_notify     text,
+    OUT status            text,
+    OUT tx                xid8,
+    OUT positions         bigint[],
+    OUT conflict_position bigint)
+LANGUAGE plpgsql VOLATILE
+SET plan_cache_mode = force_custom_plan
+AS $$
+DECLARE
+    i      integer;
+    v_item record;
+    v_lo   xid8;
+BEGIN
+    -- Under REPEATABLE READ / SERIALIZABLE the checks below would read the
+    -- snapshot taken before the lock wait and let a conflicting commit through.
+    IF current_setting('transaction_isolation') <> 'read committed' THEN
+        RAISE EXCEPTION 'pgdcb: append needs READ COMMITTED isolation, this transaction is %',
+            upper(current_setting('transaction_isolation')) USING ERRCODE = 'PD001';
+    END IF;
+    -- A transaction that already has an xid would give the events a
+    -- transaction_id older than events they depend on (causal inversion in log
+    -- order), and a second append in it could deadlock.
+    IF pg_current_xact_id_if_assigned() IS NOT NULL THEN
+        RAISE EXCEPTION 'pgdcb: append must be the first write of its transaction, and only one append per transaction (this transaction already wrote)'
+            USING ERRCODE = 'PD002';
+    END IF;
+
+    -- 1. Key locks: shared for every appended event's type and tags and the
+    -- global key, exclusive for the checks' keys. One key per entry, strongest
+    -- mode, strictly ascending, taken one statement after another in this loop
+    -- (the order of a set-returning query is not guaranteed): no deadlock.
+    FOR i IN 1 .. coalesce(array_length(p_lock_keys, 1), 0) LOOP
+        IF i > 1 AND p_lock_keys[i] <= p_lock_keys[i - 1] THEN
+            RAISE EXCEPTION 'pgdcb: lock keys not strictly ascending at %', i USING ERRCODE = 'PD004';
+        END IF;
+        IF p_lock_excl[i] THEN
+            PERFORM pg_advisory_xact_lock(p_lock_keys[i]);
+        ELSE
+            PERFORM pg_advisory_xact_lock_shared(p_lock_keys[i]);
+        END IF;
+    END LOOP;
+
+    -- 2. Idempotency, against the whole log, before the condition: a retry of
+    -- an append that committed must read as "already applied", not as a
+    -- conflict with its own events. Each statement below runs in a fresh
+    -- snapshot taken after the locks (READ COMMITTED, VOLATILE function).
+    IF p_idem IS NOT NULL THEN
+        FOR v_item IN SELECT * FROM jsonb_to_recordset(p_idem) AS x(types text[], tags text[]) LOOP
+            IF v_item.tags IS NOT NULL THEN
+                -- events_tags (GIN): rows carrying all the item's tags.
+                SELECT e.position INTO conflict_position FROM {{schema}}.events e
+                 WHERE e.tags @> v_item.tags
+                   AND (v_item.types IS NULL OR e.type = ANY (v_item.types))
+                 LIMIT 1;
+            ELSIF v_item.types IS NOT NULL THEN
+                -- events_type_log_order: first row per type.
+                SELECT e.position INTO conflict_position FROM {{schema}}.events e
+                 WHERE e.type = ANY (v_item.types)
+                 LIMIT 1;
+            ELSE
+                SELECT e.position INTO conflict_position FROM {{schema}}.events e LIMIT 1;
+            END IF;
+            IF conflict_position IS NOT NULL THEN
+                status := 'idempotent';
+                RETURN;
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- 3. The condition: a matching event the decision did not see, that is one
+    -- sorting after the cursor or, when the cursor carries the decision's
+    -- snapshot, one not visible in it. Rows older than both the cursor and the
+    -- snapshot's xmin were all seen, so `transaction_id >= v_lo` bounds the scan.
+    IF p_cond IS NOT NULL THEN
+        v_lo := CASE WHEN p_after_snap IS NULL THEN p_after_tx
+                     ELSE least(p_after_tx, pg_snapshot_xmin(p_after_snap)) END;
+        FOR v_item IN SELECT * FROM jsonb_to_recordset(p_cond) AS x(types text[], tags text[]) LOOP
+            IF v_item.tags IS NOT NULL THEN
+                -- events_tags (GIN), or a BitmapAnd with events_log_order when
+                -- the tag is hot and the bound is recent (custom plan decides).
+                SELECT e.position INTO conflict_position FROM {{schema}}.events e
+                 WHERE e.tags @> v_item.tags
+                   AND (v_item.types IS NULL OR e.type = ANY (v_item.types))
+                   AND e.transaction_id >= v_lo
+                   AND ((e.transaction_id, e.position) > (p_after_tx, p_after_pos)
+                        OR (p_after_snap IS NOT NULL AND NOT pg_visible_in_snapshot(e.transaction_id, p_after_snap)))
+                 LIMIT 1;
+            ELSIF v_item.types IS NOT NULL THEN
+                -- events_type_log_order: (type, transaction_id >= v_lo) range.
+                SELECT e.position INTO conflict_position FROM {{schema}}.events e
+                 WHERE e.type = ANY (v_item.types)
+                   AND e.transaction_id >= v_lo
+                   AND ((e.transaction_id, e.position) > (p_after_tx, p_after_pos)
+                        OR (p_after_snap IS NOT NULL AND NOT pg_visible_in_snapshot(e.transaction_id, p_after_snap)))
+                 LIMIT 1;
+            ELSE
+                -- events_log_order: transaction_id >= v_lo range.
+                SELECT e.position INTO conflict_position FROM {{schema}}.events e
+                 WHERE e.transaction_id >= v_lo
+                   AND ((e.transaction_id, e.position) > (p_after_tx, p_after_pos)
+                        OR (p_after_snap IS NOT NULL AND NOT pg_visible_in_snapshot(e.transaction_id, p_after_snap)))
+                 LIMIT 1;
+            END IF;
+            IF conflict_position IS NOT NULL THEN
+                status := 'condition';
+                RETURN;
+            END IF;
+        END LOOP;
+    END IF;
+
+    -- 4. Insert in batch order (positions ascend with the batch index).
+    WITH src AS (
+        SELECT n, sum(p_tag_counts[n]) OVER (ORDER BY n) AS tag_end
+          FROM generate_subscripts(p_types, 1) AS n
+    ), ins AS (
+        INSERT INTO {{schema}}.events (type, tags, data, metadata, event_id)
+        SELECT p_types[n],
+               coalesce(p_tags[tag_end - p_tag_counts[n] + 1 : tag_end], '{}'),
+               p_data[n], p_metadata[n], p_event_ids[n]
+          FROM src
+         ORDER BY n
+        RETURNING position
+    )
+    SELECT array_agg(ins.position ORDER BY ins.position) INTO positions FROM ins;
+
+    tx := pg_current_xact_id();
+    status := 'ok';
+    IF p_notify IS NOT NULL THEN
+        PERFORM pg_notify(p_notify, '');
+    END IF;
+END $$;
