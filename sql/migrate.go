@@ -94,16 +94,16 @@ func Migrations() []Migration {
 		out = append(out, Migration{Version: v, Name: name, SQL: string(body)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	for i := range out {
-		if out[i].Version != i+1 {
-			panic(fmt.Sprintf("pgdcb: migrations must be numbered 1, 2, 3…; found %d at place %d", out[i].Version, i+1))
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			panic(fmt.Sprintf("pgdcb: two migrations numbered %d", out[i].Version))
 		}
 	}
 	return out
 }
 
 // LatestVersion is the highest embedded migration version.
-func LatestVersion() int { return len(Migrations()) }
+func LatestVersion() int { m := Migrations(); return m[len(m)-1].Version }
 
 // Render returns the step's SQL for the given (already validated) schema.
 func (m Migration) Render(quotedSchema string) string {
