@@ -1,0 +1,17 @@
+//go:build !unix
+
+package pgserver
+
+import (
+	"context"
+	"runtime"
+)
+
+// findThrowaway is not supported off Unix: it relies on a shell watchdog and
+// on Unix process credentials.
+func findThrowaway(_ context.Context, o *Options) (*Server, string) {
+	if o.NoThrowaway {
+		return nil, "throwaway cluster not tried (disabled)"
+	}
+	return nil, "throwaway clusters are not supported on " + runtime.GOOS
+}
