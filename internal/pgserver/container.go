@@ -11,6 +11,9 @@ import (
 	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
 )
 
+// defaultImage is the container image of the Docker source.
+const defaultImage = "postgres:17-alpine"
+
 // startContainer runs PostgreSQL in a container through testcontainers-go.
 // testcontainers-go finds the engine on its own (DOCKER_HOST,
 // ~/.testcontainers.properties, the usual sockets); its reaper removes the

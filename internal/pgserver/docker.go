@@ -12,9 +12,6 @@ import (
 	"time"
 )
 
-// defaultImage is the container image of the Docker source.
-const defaultImage = "postgres:17-alpine"
-
 // findDocker starts a container when a Docker engine answers.
 func findDocker(ctx context.Context, o *Options) (*Server, string) {
 	if o.NoDocker {
