@@ -1,0 +1,57 @@
+# Targets: test (the gate CI runs), lint, demo, bench, bench-quick.
+# See docs/TESTING.md. PGDCB_TEST_DATABASE_URL and PGDCB_DATABASE_URL, set in
+# the environment or on the command line (make test PGDCB_TEST_DATABASE_URL=...),
+# reach the tests and programs; make passes both through without help, and an
+# unset variable stays unset (not exported empty).
+
+GO          ?= go
+GOBIN       := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
+STATICCHECK := $(GOBIN)/staticcheck
+TESTFLAGS   ?= -race -count=1 -timeout 15m
+
+.DEFAULT_GOAL := test
+# The steps of test and lint run in order, even under make -j.
+.NOTPARALLEL:
+.PHONY: test lint fmt-check vet staticcheck gotest demo bench bench-quick
+
+## test: gofmt check, go vet, staticcheck, then the race-enabled tests
+test: lint gotest
+
+## lint: gofmt check, go vet and staticcheck, no tests
+lint: fmt-check vet staticcheck
+
+fmt-check:
+	@echo "==> gofmt -l ."
+	@out="$$(gofmt -l .)"; \
+	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
+
+vet:
+	@echo "==> go vet ./..."
+	@$(GO) vet ./...
+
+$(STATICCHECK):
+	@echo "==> installing staticcheck into $(GOBIN)"
+	@GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+
+staticcheck: | $(STATICCHECK)
+	@echo "==> staticcheck ./..."
+	@$(STATICCHECK) ./...
+
+gotest:
+	@echo "==> go test $(TESTFLAGS) ./..."
+	@$(GO) test $(TESTFLAGS) ./...
+
+## demo: run the wallet demo against PGDCB_DATABASE_URL or a found server
+demo:
+	@echo "==> go run ./examples/demo"
+	@$(GO) run ./examples/demo
+
+## bench: the full benchmark
+bench:
+	@echo "==> go run ./bench"
+	@$(GO) run ./bench
+
+## bench-quick: a short benchmark run
+bench-quick:
+	@echo "==> go run ./bench --quick"
+	@$(GO) run ./bench --quick
