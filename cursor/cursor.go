@@ -229,7 +229,7 @@ func Parse(s string) (Cursor, error) {
 		if !ok1 || !ok2 || !ok3 || xmin+span < xmin || n > span {
 			return bad("truncated or inconsistent snapshot")
 		}
-		snap := &Snapshot{Xmin: xmin, Xmax: xmin + span, Xip: make([]uint64, 0, n)}
+		snap := &Snapshot{Xmin: xmin, Xmax: xmin + span}
 		prev := xmin
 		for i := uint64(0); i < n; i++ {
 			d, ok := next()

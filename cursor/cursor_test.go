@@ -1,0 +1,73 @@
+package cursor_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/cursor"
+)
+
+func TestRoundTrip(t *testing.T) {
+	for _, c := range []cursor.Cursor{
+		{},
+		{TransactionID: 750, Position: 12},
+		{TransactionID: 1 << 40, Position: 1<<63 - 1},
+		{TransactionID: 900, Position: 5, Snapshot: &cursor.Snapshot{Xmin: 880, Xmax: 905, Xip: []uint64{880, 890, 904}}},
+		{TransactionID: 3, Position: 0, Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 10}},
+	} {
+		s := c.String()
+		require.Regexp(t, `^[A-Za-z0-9_-]+$`, s)
+		back, err := cursor.Parse(s)
+		require.NoError(t, err)
+		require.Equal(t, c, back)
+		snap := c.Snapshot
+		if snap != nil {
+			parsed, err := cursor.ParseSnapshot(snap.String())
+			require.NoError(t, err)
+			require.Equal(t, snap, parsed)
+		}
+	}
+}
+
+func TestParseMalformed(t *testing.T) {
+	good := cursor.Cursor{TransactionID: 9, Position: 3, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 9, Xip: []uint64{6}}}.String()
+	for _, s := range []string{"", "!!!", "AA", "AgA", good[:len(good)-2], good + "AA", "not a cursor"} {
+		_, err := cursor.Parse(s)
+		require.ErrorIs(t, err, pgdcb.ErrInvalidCursor, s)
+		var ce *cursor.InvalidCursorError
+		require.ErrorAs(t, err, &ce)
+		require.Equal(t, s, ce.Input)
+	}
+}
+
+func TestSeen(t *testing.T) {
+	snap := &cursor.Snapshot{Xmin: 100, Xmax: 110, Xip: []uint64{100, 105}}
+	c := cursor.Cursor{TransactionID: 108, Position: 50, Snapshot: snap}
+	require.True(t, c.Seen(99, 1))
+	require.False(t, c.Seen(100, 2), "in progress at snapshot time")
+	require.True(t, c.Seen(101, 3))
+	require.False(t, c.Seen(105, 4))
+	require.True(t, c.Seen(108, 50))
+	require.False(t, c.Seen(108, 51), "after the cursor")
+	require.False(t, c.Seen(110, 1), "not started at snapshot time")
+	plain := cursor.Cursor{TransactionID: 108, Position: 50}
+	require.True(t, plain.Seen(100, 99))
+	require.False(t, plain.Seen(109, 1))
+}
+
+func FuzzParse(f *testing.F) {
+	f.Add(cursor.Cursor{TransactionID: 9, Position: 3, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 9, Xip: []uint64{6, 7}}}.String())
+	f.Add("AQA")
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := cursor.Parse(s)
+		if err != nil {
+			require.ErrorIs(t, err, pgdcb.ErrInvalidCursor)
+			return
+		}
+		again, err := cursor.Parse(c.String())
+		require.NoError(t, err)
+		require.Equal(t, c, again)
+	})
+}

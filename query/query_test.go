@@ -1,0 +1,48 @@
+package query_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+func TestItemsAreORedNotFlattened(t *testing.T) {
+	q := query.New(
+		query.Item{Types: []string{"A"}, Tags: tags.MustParseSet("x=1")},
+		query.Item{Types: []string{"B"}, Tags: tags.MustParseSet("y=1")},
+	)
+	require.True(t, q.Matches("A", tags.MustParseSet("x=1")))
+	require.True(t, q.Matches("B", tags.MustParseSet("y=1", "z=1")))
+	// A flattened (types A|B, tags x&y) query would match neither of these.
+	require.False(t, q.Matches("A", tags.MustParseSet("y=1")))
+	require.False(t, q.Matches("B", tags.MustParseSet("x=1")))
+	require.False(t, q.Matches("C", tags.MustParseSet("x=1", "y=1")))
+}
+
+func TestTypesORTagsAND(t *testing.T) {
+	q := query.Tagged([]string{"A", "B"}, "x=1", "y=2")
+	require.True(t, q.Matches("B", tags.MustParseSet("x=1", "y=2")))
+	require.False(t, q.Matches("B", tags.MustParseSet("x=1")))
+	require.True(t, query.Tagged(nil, "x=1").Matches("Anything", tags.MustParseSet("x=1")))
+}
+
+func TestAllAndEmpty(t *testing.T) {
+	require.True(t, query.All().Matches("A", tags.Set{}))
+	require.True(t, query.All().MatchesAll())
+	require.False(t, query.Query{}.Matches("A", tags.Set{}))
+	require.True(t, query.Query{}.IsEmpty())
+	require.Equal(t, "none", query.Query{}.String())
+}
+
+func TestValidateNamesItem(t *testing.T) {
+	q := query.New(query.Item{Types: []string{"ok"}}, query.Item{Types: []string{strings.Repeat("t", 65)}})
+	err := q.Validate()
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	require.Contains(t, err.Error(), "item 1")
+	require.ErrorIs(t, query.New(query.Item{Types: []string{""}}).Validate(), pgdcb.ErrInvalidQuery)
+}

@@ -1,0 +1,83 @@
+package tags_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+func TestParseValid(t *testing.T) {
+	for _, s := range []string{"a=b", "student_id=42", "k.e-y_0=v=with=equals", "x=" + strings.Repeat("é", 128), strings.Repeat("k", 64) + "=v"} {
+		tg, err := tags.Parse(s)
+		require.NoError(t, err, s)
+		require.Equal(t, s, tg.String())
+		k, v, _ := strings.Cut(s, "=")
+		require.Equal(t, k, tg.Key())
+		require.Equal(t, v, tg.Value())
+	}
+}
+
+func TestParseInvalidNamesTheTag(t *testing.T) {
+	cases := map[string]string{
+		"novalue":                       "missing '='",
+		"=v":                            "empty key",
+		"k=":                            "empty value",
+		"Key=v":                         "keys use only",
+		"k y=v":                         "keys use only",
+		strings.Repeat("k", 65) + "=v":  "key longer",
+		"k=" + strings.Repeat("v", 257): "value longer",
+		"k=a\x00b":                      "NUL",
+		"k=\xff":                        "UTF-8",
+	}
+	for in, reason := range cases {
+		_, err := tags.Parse(in)
+		require.Error(t, err, in)
+		require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
+		var te *tags.InvalidTagError
+		require.True(t, errors.As(err, &te))
+		require.Equal(t, in, te.Tag)
+		require.Contains(t, err.Error(), reason, in)
+	}
+}
+
+func TestSetCanonical(t *testing.T) {
+	s, err := tags.ParseSet("b=2", "a=1", "b=2")
+	require.NoError(t, err)
+	require.Equal(t, []string{"a=1", "b=2"}, s.Strings())
+	require.True(t, s.Has(tags.MustParse("a=1")))
+	require.False(t, s.Has(tags.MustParse("a=2")))
+	require.True(t, s.ContainsAll(tags.MustParseSet("b=2")))
+	require.False(t, s.ContainsAll(tags.MustParseSet("b=2", "c=3")))
+	v, ok := s.Get("b")
+	require.True(t, ok)
+	require.Equal(t, "2", v)
+}
+
+func TestSetDuplicateKeyRefused(t *testing.T) {
+	_, err := tags.ParseSet("student=1", "course=x", "student=2")
+	require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
+	require.Contains(t, err.Error(), `duplicate key "student"`)
+	_, err = tags.NewSet(tags.Tag{})
+	require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
+}
+
+func FuzzParse(f *testing.F) {
+	for _, s := range []string{"a=b", "=", "k==", "a.b-c_d=é"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		tg, err := tags.Parse(s)
+		if err != nil {
+			require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
+			return
+		}
+		again, err := tags.New(tg.Key(), tg.Value())
+		require.NoError(t, err)
+		require.Equal(t, tg, again)
+	})
+}
