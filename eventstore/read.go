@@ -26,7 +26,7 @@ type ReadOptions struct {
 
 // Events is the result of Read: iterate it once with All, then take Cursor.
 type Events struct {
-	seq    iter.Seq2[StoredEvent, error]
+	seq     iter.Seq2[StoredEvent, error]
 	cursor  cursor.Cursor
 	started bool
 	done    bool

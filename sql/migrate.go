@@ -238,4 +238,3 @@ func CheckCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	}
 	return nil
 }
-
