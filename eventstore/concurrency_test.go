@@ -1,0 +1,469 @@
+package eventstore_test
+
+// Guarantees of DESIGN.md §2, each raced many rounds with real concurrent
+// transactions on the real server. A round releases all racers together after
+// each has taken its decision, so the appends really overlap.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+// race runs n racers; each decides, waits until all have decided, then acts.
+func race(n int, decide func(i int) func() error) []error {
+	var (
+		ready sync.WaitGroup
+		done  sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, n)
+	)
+	ready.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			act := decide(i)
+			ready.Done()
+			<-start
+			errs[i] = act()
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return errs
+}
+
+func countEvents(t *testing.T, s *eventstore.Store, q query.Query) int {
+	t.Helper()
+	evs, _, err := s.ReadAll(context.Background(), q, nil)
+	require.NoError(t, err)
+	return len(evs)
+}
+
+func outcomes(t *testing.T, errs []error) (ok, conflict, idem int) {
+	t.Helper()
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, pgdcb.ErrConditionFailed):
+			conflict++
+		case errors.Is(err, pgdcb.ErrIdempotent):
+			idem++
+		default:
+			t.Fatalf("unexpected error: %v", err)
+		}
+	}
+	return
+}
+
+// 1. Same condition: 16 racers claim one username, 50 rounds: one winner each.
+func TestRaceUniqueUsername(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	const racers, rounds = 16, 50
+	for r := range rounds {
+		name := fmt.Sprintf("username=user%d", r)
+		q := query.Tagged([]string{"AccountRegistered"}, name)
+		errs := race(racers, func(i int) func() error {
+			evs, cur, err := s.ReadAll(ctx, q, nil)
+			if err != nil || len(evs) > 0 {
+				return func() error { return fmt.Errorf("decision read: %v, %d events", err, len(evs)) }
+			}
+			return func() error {
+				_, err := s.AppendIf(ctx, []eventstore.Event{
+					eventstore.MustEvent("AccountRegistered", map[string]int{"racer": i}, name, fmt.Sprintf("account=a%d-%d", r, i)),
+				}, appendif.FailIf(q, &cur))
+				return err
+			}
+		})
+		ok, conflict, _ := outcomes(t, errs)
+		require.Equal(t, 1, ok, "round %d: winners", r)
+		require.Equal(t, racers-1, conflict, "round %d", r)
+		require.Equal(t, 1, countEvents(t, s, q), "round %d: stored claims", r)
+	}
+}
+
+type course struct {
+	capacity, subscribers int
+}
+
+// 2. Overlapping, different conditions: capacity on the course tag, a limit on
+// the student tag. Each racer decides on its own (course, student) pair.
+func TestRaceCourseCapacityAndStudentLimit(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	const rounds, courses, students, racers = 20, 4, 4, 16
+	for r := range rounds {
+		var defs []eventstore.Event
+		for c := range courses {
+			defs = append(defs, eventstore.MustEvent("CourseDefined", map[string]int{"capacity": 1}, fmt.Sprintf("course=r%dc%d", r, c)))
+		}
+		_, err := s.Append(ctx, defs)
+		require.NoError(t, err)
+
+		errs := race(racers, func(i int) func() error {
+			courseTag := fmt.Sprintf("course=r%dc%d", r, rand.IntN(courses))
+			studentTag := fmt.Sprintf("student=r%ds%d", r, rand.IntN(students))
+			cm := eventstore.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, courseTag), course{},
+				func(st course, ev eventstore.StoredEvent) course {
+					if ev.Type == "CourseDefined" {
+						st.capacity = 1
+					} else {
+						st.subscribers++
+					}
+					return st
+				})
+			sm := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, studentTag), 0,
+				func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+			cond, err := s.Project(ctx, cm, sm)
+			if err != nil {
+				return func() error { return err }
+			}
+			if cm.State.subscribers >= cm.State.capacity || sm.State >= 1 {
+				return func() error { return nil } // rejected by the decision itself
+			}
+			return func() error {
+				_, err := s.AppendIf(ctx, []eventstore.Event{
+					eventstore.MustEvent("StudentSubscribed", map[string]int{}, courseTag, studentTag),
+				}, cond)
+				if errors.Is(err, pgdcb.ErrConditionFailed) {
+					return nil
+				}
+				return err
+			}
+		})
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		perCourse, perStudent := map[string]int{}, map[string]int{}
+		evs, _, err := s.ReadAll(ctx, query.New(query.Item{Types: []string{"StudentSubscribed"}}), nil)
+		require.NoError(t, err)
+		for _, ev := range evs {
+			c, _ := ev.Tags.Get("course")
+			st, _ := ev.Tags.Get("student")
+			perCourse[c]++
+			perStudent[st]++
+		}
+		for c, n := range perCourse {
+			require.LessOrEqual(t, n, 1, "round %d: course %s over capacity", r, c)
+		}
+		for st, n := range perStudent {
+			require.LessOrEqual(t, n, 1, "round %d: student %s over limit", r, st)
+		}
+	}
+}
+
+// 2b. Many students race for one course of capacity 1, 30 rounds.
+func TestRaceCourseCapacityOne(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	for r := range 30 {
+		courseTag := fmt.Sprintf("course=c%d", r)
+		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseDefined", map[string]int{"capacity": 1}, courseTag)})
+		require.NoError(t, err)
+		q := query.Tagged([]string{"StudentSubscribed"}, courseTag)
+		errs := race(16, func(i int) func() error {
+			evs, cur, err := s.ReadAll(ctx, q, nil)
+			if err != nil || len(evs) > 0 {
+				return func() error { return fmt.Errorf("decision read: %v, %d events", err, len(evs)) }
+			}
+			return func() error {
+				_, err := s.AppendIf(ctx, []eventstore.Event{
+					eventstore.MustEvent("StudentSubscribed", map[string]int{}, courseTag, fmt.Sprintf("student=s%d", i)),
+				}, appendif.FailIf(q, &cur))
+				return err
+			}
+		})
+		ok, _, _ := outcomes(t, errs)
+		require.Equal(t, 1, ok, "round %d", r)
+		require.Equal(t, 1, countEvents(t, s, q), "round %d", r)
+	}
+}
+
+// 3. Multi-item OR: a condition with two items conflicts with an event that
+// matches only the second item, and not with one that matches neither (a
+// flattened AND of all types and tags would get both wrong).
+func TestConditionItemsAreORed(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	q := query.New(
+		query.Item{Types: []string{"A"}, Tags: tags.MustParseSet("x=1")},
+		query.Item{Types: []string{"B"}, Tags: tags.MustParseSet("y=1")},
+	)
+	cur, err := s.Head(ctx)
+	require.NoError(t, err)
+	// Matches neither item: type A but only tag y=1.
+	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("A", 1, "y=1")})
+	require.NoError(t, err)
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("C", 1, "z=1")}, appendif.FailIf(q, &cur))
+	require.NoError(t, err, "an event matching no item must not conflict")
+
+	cur, err = s.Head(ctx)
+	require.NoError(t, err)
+	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", 1, "y=1", "w=2")})
+	require.NoError(t, err)
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("C", 1, "z=1")}, appendif.FailIf(q, &cur))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "an event matching only the second item must conflict")
+	var cfe *appendif.ConditionFailedError
+	require.ErrorAs(t, err, &cfe)
+	require.Equal(t, cur, *cfe.After)
+}
+
+// 3b. The same, raced: the conflicting writer appends only second-item events.
+func TestRaceMultiItemCondition(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	for r := range 30 {
+		x, y := fmt.Sprintf("x=%d", r), fmt.Sprintf("y=%d", r)
+		q := query.New(
+			query.Item{Types: []string{"A"}, Tags: tags.MustParseSet(x)},
+			query.Item{Types: []string{"B"}, Tags: tags.MustParseSet(y)},
+		)
+		errs := race(8, func(i int) func() error {
+			if i%2 == 0 { // unconditional writer of a second-item event
+				return func() error {
+					_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", i, y)})
+					return err
+				}
+			}
+			cur, err := s.Head(ctx)
+			return func() error {
+				if err != nil {
+					return err
+				}
+				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("A", i, x)}, appendif.FailIf(q, &cur))
+				if errors.Is(err, pgdcb.ErrConditionFailed) {
+					return nil
+				}
+				return err
+			}
+		})
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		verifyNoLostDecision(t, s, q)
+	}
+}
+
+// 4. An unrelated open write transaction neither blinds the check nor makes it
+// fail forever.
+func TestUnrelatedOpenTransaction(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	q := query.Tagged(nil, "account=1")
+	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", 1, "account=1")})
+	require.NoError(t, err)
+
+	// Another connection holds a transaction with an xid open throughout.
+	other, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer other.Rollback(ctx)
+	var otherXid uint64
+	require.NoError(t, other.QueryRow(ctx, "SELECT pg_current_xact_id()").Scan(&otherXid))
+
+	_, stale, err := s.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Equal(t, otherXid, stale.Snapshot.Xmin, "the open transaction holds the snapshot's xmin")
+
+	// A conflicting event commits while the old transaction stays open.
+	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 5, "account=1")})
+	require.NoError(t, err)
+
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 5, "account=1")}, appendif.FailIf(q, &stale))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "a stale decision must fail")
+
+	evs, fresh, err := s.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 5, "account=1")}, appendif.FailIf(q, &fresh))
+	require.NoError(t, err, "a fresh decision must succeed while the old transaction is open")
+
+	// Tailing readers are held at the horizon, and catch up after it moves.
+	b, err := s.ReadTail(ctx, q, cursor.Start, 100)
+	require.NoError(t, err)
+	require.Equal(t, otherXid, b.Horizon)
+	require.Len(t, b.Events, 1, "only the event older than the open transaction")
+	require.NoError(t, other.Rollback(ctx))
+	b, err = s.ReadTail(ctx, q, b.Cursor, 100)
+	require.NoError(t, err)
+	require.Len(t, b.Events, 2)
+}
+
+// 5. Idempotency race: 16 appends carrying the same idempotency query, 30
+// rounds: exactly one event persists, the rest get ErrIdempotent.
+func TestRaceIdempotency(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	for r := range 30 {
+		token := fmt.Sprintf("idempotency_token=t%d", r)
+		idem := query.Tagged([]string{"OrderPlaced"}, token)
+		errs := race(16, func(i int) func() error {
+			return func() error {
+				_, err := s.AppendIf(ctx, []eventstore.Event{
+					eventstore.MustEvent("OrderPlaced", map[string]int{"racer": i}, token, fmt.Sprintf("order=o%d-%d", r, i)),
+				}, appendif.Condition{Idempotency: idem})
+				return err
+			}
+		})
+		ok, conflict, dup := outcomes(t, errs)
+		require.Equal(t, 1, ok, "round %d", r)
+		require.Equal(t, 15, dup, "round %d", r)
+		require.Zero(t, conflict)
+		require.Equal(t, 1, countEvents(t, s, idem))
+	}
+}
+
+// decisionRecord is stored in each conditional event: the cursor it decided at.
+type decisionRecord struct {
+	Cursor string `json:"cursor"`
+}
+
+// verifyNoLostDecision replays the log: for every committed conditional event
+// E (one carrying a decision cursor) every event matching q that E's cursor
+// did not see must sort after E in log order, i.e. must have been appended after
+// E committed.
+func verifyNoLostDecision(t *testing.T, s *eventstore.Store, q query.Query) {
+	t.Helper()
+	evs, _, err := s.ReadAll(context.Background(), q, nil)
+	require.NoError(t, err)
+	checked := 0
+	for _, e := range evs {
+		var rec decisionRecord
+		if json.Unmarshal(e.Data, &rec) != nil || rec.Cursor == "" {
+			continue
+		}
+		cur, err := cursor.Parse(rec.Cursor)
+		require.NoError(t, err)
+		checked++
+		for _, f := range evs {
+			if f.Position == e.Position || cur.Seen(f.TransactionID, f.Position) {
+				continue
+			}
+			require.Positive(t, cursor.Compare(f.TransactionID, f.Position, e.TransactionID, e.Position),
+				"conditional event %d committed over event %d that its decision did not see", e.Position, f.Position)
+		}
+	}
+	_ = checked
+}
+
+// 6. Mixed writers on one boundary: conditional appends (each recording its
+// decision cursor) and unconditional ones, concurrently, 20 rounds; the replay
+// shows no conditional append committed over an event it should have seen.
+func TestRaceMixedWriters(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	var committedConditional atomic.Int64
+	for r := range 20 {
+		tag := fmt.Sprintf("counter=c%d", r)
+		q := query.Tagged(nil, tag)
+		errs := race(12, func(i int) func() error {
+			if i%3 == 0 {
+				return func() error {
+					_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Bumped", map[string]int{"by": i}, tag)})
+					return err
+				}
+			}
+			_, cur, err := s.ReadAll(ctx, q, nil)
+			return func() error {
+				if err != nil {
+					return err
+				}
+				_, err := s.AppendIf(ctx, []eventstore.Event{
+					eventstore.MustEvent("Decided", decisionRecord{Cursor: cur.String()}, tag, fmt.Sprintf("racer=%d", i)),
+				}, appendif.FailIf(q, &cur))
+				if err == nil {
+					committedConditional.Add(1)
+				}
+				if errors.Is(err, pgdcb.ErrConditionFailed) {
+					return nil
+				}
+				return err
+			}
+		})
+		for _, err := range errs {
+			require.NoError(t, err)
+		}
+		verifyNoLostDecision(t, s, q)
+	}
+	require.Positive(t, committedConditional.Load(), "some conditional appends must have committed")
+}
+
+// 7. Tailing order: A takes the lower position and commits after B; a tailing
+// reader delivers both, A first, and never skips A.
+func TestTailingReaderNeverSkipsLateCommit(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	q := query.All()
+	for round := range 10 {
+		start, err := s.ReadTail(ctx, q, cursor.Start, 0)
+		require.NoError(t, err)
+		after := start.Cursor
+
+		txA, err := pool.Begin(ctx)
+		require.NoError(t, err)
+		resA, err := s.AppendTx(ctx, txA, []eventstore.Event{eventstore.MustEvent("A", round, "w=a")})
+		require.NoError(t, err)
+		resB, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", round, "w=b")})
+		require.NoError(t, err)
+		require.Less(t, resA.Positions[0], resB.Positions[0], "A took the lower position")
+
+		// While A is open, B is committed but held back: delivering it now
+		// would move the cursor past A.
+		b, err := s.ReadTail(ctx, q, after, 100)
+		require.NoError(t, err)
+		require.Empty(t, b.Events, "round %d: nothing may pass the open transaction A", round)
+		after = b.Cursor
+		require.NoError(t, txA.Commit(ctx))
+
+		b, err = s.ReadTail(ctx, q, after, 100)
+		require.NoError(t, err)
+		require.Len(t, b.Events, 2, "round %d", round)
+		require.Equal(t, resA.Positions[0], b.Events[0].Position)
+		require.Equal(t, resB.Positions[0], b.Events[1].Position)
+	}
+}
+
+// An escalated batch (more keys than MaxLockKeys) takes the global key alone
+// and still conflicts correctly.
+func TestRaceEscalatedBatch(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, &eventstore.Config{MaxLockKeys: 8})
+	for r := range 10 {
+		tag := fmt.Sprintf("boundary=b%d", r)
+		q := query.Tagged(nil, tag)
+		errs := race(6, func(i int) func() error {
+			_, cur, err := s.ReadAll(ctx, q, nil)
+			return func() error {
+				if err != nil {
+					return err
+				}
+				var batch []eventstore.Event
+				for k := range 10 { // 10 distinct tags: escalates
+					batch = append(batch, eventstore.MustEvent("Item", k, tag, fmt.Sprintf("item=r%di%dk%d", r, i, k)))
+				}
+				_, err := s.AppendIf(ctx, batch, appendif.FailIf(q, &cur))
+				return err
+			}
+		})
+		ok, _, _ := outcomes(t, errs)
+		require.Equal(t, 1, ok, "round %d", r)
+		require.Equal(t, 10, countEvents(t, s, q))
+	}
+}
