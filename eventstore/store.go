@@ -115,5 +115,5 @@ func errf(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("pgdcb: %s: %w", op, translate(err))
+	return fmt.Errorf("pgdcb: %s: %w", op, translate(op, err))
 }

@@ -12,7 +12,7 @@ import (
 )
 
 // translate is the one place where server errors become pgdcb errors.
-func translate(err error) error {
+func translate(op string, err error) error {
 	var pgErr *pgconn.PgError
 	if !errors.As(err, &pgErr) {
 		return err
@@ -28,8 +28,10 @@ func translate(err error) error {
 			}
 			return &appendif.IdempotentError{EventID: id}
 		}
-	case "22P02", "22P05", "22023": // invalid text / untranslatable character (e.g. \u0000 in jsonb)
-		return &InvalidEventError{Index: -1, Reason: pgErr.Message}
+	case "22P02", "22P05": // invalid text / untranslatable character (e.g. \u0000 in jsonb)
+		if op == "append" {
+			return &InvalidEventError{Index: -1, Reason: pgErr.Message}
+		}
 	case "42883", "42P01", "3F000": // undefined function / table / schema
 		return fmt.Errorf("%w: %s", pgdcb.ErrNotMigrated, pgErr.Message)
 	}
