@@ -1,0 +1,66 @@
+package commands
+
+import (
+	"errors"
+	"fmt"
+
+	pgdcb "github.com/pgdcb/pgdcb"
+)
+
+var (
+	// ErrInvalidCommand: the command is malformed (type, data, metadata, no
+	// handler). Nothing was run.
+	ErrInvalidCommand = errors.New("commands: invalid command")
+	// ErrNoHandler: no handler is registered for the command's type.
+	ErrNoHandler = errors.New("commands: no handler for command type")
+	// ErrCommandNotFound: no commands row matches (tracing helpers).
+	ErrCommandNotFound = errors.New("commands: command not found")
+)
+
+// InvalidCommandError says what is wrong with a command.
+type InvalidCommandError struct {
+	Type   string
+	Reason string
+}
+
+func (e *InvalidCommandError) Error() string {
+	return fmt.Sprintf("commands: invalid command %q: %s", e.Type, e.Reason)
+}
+
+// Is makes errors.Is(err, ErrInvalidCommand) true.
+func (e *InvalidCommandError) Is(target error) bool { return target == ErrInvalidCommand }
+
+// AttemptsExhaustedError is returned when every attempt of a command failed its
+// append condition. It matches pgdcb.ErrConditionFailed and unwraps to the last
+// *appendif.ConditionFailedError.
+type AttemptsExhaustedError struct {
+	Type     string
+	Attempts int
+	Err      error // the last conflict
+}
+
+func (e *AttemptsExhaustedError) Error() string {
+	return fmt.Sprintf("commands: %s: append condition failed on all %d attempts: %v", e.Type, e.Attempts, e.Err)
+}
+
+// Unwrap returns the last conflict.
+func (e *AttemptsExhaustedError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, pgdcb.ErrConditionFailed) true even if Err is nil.
+func (e *AttemptsExhaustedError) Is(target error) bool { return target == pgdcb.ErrConditionFailed }
+
+// RejectedError wraps the error a handler returned (a business rejection). It
+// unwraps to the handler's error, so errors.Is/As on the handler's own
+// sentinels and types work.
+type RejectedError struct {
+	Type    string
+	Attempt int
+	Err     error
+}
+
+func (e *RejectedError) Error() string {
+	return fmt.Sprintf("commands: %s rejected: %v", e.Type, e.Err)
+}
+
+// Unwrap returns the handler's error.
+func (e *RejectedError) Unwrap() error { return e.Err }

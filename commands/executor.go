@@ -1,0 +1,278 @@
+package commands
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	pgdcb "github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+// Executor runs commands against a Store. It is safe for concurrent use.
+type Executor struct {
+	store   *eventstore.Store
+	cfg     Config
+	metrics *metrics
+	stats   stats
+	sql     statements
+
+	mu       sync.RWMutex
+	handlers map[string]Handler
+}
+
+// New returns an Executor over the store. The store's schema must be migrated
+// (the commands table comes with the core migrations).
+func New(store *eventstore.Store, cfg *Config) (*Executor, error) {
+	if store == nil {
+		return nil, fmt.Errorf("%w: nil store", ErrInvalidCommand)
+	}
+	c := cfg.withDefaults()
+	return &Executor{
+		store:    store,
+		cfg:      c,
+		metrics:  newMetrics(c.MetricsNamespace),
+		sql:      newStatements(store.QuotedSchema()),
+		handlers: map[string]Handler{},
+	}, nil
+}
+
+// Register sets the handler for commands of the given type whose Handler field
+// is nil. Registering a type twice replaces the handler.
+func (e *Executor) Register(cmdType string, h Handler) error {
+	if err := query.ValidateType(cmdType); err != nil || h == nil {
+		return &InvalidCommandError{Type: cmdType, Reason: "Register needs a valid type (1..64 bytes) and a handler"}
+	}
+	e.mu.Lock()
+	e.handlers[cmdType] = h
+	e.mu.Unlock()
+	return nil
+}
+
+// Store returns the executor's store.
+func (e *Executor) Store() *eventstore.Store { return e.store }
+
+// errDuplicateRow: the commands row's UNIQUE(command_id) refused the insert.
+var errDuplicateRow = errors.New("commands: duplicate command id")
+
+// Execute decides the command and appends its events, retrying on conflicts
+// (see the package documentation). It returns the outcome, or:
+//   - *RejectedError wrapping the handler's error (never retried);
+//   - *AttemptsExhaustedError (pgdcb.ErrConditionFailed) after MaxAttempts
+//     conflicts;
+//   - *InvalidCommandError (ErrInvalidCommand), ErrNoHandler, or a store or
+//     context error.
+//
+// When the command's ID was already executed, Execute returns that first
+// outcome with Duplicate set and appends nothing.
+func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
+	start := time.Now()
+	h, err := e.prepare(&cmd)
+	if err != nil {
+		e.fail(cmd.Type, "error", err)
+		return Outcome{}, err
+	}
+	typ := cmd.Type
+	defer func() { e.metrics.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds()) }()
+
+	for attempt := 1; ; attempt++ {
+		out, err := e.attempt(ctx, cmd, h, attempt)
+		if err == nil {
+			e.stats.executed.Add(1)
+			e.metrics.executed.WithLabelValues(typ).Inc()
+			e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
+			return out, nil
+		}
+		var rej *RejectedError
+		switch {
+		case errors.As(err, &rej):
+			// A rejection of a command that already ran (a retry that now sees the
+			// first execution's effect) answers with the first outcome.
+			if first, ok, ferr := e.firstOutcome(ctx, cmd.ID); ferr == nil && ok {
+				return e.duplicate(typ, first), nil
+			}
+			e.stats.rejected.Add(1)
+			e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
+			e.fail(typ, "rejected", nil)
+			return Outcome{}, err
+		case errors.Is(err, pgdcb.ErrIdempotent) || errors.Is(err, errDuplicateRow):
+			first, ok, ferr := e.firstOutcome(ctx, cmd.ID)
+			if ferr != nil {
+				e.fail(typ, "error", ferr)
+				return Outcome{}, ferr
+			}
+			if !ok { // the handler's own idempotency query (or an event id) matched
+				e.fail(typ, "rejected", nil)
+				return Outcome{}, err
+			}
+			return e.duplicate(typ, first), nil
+		case errors.Is(err, pgdcb.ErrConditionFailed):
+			e.stats.conflicts.Add(1)
+			if attempt >= e.cfg.MaxAttempts {
+				e.stats.exhausted.Add(1)
+				e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
+				e.fail(typ, "conflict", nil)
+				return Outcome{}, &AttemptsExhaustedError{Type: typ, Attempts: attempt, Err: err}
+			}
+			e.cfg.Logger.DebugContext(ctx, "command conflict, deciding again",
+				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)
+			if serr := sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
+				e.fail(typ, "error", serr)
+				return Outcome{}, fmt.Errorf("commands: %s: after %d attempts: %w", typ, attempt, serr)
+			}
+			e.stats.retries.Add(1)
+			e.metrics.retried.WithLabelValues(typ).Inc()
+		default:
+			e.fail(typ, "error", err)
+			return Outcome{}, err
+		}
+	}
+}
+
+func (e *Executor) duplicate(typ string, first Outcome) Outcome {
+	e.stats.idempotent.Add(1)
+	e.metrics.idempotent.WithLabelValues(typ).Inc()
+	first.Duplicate = true
+	first.Attempts = 0
+	return first
+}
+
+func (e *Executor) fail(typ, reason string, err error) {
+	if reason == "error" {
+		e.stats.errors.Add(1)
+	}
+	if typ == "" || query.ValidateType(typ) != nil {
+		typ = "invalid"
+	}
+	e.metrics.failed.WithLabelValues(typ, reason).Inc()
+	_ = err
+}
+
+// prepare validates the command, assigns its id and finds its handler.
+func (e *Executor) prepare(cmd *Command) (Handler, error) {
+	if err := query.ValidateType(cmd.Type); err != nil {
+		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "type must be 1..64 bytes of valid text"}
+	}
+	if cmd.Data == nil {
+		cmd.Data = json.RawMessage(`{}`)
+	}
+	if !json.Valid(cmd.Data) {
+		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "data is not valid JSON"}
+	}
+	if len(cmd.Metadata) > 0 && !json.Valid(cmd.Metadata) {
+		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "metadata is not valid JSON"}
+	}
+	if cmd.ID == uuid.Nil {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("commands: new command id: %w", err)
+		}
+		cmd.ID = id
+	}
+	h := cmd.Handler
+	if h == nil {
+		e.mu.RLock()
+		h = e.handlers[cmd.Type]
+		e.mu.RUnlock()
+	}
+	if h == nil {
+		return nil, fmt.Errorf("%w: %q", ErrNoHandler, cmd.Type)
+	}
+	return h, nil
+}
+
+// attempt is one decision and, if it commits, the command's outcome.
+func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt int) (Outcome, error) {
+	tx, err := e.store.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return Outcome{}, fmt.Errorf("commands: begin: %w", err)
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+
+	dc := &DecideContext{Command: cmd, Attempt: attempt, store: e.store, tx: tx}
+	events, cond, err := h.Decide(ctx, dc)
+	if err != nil {
+		return Outcome{}, &RejectedError{Type: cmd.Type, Attempt: attempt, Err: err}
+	}
+
+	out := Outcome{CommandID: cmd.ID, Attempts: attempt}
+	var res eventstore.AppendResult
+	if len(events) > 0 {
+		idTag, err := tags.New(CommandIDTagKey, cmd.ID.String())
+		if err != nil {
+			return Outcome{}, fmt.Errorf("commands: %w", err)
+		}
+		tagged := make([]eventstore.Event, len(events))
+		for i, ev := range events {
+			set, err := tags.NewSet(append(ev.Tags.Tags(), idTag)...)
+			if err != nil {
+				return Outcome{}, &InvalidCommandError{Type: cmd.Type,
+					Reason: fmt.Sprintf("event %d (%s): cannot add tag %s: %v", i, ev.Type, idTag, err)}
+			}
+			ev.Tags = set
+			tagged[i] = ev
+		}
+		idem := query.New(query.Item{Tags: tags.MustParseSet(idTag.String())})
+		cond = cond.WithIdempotency(cond.Idempotency.Or(idem))
+		res, err = e.store.AppendIfTx(ctx, tx, tagged, cond)
+		if err != nil {
+			return Outcome{}, err
+		}
+		out.Events = make([]eventstore.StoredEvent, len(tagged))
+		for i, ev := range tagged {
+			out.Events[i] = eventstore.StoredEvent{Event: ev, Position: res.Positions[i], TransactionID: res.TransactionID}
+		}
+	}
+
+	var meta *string
+	if len(cmd.Metadata) > 0 {
+		m := string(cmd.Metadata)
+		meta = &m
+	}
+	var at pgtype.Timestamptz
+	// A plain insert; the UNIQUE index on command_id backs up idempotency
+	// (it is what catches duplicates of commands without events).
+	err = tx.QueryRow(ctx, e.sql.insertCommand,
+		pgtype.UUID{Bytes: cmd.ID, Valid: true}, cmd.Type, string(cmd.Data), meta,
+	).Scan(&out.TransactionID, &at)
+	if err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return Outcome{}, errDuplicateRow
+		}
+		return Outcome{}, fmt.Errorf("commands: record command: %w", err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+			return Outcome{}, errDuplicateRow
+		}
+		return Outcome{}, fmt.Errorf("commands: commit: %w", err)
+	}
+	for i := range out.Events {
+		out.Events[i].OccurredAt = at.Time
+	}
+	return out, nil
+}
+
+// firstOutcome reads back the outcome of an executed command id.
+func (e *Executor) firstOutcome(ctx context.Context, id uuid.UUID) (Outcome, bool, error) {
+	rec, events, err := e.EventsOfCommand(ctx, id)
+	if errors.Is(err, ErrCommandNotFound) {
+		return Outcome{}, false, nil
+	}
+	if err != nil {
+		return Outcome{}, false, err
+	}
+	return Outcome{CommandID: id, TransactionID: rec.TransactionID, Events: events}, true, nil
+}

@@ -1,0 +1,71 @@
+package commands_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/commands"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/query"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+)
+
+func newStore(t testing.TB) *eventstore.Store {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
+	require.NoError(t, err)
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	require.NoError(t, err)
+	return s
+}
+
+func newExecutor(t testing.TB, cfg *commands.Config) (*commands.Executor, *eventstore.Store) {
+	t.Helper()
+	s := newStore(t)
+	ex, err := commands.New(s, cfg)
+	require.NoError(t, err)
+	return ex, s
+}
+
+var errLimit = errors.New("counter: limit reached")
+
+// counterQuery selects one counter's events.
+func counterQuery(id string) query.Query {
+	return query.Tagged([]string{"Incremented"}, "counter="+id)
+}
+
+// increment is a handler: add one to a counter unless it reached limit.
+func increment(id string, limit int) commands.HandlerFunc {
+	return func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+		m := eventstore.NewModel(counterQuery(id), 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+		cond, err := dc.Project(ctx, m)
+		if err != nil {
+			return nil, cond, err
+		}
+		if m.State >= limit {
+			return nil, cond, errLimit
+		}
+		ev, err := eventstore.NewEvent("Incremented", map[string]int{"n": m.State + 1}, "counter="+id)
+		return []eventstore.Event{ev}, cond, err
+	}
+}
+
+func countEvents(t testing.TB, s *eventstore.Store, q query.Query) int {
+	t.Helper()
+	evs, _, err := s.ReadAll(context.Background(), q, nil)
+	require.NoError(t, err)
+	return len(evs)
+}
+
+func cmd(typ string, h commands.Handler) commands.Command {
+	return commands.Command{Type: typ, Data: json.RawMessage(fmt.Sprintf(`{"t":%q}`, typ)), Handler: h}
+}
