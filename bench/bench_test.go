@@ -1,0 +1,99 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+)
+
+// TestRunEndToEnd runs two tiny workloads (a plain append and the contended
+// AppendIf, whose self-check needs conflicts and a gapless counter) through
+// the whole program and checks every output, so the benchmark cannot rot
+// silently. It asserts shapes and self-checks, never speed.
+func TestRunEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	jsonFile, svgFile, mdFile := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.svg"), filepath.Join(dir, "P.md")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{
+		"--dsn", pgtest.DSN(t), "--quick", "--only", `^(append/1ev/w1|appendif/contended/w8)$`,
+		"--duration", "300ms", "--warmup", "100ms", "--reps", "3",
+		"--json", jsonFile, "--svg", svgFile, "--markdown", mdFile,
+	}, &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+
+	raw, err := os.ReadFile(jsonFile)
+	require.NoError(t, err)
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &objs))
+	require.Len(t, objs, 2)
+	for _, o := range objs {
+		for _, k := range []string{"name", "writers", "events_per_s", "floor_events_per_s", "ratio", "p50_ms", "p99_ms", "table_events"} {
+			require.Contains(t, o, k, "workload %v", o["name"])
+		}
+		require.NotContains(t, o, "error")
+		require.Greater(t, o["events_per_s"].(float64), 0.0)
+		require.Greater(t, o["floor_events_per_s"].(float64), 0.0)
+		require.InDelta(t, o["events_per_s"].(float64)/o["floor_events_per_s"].(float64), o["ratio"].(float64), 1e-9)
+		require.LessOrEqual(t, o["p50_ms"].(float64), o["p99_ms"].(float64))
+		require.Greater(t, o["table_events"].(float64), 0.0)
+		require.Len(t, o["rep_events_per_s"], 3)
+	}
+	require.Equal(t, "append/1ev/w1", objs[0]["name"])
+	require.EqualValues(t, 1, objs[0]["writers"])
+	require.Equal(t, "appendif/contended/w8", objs[1]["name"])
+	extra := objs[1]["extra"].(map[string]any)
+	require.Greater(t, extra["conflicts"].(float64), 0.0)
+	require.Greater(t, extra["committed_appends_per_s"].(float64), 0.0)
+
+	require.Contains(t, stdout.String(), "| append/1ev/w1 | 1 |")
+	svg, err := os.ReadFile(svgFile)
+	require.NoError(t, err)
+	require.True(t, strings.HasPrefix(string(svg), "<svg "))
+	require.Contains(t, string(svg), "<polyline")
+	md, err := os.ReadFile(mdFile)
+	require.NoError(t, err)
+	require.Contains(t, string(md), "go run ./bench --dsn")
+	require.Contains(t, string(md), "shared_buffers=")
+	require.Contains(t, string(md), "![throughput against writers](b.svg)")
+}
+
+// TestNoConflictSelfCheckFails proves the self-check can fail: a workload
+// whose operation reports an unexpected conflict must be reported FAILED and
+// make the run fail.
+func TestNoConflictSelfCheckFails(t *testing.T) {
+	saved := registry
+	t.Cleanup(func() { registry = saved })
+	registry = []Workload{{Name: "broken", Group: "appendif", Writers: 1, Quick: true,
+		Prepare: func(ctx context.Context, env *Env) (*Plan, error) {
+			p, err := prepareAppendIfDistinct(ctx, env)
+			if err != nil {
+				return nil, err
+			}
+			p.Op = func(context.Context, int, int64, *Counters) (int, error) { return 0, errNoConflictExpected }
+			return p, nil
+		}}}
+	var stdout, stderr bytes.Buffer
+	err := run(context.Background(), []string{"--dsn", pgtest.DSN(t), "--quick", "--duration", "50ms", "--warmup", "10ms"}, &stdout, &stderr)
+	require.Error(t, err)
+	require.Contains(t, stdout.String(), "**FAILED**")
+	require.Contains(t, stdout.String(), "SELF-CHECK FAILED")
+}
+
+func TestPercentileAndMedian(t *testing.T) {
+	ds := []time.Duration{5 * time.Millisecond, time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}
+	require.Equal(t, 3.0, percentileMs(ds, 50))
+	require.Equal(t, 5.0, percentileMs(ds, 99))
+	require.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
+	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
+}
