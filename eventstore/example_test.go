@@ -1,0 +1,65 @@
+package eventstore_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+)
+
+// A course of capacity 1 and two students deciding at the same moment: the
+// second AppendIf fails because the first one's event matches its condition.
+func Example() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	schema := fmt.Sprintf("pgdcb_example_%d", time.Now().UnixNano())
+	defer pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+
+	store.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseDefined", map[string]int{"capacity": 1}, "course=c1")})
+
+	// A student's decision: how many seats are taken, and the condition under
+	// which that answer still holds.
+	decide := func() (int, appendif.Condition) {
+		subs := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, "course=c1"), 0,
+			func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+		cond, err := store.Project(ctx, subs)
+		if err != nil {
+			panic(err)
+		}
+		return subs.State, cond
+	}
+	aliceSeen, aliceCond := decide()
+	bobSeen, bobCond := decide()
+	fmt.Println("seats taken seen by alice:", aliceSeen, "by bob:", bobSeen)
+
+	_, err = store.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", nil, "course=c1", "student=alice")}, aliceCond)
+	fmt.Println("alice subscribes:", err)
+	_, err = store.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", nil, "course=c1", "student=bob")}, bobCond)
+	fmt.Println("bob subscribes, condition failed:", errors.Is(err, pgdcb.ErrConditionFailed))
+
+	// Output:
+	// seats taken seen by alice: 0 by bob: 0
+	// alice subscribes: <nil>
+	// bob subscribes, condition failed: true
+}
