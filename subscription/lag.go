@@ -1,0 +1,67 @@
+package subscription
+
+import (
+	"time"
+
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+)
+
+// Lag says how far a tailing reader is behind the head of the log.
+type Lag struct {
+	// Events is approximately how many events (of any type) sort after the
+	// last delivered one: the head's position minus that event's position.
+	// Positions are not strictly in log order across concurrent
+	// transactions, so it is an estimate; 0 when caught up.
+	Events int64
+	// Behind is the age of the last delivered event while the reader is
+	// behind the head; 0 when caught up (or before the first delivery).
+	Behind time.Duration
+	// HorizonHeld is how long the horizon (pg_snapshot_xmin) has stayed at the
+	// same transaction while the head was at or above it: how long an open
+	// transaction has been delaying the reader.
+	HorizonHeld time.Duration
+}
+
+// LagTracker turns successive tail batches into Lag. Not safe for concurrent
+// use; the zero value is ready.
+type LagTracker struct {
+	horizon uint64
+	since   time.Time
+	lastPos int64
+	lastAt  time.Time
+}
+
+// Observe records a batch that was delivered (or was empty) at now.
+func (t *LagTracker) Observe(b eventstore.TailBatch, now time.Time) Lag {
+	if n := len(b.Events); n > 0 {
+		t.lastPos = b.Events[n-1].Position
+		t.lastAt = b.Events[n-1].OccurredAt
+	}
+	var l Lag
+	if !caughtUp(b.Cursor, b.Head) {
+		if d := b.Head.Position - t.lastPos; d > 0 {
+			l.Events = d
+		}
+		if !t.lastAt.IsZero() {
+			l.Behind = max(0, now.Sub(t.lastAt))
+		}
+	}
+	if b.Head.TransactionID >= b.Horizon && b.Horizon > 0 {
+		if t.horizon != b.Horizon || t.since.IsZero() {
+			t.horizon, t.since = b.Horizon, now
+		}
+		l.HorizonHeld = now.Sub(t.since)
+	} else {
+		t.horizon, t.since = 0, time.Time{}
+	}
+	return l
+}
+
+// caughtUp: the cursor is at or after the head in log order.
+func caughtUp(c, head cursor.Cursor) bool {
+	if c.TransactionID != head.TransactionID {
+		return c.TransactionID > head.TransactionID
+	}
+	return c.Position >= head.Position
+}

@@ -1,0 +1,119 @@
+package subscription
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Metrics are the Prometheus collectors of tailing readers (subscriptions,
+// projections, outbox publishers), labelled by reader name. Create one with
+// NewMetrics, pass it in the readers' Configs and register it yourself:
+//
+//	m := subscription.NewMetrics("myapp")
+//	prometheus.MustRegister(m)
+//
+// A nil *Metrics records nothing.
+type Metrics struct {
+	batches      *prometheus.CounterVec
+	events       *prometheus.CounterVec
+	errors       *prometheus.CounterVec
+	lagEvents    *prometheus.GaugeVec
+	lagSeconds   *prometheus.GaugeVec
+	horizonHeld  *prometheus.GaugeVec
+	leader       *prometheus.GaugeVec
+	failed       *prometheus.GaugeVec
+	all          []prometheus.Collector
+}
+
+// NewMetrics returns the collectors, their names prefixed with namespace
+// ("" means "pgdcb").
+func NewMetrics(namespace string) *Metrics {
+	if namespace == "" {
+		namespace = "pgdcb"
+	}
+	l := []string{"name"}
+	m := &Metrics{
+		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "batches_total", Help: "Batches handled (committed) by the reader."}, l),
+		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "events_delivered_total", Help: "Events delivered to the reader's handler and committed."}, l),
+		errors: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "errors_total", Help: "Failed reads, handler errors and failed deliveries."}, l),
+		lagEvents: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "lag_events", Help: "Approximate events between the reader's cursor and the head of the log (position difference, all types)."}, l),
+		lagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "lag_seconds", Help: "Age of the last delivered event while the reader is behind the head; 0 when caught up."}, l),
+		horizonHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "horizon_held_seconds", Help: "How long the pg_snapshot_xmin horizon has stayed below the head of the log (an open transaction delays the reader)."}, l),
+		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "leader", Help: "1 while this process holds the reader's leader lock."}, l),
+		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "failed", Help: "1 while the reader's checkpoint is FAILED."}, l),
+	}
+	m.all = []prometheus.Collector{m.batches, m.events, m.errors, m.lagEvents, m.lagSeconds, m.horizonHeld, m.leader, m.failed}
+	return m
+}
+
+// Describe implements prometheus.Collector.
+func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.all {
+		c.Describe(ch)
+	}
+}
+
+// Collect implements prometheus.Collector.
+func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	for _, c := range m.all {
+		c.Collect(ch)
+	}
+}
+
+// Batch records a committed batch of n events.
+func (m *Metrics) Batch(name string, n int) {
+	if m == nil {
+		return
+	}
+	m.batches.WithLabelValues(name).Inc()
+	m.events.WithLabelValues(name).Add(float64(n))
+}
+
+// Error records a failed read, handler call or delivery.
+func (m *Metrics) Error(name string) {
+	if m == nil {
+		return
+	}
+	m.errors.WithLabelValues(name).Inc()
+}
+
+// Lag records how far behind the head the reader is.
+func (m *Metrics) Lag(name string, l Lag) {
+	if m == nil {
+		return
+	}
+	m.lagEvents.WithLabelValues(name).Set(float64(l.Events))
+	m.lagSeconds.WithLabelValues(name).Set(l.Behind.Seconds())
+	m.horizonHeld.WithLabelValues(name).Set(l.HorizonHeld.Seconds())
+}
+
+// Leader records whether this process leads the reader.
+func (m *Metrics) Leader(name string, leading bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	m.leader.WithLabelValues(name).Set(v)
+}
+
+// Failed records whether the reader's checkpoint is FAILED.
+func (m *Metrics) Failed(name string, failed bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if failed {
+		v = 1
+	}
+	m.failed.WithLabelValues(name).Set(v)
+}

@@ -1,0 +1,194 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatchSize    = 1000
+	DefaultPollInterval = time.Second
+	DefaultRetryMin     = 100 * time.Millisecond
+	DefaultRetryMax     = 10 * time.Second
+	DefaultName         = "subscription"
+)
+
+// Config configures a Subscription. nil or the zero value means every default.
+type Config struct {
+	// Name labels the subscription in logs and metrics. Default "subscription".
+	Name string
+	// BatchSize is the most events handed to the handler at once. Default 1000.
+	BatchSize int
+	// PollInterval is how often the log is read when no notification came.
+	// Polling alone is enough; NOTIFY only makes the reader faster. Default 1s.
+	PollInterval time.Duration
+	// NotifyDisabled turns LISTEN off (polling only), for example behind
+	// PgBouncer in transaction mode. Default false: LISTEN on a dedicated
+	// connection.
+	NotifyDisabled bool
+	// RetryMin and RetryMax bound the capped exponential backoff after a
+	// failed read (the server or the connection went away). Defaults 100ms and
+	// 10s.
+	RetryMin, RetryMax time.Duration
+	// Metrics records batches, errors and lag. Default none.
+	Metrics *Metrics
+	// Logger receives debug logs. Default: none.
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() Config {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	if o.Name == "" {
+		o.Name = DefaultName
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = DefaultPollInterval
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = DefaultRetryMin
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = DefaultRetryMax
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = o.RetryMin
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Batch is what a Handler receives: events in log order and the cursor to
+// resume after them.
+type Batch struct {
+	// Events match the subscription's query, in (transaction_id, position)
+	// order; never empty.
+	Events []eventstore.StoredEvent
+	// Cursor is where to resume after this batch (store it as your checkpoint).
+	Cursor cursor.Cursor
+	// Lag is how far behind the head the reader was when it read the batch.
+	Lag Lag
+}
+
+// Handler handles one batch. An error stops the subscription (Run returns a
+// *HandlerError); the batch was not acknowledged.
+type Handler func(ctx context.Context, b Batch) error
+
+// HandlerError is returned by Run when the handler failed. Cursor is the
+// position before the failed batch: resume from it to retry the batch.
+type HandlerError struct {
+	Cursor cursor.Cursor
+	Err    error
+}
+
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("pgdcb: subscription: handler failed at cursor %s: %v", e.Cursor, e.Err)
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// Subscription follows the events matching a query.
+type Subscription struct {
+	store *eventstore.Store
+	q     query.Query
+	cfg   Config
+}
+
+// New returns a subscription to the events matching q. It fails with an error
+// matching pgdcb.ErrInvalidQuery when q is invalid.
+func New(store *eventstore.Store, q query.Query, cfg *Config) (*Subscription, error) {
+	if store == nil {
+		return nil, errors.New("pgdcb: subscription.New: nil store")
+	}
+	if q.IsEmpty() {
+		return nil, fmt.Errorf("pgdcb: subscription.New: %w: the query is empty (it matches nothing)", pgdcb.ErrInvalidQuery)
+	}
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgdcb: subscription.New: %w", err)
+	}
+	return &Subscription{store: store, q: q, cfg: cfg.withDefaults()}, nil
+}
+
+// Run delivers the events after from to h, batch by batch, then stays live
+// until ctx ends (it then returns ctx's error) or the handler fails (a
+// *HandlerError). Failed reads are retried with backoff, so Run survives a
+// restart of the server. Delivery is at least once from the caller's point of
+// view: persist Batch.Cursor after handling, and resume from it.
+func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) error {
+	if h == nil {
+		return errors.New("pgdcb: subscription.Run: nil handler")
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := NewWaker(s.store, s.cfg.PollInterval, !s.cfg.NotifyDisabled, s.cfg.Logger)
+	w.Start(ctx)
+	cur := from
+	cur.Snapshot = nil
+	var (
+		lag      LagTracker
+		failures int
+	)
+	for {
+		b, err := s.store.ReadTail(ctx, s.q, cur, s.cfg.BatchSize)
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			if errors.Is(err, pgdcb.ErrInvalidQuery) {
+				return err
+			}
+			failures++
+			s.cfg.Metrics.Error(s.cfg.Name)
+			d := Backoff(failures, s.cfg.RetryMin, s.cfg.RetryMax)
+			s.cfg.Logger.Debug("pgdcb: subscription: read failed", "name", s.cfg.Name, "error", err, "retry_in", d)
+			if err := sleep(ctx, d); err != nil {
+				return err
+			}
+			continue
+		}
+		failures = 0
+		l := lag.Observe(b, time.Now())
+		s.cfg.Metrics.Lag(s.cfg.Name, l)
+		if len(b.Events) > 0 {
+			if err := h(ctx, Batch{Events: b.Events, Cursor: b.Cursor, Lag: l}); err != nil {
+				s.cfg.Metrics.Error(s.cfg.Name)
+				return &HandlerError{Cursor: cur, Err: err}
+			}
+			s.cfg.Metrics.Batch(s.cfg.Name, len(b.Events))
+		}
+		cur = b.Cursor
+		if len(b.Events) == s.cfg.BatchSize {
+			continue // catching up
+		}
+		if err := w.Wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
