@@ -13,15 +13,15 @@ import (
 //
 // A nil *Metrics records nothing.
 type Metrics struct {
-	batches      *prometheus.CounterVec
-	events       *prometheus.CounterVec
-	errors       *prometheus.CounterVec
-	lagEvents    *prometheus.GaugeVec
-	lagSeconds   *prometheus.GaugeVec
-	horizonHeld  *prometheus.GaugeVec
-	leader       *prometheus.GaugeVec
-	failed       *prometheus.GaugeVec
-	all          []prometheus.Collector
+	batches     *prometheus.CounterVec
+	events      *prometheus.CounterVec
+	errors      *prometheus.CounterVec
+	lagEvents   *prometheus.GaugeVec
+	lagSeconds  *prometheus.GaugeVec
+	horizonHeld *prometheus.GaugeVec
+	leader      *prometheus.GaugeVec
+	failed      *prometheus.GaugeVec
+	all         []prometheus.Collector
 }
 
 // NewMetrics returns the collectors, their names prefixed with namespace

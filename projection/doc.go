@@ -1,0 +1,17 @@
+// Package projection runs named, checkpointed projections: a handler receives
+// each batch of events together with a pgx.Tx, and the read-model writes and
+// the checkpoint move commit in that one transaction, so a PostgreSQL read
+// model is updated exactly once per event.
+//
+// Only one process runs a given projection at a time: a Runner becomes leader
+// by taking a session advisory lock on a connection it holds for as long as it
+// leads, and runs every batch on that same connection, so a leader whose
+// connection died cannot commit anything (the lock went with the connection).
+// Standby runners retry the lock every ElectionInterval and take over. The
+// checkpoint update is also a compare-and-set on the row, so a batch that
+// raced a Pause, Reset or another leader rolls back instead of committing.
+//
+// A projection's state lives in the store's checkpoints table: ACTIVE,
+// PAUSED or FAILED, with an error count and the last error; Pause, Resume,
+// Reset and Status manage it from any process.
+package projection

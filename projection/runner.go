@@ -1,0 +1,504 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
+)
+
+// Defaults of Config.
+const (
+	DefaultBatchSize         = 500
+	DefaultElectionInterval  = time.Second
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultRetryMin          = 100 * time.Millisecond
+	DefaultRetryMax          = 30 * time.Second
+	DefaultMaxAttempts       = 10
+)
+
+// ErrInvalidName: a projection name is empty, longer than 200 bytes, not
+// UTF-8 or contains NUL.
+var ErrInvalidName = errors.New("pgdcb: projection: invalid name")
+
+// Handler applies a batch of events to the read model in tx; the checkpoint
+// moves in the same transaction after it returns nil. Return an error to roll
+// the batch back: it is retried with backoff, and the projection becomes
+// FAILED after MaxAttempts consecutive failures. The handler must not commit
+// or roll back tx.
+type Handler func(ctx context.Context, tx pgx.Tx, events []eventstore.StoredEvent) error
+
+// Config configures a Runner. nil or the zero value means every default.
+type Config struct {
+	// BatchSize is the most events per batch (and per transaction). Default 500.
+	BatchSize int
+	// PollInterval is how often the log is read when no notification came
+	// (and how quickly PAUSED/FAILED → ACTIVE is noticed). Default 1s.
+	PollInterval time.Duration
+	// NotifyDisabled turns LISTEN off: polling only. Default false.
+	NotifyDisabled bool
+	// ElectionInterval is how often a standby runner tries to become leader:
+	// the most a takeover waits after the leader's connection died. Default 1s.
+	ElectionInterval time.Duration
+	// HeartbeatInterval is how often the leader writes heartbeat_at (and an
+	// idle checkpoint move). Default 5s.
+	HeartbeatInterval time.Duration
+	// RetryMin and RetryMax bound the capped exponential backoff after a
+	// failed batch. Defaults 100ms and 30s.
+	RetryMin, RetryMax time.Duration
+	// MaxAttempts is how many consecutive failures make the projection
+	// FAILED (it then waits for Resume). Default 10; negative: never FAILED.
+	MaxAttempts int
+	// Identity names this process in the checkpoint's leader column. Default
+	// "<hostname>/<pid>".
+	Identity string
+	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
+	Reset ResetFunc
+	// Metrics records batches, errors, lag and leadership. Default none.
+	Metrics *subscription.Metrics
+	// Logger receives debug logs. Default: none.
+	Logger *slog.Logger
+}
+
+func (c *Config) withDefaults() Config {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = DefaultBatchSize
+	}
+	if o.PollInterval <= 0 {
+		o.PollInterval = subscription.DefaultPollInterval
+	}
+	if o.ElectionInterval <= 0 {
+		o.ElectionInterval = DefaultElectionInterval
+	}
+	if o.HeartbeatInterval <= 0 {
+		o.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if o.RetryMin <= 0 {
+		o.RetryMin = DefaultRetryMin
+	}
+	if o.RetryMax <= 0 {
+		o.RetryMax = DefaultRetryMax
+	}
+	if o.RetryMax < o.RetryMin {
+		o.RetryMax = o.RetryMin
+	}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.Identity == "" {
+		host, _ := os.Hostname()
+		o.Identity = host + "/" + strconv.Itoa(os.Getpid())
+	}
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Runner runs one named projection. Start as many as you like (in one or many
+// processes): one leads, the others stand by.
+type Runner struct {
+	store  *eventstore.Store
+	name   string
+	q      query.Query
+	h      Handler
+	cfg    Config
+	k1, k2 int32
+
+	leading atomic.Bool
+	ensured atomic.Bool
+	waker   atomic.Pointer[subscription.Waker]
+}
+
+// New returns a Runner of the projection name over the events matching q.
+// It fails with ErrInvalidName or an error matching pgdcb.ErrInvalidQuery.
+func New(store *eventstore.Store, name string, q query.Query, h Handler, cfg *Config) (*Runner, error) {
+	if store == nil {
+		return nil, errors.New("pgdcb: projection.New: nil store")
+	}
+	if h == nil {
+		return nil, errors.New("pgdcb: projection.New: nil handler")
+	}
+	if err := ValidateName(name); err != nil {
+		return nil, err
+	}
+	if q.IsEmpty() {
+		return nil, fmt.Errorf("pgdcb: projection.New %q: %w: the query is empty (it matches nothing)", name, pgdcb.ErrInvalidQuery)
+	}
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgdcb: projection.New %q: %w", name, err)
+	}
+	r := &Runner{store: store, name: name, q: q, h: h, cfg: cfg.withDefaults()}
+	r.k1, r.k2 = LockKey(store.Schema(), name)
+	return r, nil
+}
+
+// ValidateName returns an error matching ErrInvalidName unless name can name a
+// checkpoint.
+func ValidateName(name string) error {
+	switch {
+	case name == "":
+		return fmt.Errorf("%w: empty", ErrInvalidName)
+	case len(name) > 200:
+		return fmt.Errorf("%w: %q is longer than 200 bytes", ErrInvalidName, name[:20]+"…")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("%w: %q is not UTF-8", ErrInvalidName, name)
+	}
+	for _, c := range name {
+		if c == 0 {
+			return fmt.Errorf("%w: %q contains NUL", ErrInvalidName, name)
+		}
+	}
+	return nil
+}
+
+// LockKey is the session advisory lock (two-int4 form, a key space apart from
+// the store's own bigint keys) that elects the leader of projection name.
+func LockKey(schema, name string) (int32, int32) {
+	h := fnv.New64a()
+	h.Write([]byte("pgdcb.projection\x00" + schema + "\x00" + name))
+	v := h.Sum64()
+	return int32(v >> 32), int32(v)
+}
+
+// Name returns the projection's name.
+func (r *Runner) Name() string { return r.name }
+
+// IsLeader reports whether this runner leads right now.
+func (r *Runner) IsLeader() bool { return r.leading.Load() }
+
+// Status reads the projection's checkpoint.
+func (r *Runner) Status(ctx context.Context) (Status, error) {
+	return GetStatus(ctx, r.store, r.name)
+}
+
+// Pause pauses the projection (in every process).
+func (r *Runner) Pause(ctx context.Context) error { return Pause(ctx, r.store, r.name) }
+
+// Resume makes the projection ACTIVE again, from its checkpoint.
+func (r *Runner) Resume(ctx context.Context) error {
+	err := Resume(ctx, r.store, r.name)
+	r.wake()
+	return err
+}
+
+// Reset rebuilds the projection from zero, clearing the read model with
+// Config.Reset in the same transaction.
+func (r *Runner) Reset(ctx context.Context) error {
+	err := Reset(ctx, r.store, r.name, r.cfg.Reset)
+	r.wake()
+	return err
+}
+
+func (r *Runner) wake() {
+	if w := r.waker.Load(); w != nil {
+		w.Wake()
+	}
+}
+
+// Run takes part in the election and, while leading, processes batches until
+// ctx ends; it returns ctx's error. Connection failures are retried with
+// backoff; handler failures are recorded in the checkpoint (see Status).
+func (r *Runner) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := subscription.NewWaker(r.store, r.cfg.PollInterval, !r.cfg.NotifyDisabled, r.cfg.Logger)
+	w.Start(ctx)
+	r.waker.Store(w)
+	var failures int
+	for {
+		conn, err := r.elect(ctx)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if err != nil {
+			failures++
+			r.cfg.Metrics.Error(r.name)
+			d := subscription.Backoff(failures, r.cfg.RetryMin, r.cfg.RetryMax)
+			r.cfg.Logger.Debug("pgdcb: projection: election failed", "name", r.name, "error", err, "retry_in", d)
+			if sleep(ctx, d) != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		failures = 0
+		if conn == nil { // another runner leads
+			if sleep(ctx, r.cfg.ElectionInterval) != nil {
+				return ctx.Err()
+			}
+			continue
+		}
+		r.leading.Store(true)
+		r.cfg.Metrics.Leader(r.name, true)
+		r.cfg.Logger.Debug("pgdcb: projection: leading", "name", r.name, "pid", conn.PgConn().PID())
+		err = r.lead(ctx, conn, w)
+		r.leading.Store(false)
+		r.cfg.Metrics.Leader(r.name, false)
+		// Closing the connection releases the session lock.
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		_ = conn.Close(cctx)
+		ccancel()
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		r.cfg.Metrics.Error(r.name)
+		r.cfg.Logger.Debug("pgdcb: projection: lost leadership", "name", r.name, "error", err)
+		// Give a standby the first chance to take over.
+		if sleep(ctx, 2*r.cfg.ElectionInterval) != nil {
+			return ctx.Err()
+		}
+	}
+}
+
+// elect tries the lock once. It returns the connection holding it (taken out
+// of the pool: it is closed, never returned, when leadership ends), or nil
+// when another runner leads.
+func (r *Runner) elect(ctx context.Context) (*pgx.Conn, error) {
+	pool := r.store.Pool()
+	if !r.ensured.Load() {
+		if err := ensure(ctx, pool, r.store.QuotedSchema(), r.name); err != nil {
+			return nil, err
+		}
+		r.ensured.Store(true)
+	}
+	pc, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var got bool
+	if err := pc.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, r.k1, r.k2).Scan(&got); err != nil {
+		pc.Release()
+		return nil, err
+	}
+	if !got {
+		pc.Release()
+		return nil, nil
+	}
+	return pc.Hijack(), nil
+}
+
+type dbexec interface {
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
+}
+
+// ensure creates the checkpoint row at the start of the log if there is none.
+func ensure(ctx context.Context, db dbexec, schema, name string) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	// checkpoints primary key.
+	_, err := db.Exec(ctx, `INSERT INTO `+schema+`.checkpoints (name) VALUES ($1) ON CONFLICT (name) DO NOTHING`, name)
+	if err != nil {
+		return fmt.Errorf("pgdcb: projection: creating checkpoint %q: %w", name, err)
+	}
+	return nil
+}
+
+// lead processes batches on conn (which holds the lock) until ctx ends or
+// the connection fails.
+func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker) error {
+	var (
+		lag       subscription.LagTracker
+		lastWrite time.Time
+	)
+	if err := r.heartbeat(ctx, conn); err != nil {
+		return err
+	}
+	lastWrite = time.Now()
+	for {
+		res, err := r.batch(ctx, conn, &lag, time.Since(lastWrite) >= r.cfg.HeartbeatInterval)
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if conn.IsClosed() {
+			return fmt.Errorf("pgdcb: projection %q: leader connection lost: %w", r.name, err)
+		}
+		if res.wrote {
+			lastWrite = time.Now()
+		}
+		r.cfg.Metrics.Failed(r.name, res.state == Failed)
+		switch {
+		case errors.Is(err, errFenced):
+			r.cfg.Logger.Debug("pgdcb: projection: batch fenced", "name", r.name)
+			continue
+		case err != nil:
+			r.cfg.Metrics.Error(r.name)
+			n, ferr := r.recordFailure(ctx, conn, err)
+			if ferr != nil {
+				if conn.IsClosed() || ctx.Err() != nil {
+					return ferr
+				}
+				r.cfg.Logger.Debug("pgdcb: projection: recording failure", "name", r.name, "error", ferr)
+			}
+			d := subscription.Backoff(n, r.cfg.RetryMin, r.cfg.RetryMax)
+			r.cfg.Logger.Debug("pgdcb: projection: batch failed", "name", r.name, "error", err, "attempt", n, "retry_in", d)
+			if err := sleep(ctx, d); err != nil {
+				return err
+			}
+			continue
+		}
+		if time.Since(lastWrite) >= r.cfg.HeartbeatInterval {
+			if err := r.heartbeat(ctx, conn); err != nil {
+				if conn.IsClosed() || ctx.Err() != nil {
+					return err
+				}
+			}
+			lastWrite = time.Now()
+		}
+		if res.full {
+			continue
+		}
+		if err := w.Wait(ctx); err != nil {
+			return err
+		}
+	}
+}
+
+var errFenced = errors.New("pgdcb: projection: checkpoint moved by someone else; batch rolled back")
+
+type batchResult struct {
+	state State
+	n     int
+	full  bool
+	wrote bool
+}
+
+// batch runs one batch in one READ COMMITTED transaction on the leader's
+// connection: read the checkpoint, read the tail after it (before any write,
+// so this transaction holds no xid that would hold the horizon below its
+// own writes), call the handler, move the checkpoint by compare-and-set,
+// commit. writeIdle also moves a checkpoint that only advanced to the
+// horizon (no events); otherwise such a move waits for the next heartbeat.
+func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *subscription.LagTracker, writeIdle bool) (batchResult, error) {
+	var res batchResult
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var cur cursor.Cursor
+	schema := r.store.QuotedSchema()
+	// checkpoints primary key; a plain read (a FOR UPDATE would give the
+	// transaction an xid before the tail read).
+	err = tx.QueryRow(ctx, `SELECT transaction_id, position, status FROM `+schema+`.checkpoints WHERE name = $1`, r.name).
+		Scan(&cur.TransactionID, &cur.Position, &res.state)
+	if err != nil {
+		return res, fmt.Errorf("pgdcb: projection %q: reading checkpoint: %w", r.name, err)
+	}
+	if res.state != Active {
+		return res, nil
+	}
+	tb, err := r.store.ReadTailTx(ctx, tx, r.q, cur, r.cfg.BatchSize)
+	if err != nil {
+		return res, err
+	}
+	res.n = len(tb.Events)
+	res.full = res.n == r.cfg.BatchSize
+	r.cfg.Metrics.Lag(r.name, lag.Observe(tb, time.Now()))
+	if res.n > 0 {
+		if err := r.h(ctx, tx, tb.Events); err != nil {
+			return res, &HandlerError{Name: r.name, Cursor: cur, Err: err}
+		}
+	}
+	moved := tb.Cursor.TransactionID != cur.TransactionID || tb.Cursor.Position != cur.Position
+	if !moved || (res.n == 0 && !writeIdle) {
+		return res, nil
+	}
+	// checkpoints primary key. Compare-and-set: a Pause, Reset or another
+	// leader that changed the row since we read it makes this update match
+	// nothing (READ COMMITTED re-checks the WHERE on the newest row version),
+	// and the batch rolls back.
+	tag, err := tx.Exec(ctx, `UPDATE `+schema+`.checkpoints
+		SET transaction_id = $2::xid8, position = $3, error_count = 0, leader = $6,
+		    heartbeat_at = now(), updated_at = now()
+		WHERE name = $1 AND transaction_id = $4::xid8 AND position = $5 AND status = 'ACTIVE'`,
+		r.name, tb.Cursor.TransactionID, tb.Cursor.Position, cur.TransactionID, cur.Position, r.cfg.Identity)
+	if err != nil {
+		return res, fmt.Errorf("pgdcb: projection %q: moving checkpoint: %w", r.name, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return res, errFenced
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("pgdcb: projection %q: commit: %w", r.name, err)
+	}
+	res.wrote = true
+	if res.n > 0 {
+		r.cfg.Metrics.Batch(r.name, res.n)
+	}
+	return res, nil
+}
+
+// HandlerError is a failed batch: the handler's error and the cursor the
+// batch started after.
+type HandlerError struct {
+	Name   string
+	Cursor cursor.Cursor
+	Err    error
+}
+
+func (e *HandlerError) Error() string {
+	return fmt.Sprintf("pgdcb: projection %q: handler failed after cursor %s: %v", e.Name, e.Cursor, e.Err)
+}
+
+func (e *HandlerError) Unwrap() error { return e.Err }
+
+// recordFailure counts a failed attempt in the checkpoint and makes it FAILED
+// at MaxAttempts. It returns the consecutive failure count.
+func (r *Runner) recordFailure(ctx context.Context, conn *pgx.Conn, cause error) (int, error) {
+	msg := cause.Error()
+	if len(msg) > 2000 {
+		msg = msg[:2000]
+	}
+	var n int
+	// checkpoints primary key.
+	err := conn.QueryRow(ctx, `UPDATE `+r.store.QuotedSchema()+`.checkpoints
+		SET error_count = error_count + 1, last_error = $2, updated_at = now(),
+		    status = CASE WHEN $3 > 0 AND error_count + 1 >= $3 THEN 'FAILED' ELSE status END
+		WHERE name = $1 AND status = 'ACTIVE'
+		RETURNING error_count`, r.name, msg, r.cfg.MaxAttempts).Scan(&n)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 1, nil
+	}
+	if err != nil {
+		return 1, err
+	}
+	return n, nil
+}
+
+func (r *Runner) heartbeat(ctx context.Context, conn *pgx.Conn) error {
+	// checkpoints primary key.
+	_, err := conn.Exec(ctx, `UPDATE `+r.store.QuotedSchema()+`.checkpoints
+		SET heartbeat_at = now(), leader = $2 WHERE name = $1`, r.name, r.cfg.Identity)
+	return err
+}
+
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}

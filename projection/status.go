@@ -1,0 +1,131 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+)
+
+// State is a checkpoint's status.
+type State string
+
+// States.
+const (
+	// Active: the projection processes events.
+	Active State = "ACTIVE"
+	// Paused: stopped by Pause until Resume.
+	Paused State = "PAUSED"
+	// Failed: the handler failed MaxAttempts times in a row; stopped until Resume.
+	Failed State = "FAILED"
+)
+
+// ErrNotFound: no checkpoint of that name exists (the projection never ran).
+var ErrNotFound = errors.New("pgdcb: projection: no such checkpoint")
+
+// Status is a checkpoint row: where a projection (or outbox publisher) is and
+// how it is doing.
+type Status struct {
+	Name  string
+	State State
+	// Cursor: every matching event up to it was handled and committed.
+	Cursor cursor.Cursor
+	// ErrorCount is the number of consecutive failed attempts (0 after a
+	// committed batch or Resume).
+	ErrorCount int
+	// LastError is the last failure's message ("" if none since the last Reset).
+	LastError string
+	// Leader identifies the process that last led (Config.Identity).
+	Leader string
+	// HeartbeatAt is when the leader last reported; zero if never.
+	HeartbeatAt time.Time
+	UpdatedAt   time.Time
+}
+
+// GetStatus reads the checkpoint name of the store. It fails with ErrNotFound
+// when there is none.
+func GetStatus(ctx context.Context, store *eventstore.Store, name string) (Status, error) {
+	// checkpoints primary key.
+	row := store.Pool().QueryRow(ctx, `SELECT name, status, transaction_id, position, error_count,
+		coalesce(last_error, ''), coalesce(leader, ''), heartbeat_at, updated_at
+		FROM `+store.QuotedSchema()+`.checkpoints WHERE name = $1`, name)
+	var (
+		st Status
+		hb *time.Time
+	)
+	err := row.Scan(&st.Name, &st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.ErrorCount, &st.LastError, &st.Leader, &hb, &st.UpdatedAt)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return Status{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+	}
+	if err != nil {
+		return Status{}, fmt.Errorf("pgdcb: projection: status of %q: %w", name, err)
+	}
+	if hb != nil {
+		st.HeartbeatAt = *hb
+	}
+	return st, nil
+}
+
+// Pause stops the projection name until Resume (within one poll interval; a
+// batch in flight rolls back). Pausing a FAILED projection makes it PAUSED.
+func Pause(ctx context.Context, store *eventstore.Store, name string) error {
+	return setState(ctx, store, name, `status = 'PAUSED'`)
+}
+
+// Resume makes a PAUSED or FAILED projection ACTIVE again, with its error
+// count reset; it continues from its checkpoint.
+func Resume(ctx context.Context, store *eventstore.Store, name string) error {
+	return setState(ctx, store, name, `status = 'ACTIVE', error_count = 0`)
+}
+
+func setState(ctx context.Context, store *eventstore.Store, name, set string) error {
+	if err := ensure(ctx, store.Pool(), store.QuotedSchema(), name); err != nil {
+		return err
+	}
+	// checkpoints primary key.
+	_, err := store.Pool().Exec(ctx, `UPDATE `+store.QuotedSchema()+`.checkpoints SET `+set+`, updated_at = now() WHERE name = $1`, name)
+	if err != nil {
+		return fmt.Errorf("pgdcb: projection: updating %q: %w", name, err)
+	}
+	return nil
+}
+
+// ResetFunc clears a projection's read model, in the transaction that moves its
+// checkpoint back to the start of the log.
+type ResetFunc func(ctx context.Context, tx pgx.Tx) error
+
+// Reset rebuilds the projection name from zero: in one transaction it locks
+// the checkpoint row, calls clear (if not nil) to empty the read model, and
+// moves the checkpoint to the start of the log, ACTIVE with no errors. A
+// leader's batch in flight then fails its compare-and-set on the checkpoint
+// and rolls back.
+func Reset(ctx context.Context, store *eventstore.Store, name string, clear ResetFunc) error {
+	pool := store.Pool()
+	if err := ensure(ctx, pool, store.QuotedSchema(), name); err != nil {
+		return err
+	}
+	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		// checkpoints primary key; the row lock orders us with a leader's
+		// checkpoint update.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM `+store.QuotedSchema()+`.checkpoints WHERE name = $1 FOR UPDATE`, name); err != nil {
+			return fmt.Errorf("pgdcb: projection: reset %q: %w", name, err)
+		}
+		if clear != nil {
+			if err := clear(ctx, tx); err != nil {
+				return fmt.Errorf("pgdcb: projection: reset %q: clearing the read model: %w", name, err)
+			}
+		}
+		// checkpoints primary key.
+		_, err := tx.Exec(ctx, `UPDATE `+store.QuotedSchema()+`.checkpoints SET transaction_id = '0', position = 0,
+			status = 'ACTIVE', error_count = 0, last_error = NULL, updated_at = now() WHERE name = $1`, name)
+		if err != nil {
+			return fmt.Errorf("pgdcb: projection: reset %q: %w", name, err)
+		}
+		return nil
+	})
+}
