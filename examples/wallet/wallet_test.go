@@ -1,0 +1,295 @@
+package wallet_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	pgdcb "github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/commands"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/examples/wallet"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/query"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+)
+
+func newService(t testing.TB) *wallet.Service {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
+	require.NoError(t, err)
+	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	require.NoError(t, err)
+	svc, err := wallet.New(st, &wallet.Config{Commands: &commands.Config{MaxAttempts: 50, BackoffBase: 1, BackoffMax: 2e6}})
+	require.NoError(t, err)
+	return svc
+}
+
+func logLen(t testing.TB, svc *wallet.Service) int {
+	t.Helper()
+	evs, _, err := svc.Store().ReadAll(context.Background(), query.All(), nil)
+	require.NoError(t, err)
+	return len(evs)
+}
+
+func TestOpen(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	res, err := svc.Open(ctx, "w1", nil)
+	require.NoError(t, err)
+	require.Equal(t, "w1", res.WalletID)
+	require.Zero(t, res.Balance)
+	_, err = svc.Open(ctx, "w1", nil)
+	require.ErrorIs(t, err, wallet.ErrWalletExists)
+	_, err = svc.Open(ctx, "bad id!", nil)
+	require.ErrorIs(t, err, wallet.ErrInvalidWalletID)
+	v, err := svc.Wallet(ctx, "w1")
+	require.NoError(t, err)
+	require.Zero(t, v.Balance)
+	_, err = svc.Wallet(ctx, "nope")
+	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
+	require.Equal(t, 1, logLen(t, svc))
+}
+
+func TestDepositAndWithdraw(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	_, err := svc.Open(ctx, "w1", nil)
+	require.NoError(t, err)
+	res, err := svc.Deposit(ctx, "w1", 100, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 100, res.Balance)
+	res, err = svc.Withdraw(ctx, "w1", 30, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 70, res.Balance)
+
+	n := logLen(t, svc)
+	for _, amt := range []int64{0, -5} {
+		_, err = svc.Deposit(ctx, "w1", amt, nil)
+		require.ErrorIs(t, err, wallet.ErrInvalidAmount)
+		_, err = svc.Withdraw(ctx, "w1", amt, nil)
+		require.ErrorIs(t, err, wallet.ErrInvalidAmount)
+	}
+	_, err = svc.Withdraw(ctx, "w1", 71, nil)
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	_, err = svc.Deposit(ctx, "ghost", 1, nil)
+	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
+	_, err = svc.Withdraw(ctx, "ghost", 1, nil)
+	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
+	_, err = svc.Deposit(ctx, "w1", math.MaxInt64, nil)
+	require.ErrorIs(t, err, wallet.ErrInvalidAmount)
+	require.Equal(t, n, logLen(t, svc), "rejections append nothing")
+
+	v, err := svc.Wallet(ctx, "w1")
+	require.NoError(t, err)
+	require.EqualValues(t, 70, v.Balance)
+}
+
+func TestTransfer(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	for _, id := range []string{"a", "b"} {
+		_, err := svc.Open(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	_, err := svc.Deposit(ctx, "a", 100, nil)
+	require.NoError(t, err)
+	res, err := svc.Transfer(ctx, "a", "b", 60, nil)
+	require.NoError(t, err)
+	require.EqualValues(t, 40, res.Balance)
+	require.EqualValues(t, 60, res.ToBalance)
+	require.Len(t, res.Outcome.Events, 2)
+	require.Equal(t, res.Outcome.Events[0].TransactionID, res.Outcome.Events[1].TransactionID)
+
+	n := logLen(t, svc)
+	_, err = svc.Transfer(ctx, "a", "b", 41, nil)
+	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
+	_, err = svc.Transfer(ctx, "a", "a", 1, nil)
+	require.ErrorIs(t, err, wallet.ErrSameWallet)
+	_, err = svc.Transfer(ctx, "a", "ghost", 1, nil)
+	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
+	_, err = svc.Transfer(ctx, "ghost", "a", 1, nil)
+	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
+	_, err = svc.Transfer(ctx, "a", "b", 0, nil)
+	require.ErrorIs(t, err, wallet.ErrInvalidAmount)
+	require.Equal(t, n, logLen(t, svc))
+}
+
+func TestIfMatch(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	for _, id := range []string{"a", "b"} {
+		_, err := svc.Open(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	v, err := svc.Wallet(ctx, "a")
+	require.NoError(t, err)
+	// A change to another wallet does not make a's cursor stale.
+	_, err = svc.Deposit(ctx, "b", 5, nil)
+	require.NoError(t, err)
+	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: &v.Cursor})
+	require.NoError(t, err)
+	// Now a changed since v.
+	n := logLen(t, svc)
+	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: &v.Cursor})
+	require.ErrorIs(t, err, wallet.ErrStale)
+	_, err = svc.Withdraw(ctx, "a", 1, &wallet.Options{IfMatch: &v.Cursor})
+	require.ErrorIs(t, err, wallet.ErrStale)
+	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: &v.Cursor})
+	require.ErrorIs(t, err, wallet.ErrStale)
+	require.Equal(t, n, logLen(t, svc))
+	v2, err := svc.Wallet(ctx, "a")
+	require.NoError(t, err)
+	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: &v2.Cursor})
+	require.NoError(t, err)
+}
+
+func TestCommandIDIsIdempotent(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	_, err := svc.Open(ctx, "a", nil)
+	require.NoError(t, err)
+	_, err = svc.Open(ctx, "b", nil)
+	require.NoError(t, err)
+	_, err = svc.Deposit(ctx, "a", 100, nil)
+	require.NoError(t, err)
+	opt := &wallet.Options{CommandID: uuid.New()}
+	var wg sync.WaitGroup
+	results := make([]wallet.Result, 8)
+	errs := make([]error, 8)
+	for i := range results {
+		wg.Go(func() { results[i], errs[i] = svc.Transfer(ctx, "a", "b", 70, opt) })
+	}
+	wg.Wait()
+	fresh := 0
+	for i := range results {
+		require.NoError(t, errs[i])
+		require.EqualValues(t, 30, results[i].Balance)
+		if !results[i].Outcome.Duplicate {
+			fresh++
+		}
+	}
+	require.Equal(t, 1, fresh)
+	v, err := svc.Wallet(ctx, "a")
+	require.NoError(t, err)
+	require.EqualValues(t, 30, v.Balance)
+}
+
+// replay folds the whole log in log order and fails if any balance goes
+// negative; it returns the final balances.
+func replay(t testing.TB, svc *wallet.Service) map[string]int64 {
+	t.Helper()
+	evs, _, err := svc.Store().ReadAll(context.Background(), query.All(), nil)
+	require.NoError(t, err)
+	bal := map[string]int64{}
+	for _, ev := range evs {
+		id, _ := ev.Tags.Get(wallet.TagKey)
+		d, err := wallet.Delta(ev)
+		require.NoError(t, err)
+		bal[id] += d
+		require.GreaterOrEqual(t, bal[id], int64(0), "wallet %s negative at position %d", id, ev.Position)
+		var data wallet.EventData
+		require.NoError(t, json.Unmarshal(ev.Data, &data))
+		if ev.Type != wallet.WalletOpened {
+			require.Equal(t, bal[id], data.Balance, "decided balance matches the replay at %d", ev.Position)
+		}
+	}
+	return bal
+}
+
+// Many concurrent transfers over few wallets: no balance ever negative in log
+// order, money conserved, every decided balance equal to the replay.
+func TestConcurrentTransfersKeepInvariants(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	const wallets, initial, workers, perWorker = 5, 100, 8, 25
+	for i := range wallets {
+		id := fmt.Sprint("w", i)
+		_, err := svc.Open(ctx, id, nil)
+		require.NoError(t, err)
+		_, err = svc.Deposit(ctx, id, initial, nil)
+		require.NoError(t, err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	ok, insufficient := 0, 0
+	for range workers {
+		wg.Go(func() {
+			for range perWorker {
+				from := rand.IntN(wallets)
+				to := (from + 1 + rand.IntN(wallets-1)) % wallets
+				_, err := svc.Transfer(ctx, fmt.Sprint("w", from), fmt.Sprint("w", to), int64(1+rand.IntN(80)), nil)
+				mu.Lock()
+				switch {
+				case err == nil:
+					ok++
+				case err == wallet.ErrInsufficientFunds:
+					insufficient++
+				default:
+					t.Errorf("transfer: %v", err)
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	require.Equal(t, workers*perWorker, ok+insufficient)
+	require.Positive(t, ok)
+	bal := replay(t, svc)
+	var total int64
+	for i := range wallets {
+		id := fmt.Sprint("w", i)
+		total += bal[id]
+		v, err := svc.Wallet(ctx, id)
+		require.NoError(t, err)
+		require.Equal(t, bal[id], v.Balance)
+	}
+	require.EqualValues(t, wallets*initial, total)
+	st := svc.Executor().Stats()
+	t.Logf("transfers ok=%d insufficient=%d conflicts=%d retries=%d", ok, insufficient, st.Conflicts, st.Retries)
+	require.Zero(t, st.Exhausted)
+}
+
+// Withdrawals racing on one wallet never overdraw it.
+func TestConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	for round := range 10 {
+		id := fmt.Sprint("r", round)
+		_, err := svc.Open(ctx, id, nil)
+		require.NoError(t, err)
+		_, err = svc.Deposit(ctx, id, 50, nil)
+		require.NoError(t, err)
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		succeeded := 0
+		for range 8 {
+			wg.Go(func() {
+				_, err := svc.Withdraw(ctx, id, 10, nil)
+				if err != nil && err != wallet.ErrInsufficientFunds {
+					require.ErrorIs(t, err, pgdcb.ErrConditionFailed) // only exhaustion is tolerated
+				}
+				if err == nil {
+					mu.Lock()
+					succeeded++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		require.Equal(t, 5, succeeded, "round %d", round)
+		v, err := svc.Wallet(ctx, id)
+		require.NoError(t, err)
+		require.Zero(t, v.Balance)
+	}
+	replay(t, svc)
+}
