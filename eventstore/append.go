@@ -21,13 +21,20 @@ type AppendResult struct {
 // Append appends events unconditionally, in one transaction. It still takes the
 // events' keys in shared mode, so concurrent conditional appends see it.
 func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error) {
-	return s.appendEvents(ctx, s.pool, events, nil)
+	res, err := s.appendEvents(ctx, s.pool, events, nil)
+	if err == nil {
+		s.Notify(ctx)
+	}
+	return res, err
 }
 
 // AppendTx is Append in the caller's transaction. The transaction must be READ
 // COMMITTED and the append must be its first write (and its only append): append
 // first, then write your other tables in the same transaction. Otherwise it
 // fails with an error matching pgdcb.ErrTransactionState.
+//
+// Call Notify after the transaction commits to wake tailing readers at once;
+// without it they see the events at their next poll.
 func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (AppendResult, error) {
 	return s.appendEvents(ctx, tx, events, nil)
 }
@@ -44,7 +51,11 @@ func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Cond
 	if err := cond.Validate(); err != nil {
 		return AppendResult{}, err
 	}
-	return s.appendEvents(ctx, s.pool, events, &cond)
+	res, err := s.appendEvents(ctx, s.pool, events, &cond)
+	if err == nil {
+		s.Notify(ctx)
+	}
+	return res, err
 }
 
 // AppendIfTx is AppendIf in the caller's transaction, with AppendTx's rules. A
@@ -101,11 +112,6 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 			}
 		}
 	}
-	var notify *string
-	if !s.cfg.NotifyDisabled {
-		notify = &s.channel
-	}
-
 	var (
 		status   string
 		txID     *uint64
@@ -114,7 +120,7 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 	)
 	err := db.QueryRow(ctx, s.sql.appendEvents,
 		types, tagCounts, allTags, data, meta, ids,
-		locks.keys, locks.excl, jsonArg(idem), jsonArg(condQ), afterTx, afterPos, afterSnap, notify,
+		locks.keys, locks.excl, jsonArg(idem), jsonArg(condQ), afterTx, afterPos, afterSnap,
 	).Scan(&status, &txID, &pos, &conflict)
 	if err != nil {
 		return AppendResult{}, errf("append", err)

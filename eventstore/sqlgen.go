@@ -23,7 +23,7 @@ func newStatements(schema string) statements {
 	return statements{
 		appendEvents: `SELECT status, tx, positions, conflict_position FROM ` + schema + `.append_events(
 			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
-			$7::bigint[], $8::boolean[], $9::jsonb, $10::jsonb, $11::xid8, $12::bigint, $13::text::pg_snapshot, $14::text)`,
+			$7::bigint[], $8::boolean[], $9::jsonb, $10::jsonb, $11::xid8, $12::bigint, $13::text::pg_snapshot)`,
 		// The last event in log order: a backward scan of events_log_order,
 		// one row, in the same statement (same snapshot) as pg_current_snapshot().
 		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)

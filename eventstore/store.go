@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -30,9 +31,9 @@ type Config struct {
 	// waits for, and blocks, every other append: keep such batches rare).
 	// Bounds the server's shared lock table. Default 128.
 	MaxLockKeys int
-	// NotifyDisabled turns off the NOTIFY an append sends on commit (for
+	// NotifyDisabled turns off the NOTIFY sent after an append commits (for
 	// example behind PgBouncer in transaction mode, where LISTEN cannot work;
-	// tailing readers then poll). Default false: appends notify.
+	// tailing readers then poll). Default false: appends notify (see Notify).
 	NotifyDisabled bool
 	// Logger receives debug logs. Default: none.
 	Logger *slog.Logger
@@ -51,6 +52,9 @@ type Store struct {
 	schema  string // quoted
 	channel string
 	sql     statements
+
+	notifyPending atomic.Bool
+	notifyRunning atomic.Bool
 }
 
 // New returns a Store over the pool. It does not touch the database; call

@@ -1,0 +1,185 @@
+package eventstore_test
+
+// Speed against floors measured in the same run on the same server:
+//
+//	go test ./eventstore -run '^$' -bench . -benchtime 3s
+//
+// The floors write the same columns into an unindexed table (primary key
+// only) with autocommit: a single-row INSERT, and a 100-row INSERT … SELECT
+// unnest(…). Compare events/s of a floor and its workload to get the ratio.
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+func floorTable(b *testing.B, s *eventstore.Store, pool *pgxpool.Pool) string {
+	tbl := s.QuotedSchema() + ".floor_events"
+	_, err := pool.Exec(context.Background(), `CREATE TABLE `+tbl+` (
+		position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+		transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
+		type text NOT NULL, tags text[] NOT NULL, data jsonb NOT NULL, metadata jsonb,
+		event_id uuid, occurred_at timestamptz NOT NULL DEFAULT now())`)
+	require.NoError(b, err)
+	return tbl
+}
+
+func reportRate(b *testing.B, events int64) {
+	b.ReportMetric(float64(events)/b.Elapsed().Seconds(), "events/s")
+}
+
+var seq atomic.Int64
+
+func benchWriters(b *testing.B, writers int, op func(ctx context.Context, n int64) error) {
+	ctx := context.Background()
+	b.ResetTimer()
+	if writers == 1 {
+		for b.Loop() {
+			if err := op(ctx, seq.Add(1)); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return
+	}
+	b.SetParallelism((writers + 1) / 2) // GOMAXPROCS=2 here: 2×4 = 8 goroutines
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if err := op(ctx, seq.Add(1)); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
+
+// BenchmarkAppendOne: one event per call, against the single-row floor, with
+// 1 and 8 writers on distinct boundaries.
+func BenchmarkAppendOne(b *testing.B) {
+	s, pool := newStore(b, &eventstore.Config{NotifyDisabled: os.Getenv("BENCH_NO_NOTIFY") != ""})
+	tbl := floorTable(b, s, pool)
+	for _, writers := range []int{1, 8} {
+		b.Run(fmt.Sprintf("floor/writers=%d", writers), func(b *testing.B) {
+			benchWriters(b, writers, func(ctx context.Context, n int64) error {
+				_, err := pool.Exec(ctx, "INSERT INTO "+tbl+" (type, tags, data) VALUES ($1, $2, $3)",
+					"Deposited", []string{fmt.Sprintf("account=a%d", n)}, `{"amount": 10}`)
+				return err
+			})
+			reportRate(b, int64(b.N))
+		})
+		b.Run(fmt.Sprintf("Append/writers=%d", writers), func(b *testing.B) {
+			benchWriters(b, writers, func(ctx context.Context, n int64) error {
+				_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=a%d", n))})
+				return err
+			})
+			reportRate(b, int64(b.N))
+		})
+		b.Run(fmt.Sprintf("AppendIf/writers=%d", writers), func(b *testing.B) {
+			benchWriters(b, writers, func(ctx context.Context, n int64) error {
+				tag := fmt.Sprintf("account=b%d", n)
+				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
+					appendif.FailIf(query.Tagged(nil, tag), nil))
+				return err
+			})
+			reportRate(b, int64(b.N))
+		})
+	}
+}
+
+// BenchmarkAppendBatch100: 100-event batches against a 100-row INSERT … SELECT
+// unnest floor.
+func BenchmarkAppendBatch100(b *testing.B) {
+	s, pool := newStore(b, nil)
+	tbl := floorTable(b, s, pool)
+	const size = 100
+	b.Run("floor", func(b *testing.B) {
+		ctx := context.Background()
+		types, data := make([]string, size), make([]string, size)
+		tagsCol := make([]string, size)
+		for b.Loop() {
+			n := seq.Add(1)
+			for i := range size {
+				types[i], data[i] = "Deposited", `{"amount": 10}`
+				tagsCol[i] = fmt.Sprintf("account=f%d-%d", n, i)
+			}
+			_, err := pool.Exec(ctx, "INSERT INTO "+tbl+" (type, tags, data) SELECT t, ARRAY[g], d::jsonb FROM unnest($1::text[], $2::text[], $3::text[]) AS u(t, g, d)",
+				types, tagsCol, data)
+			require.NoError(b, err)
+		}
+		reportRate(b, int64(b.N)*size)
+	})
+	b.Run("Append", func(b *testing.B) {
+		ctx := context.Background()
+		batch := make([]eventstore.Event, size)
+		for b.Loop() {
+			n := seq.Add(1)
+			for i := range size {
+				batch[i] = eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=g%d-%d", n, i))
+			}
+			_, err := s.Append(ctx, batch)
+			require.NoError(b, err)
+		}
+		reportRate(b, int64(b.N)*size)
+	})
+}
+
+// loadEvents fills the store fast with n events over n/50 entities (50 each),
+// bypassing append_events, then ANALYZEs.
+func loadEvents(b *testing.B, s *eventstore.Store, pool *pgxpool.Pool, n int) {
+	ctx := context.Background()
+	start := time.Now()
+	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data)
+		SELECT CASE WHEN g % 10 = 0 THEN 'Opened' ELSE 'Deposited' END,
+		       ARRAY['account=' || (g / 50), 'shard=' || (g % 16)], jsonb_build_object('amount', g % 100)
+		  FROM generate_series(0, $1 - 1) AS g`, n)
+	require.NoError(b, err)
+	_, err = pool.Exec(ctx, "ANALYZE "+s.QuotedSchema()+".events")
+	require.NoError(b, err)
+	b.Logf("loaded %d events in %s", n, time.Since(start).Round(time.Millisecond))
+}
+
+// BenchmarkReadEntity: one entity's 50 events (a decision read) at 10k and 1M
+// events in the table; the cost should barely grow.
+func BenchmarkReadEntity(b *testing.B) {
+	for _, size := range []int{10_000, 1_000_000} {
+		b.Run(fmt.Sprintf("events=%d", size), func(b *testing.B) {
+			s, pool := newStore(b, nil)
+			loadEvents(b, s, pool, size)
+			ctx := context.Background()
+			entities := int64(size / 50)
+			for b.Loop() {
+				q := query.Tagged(nil, fmt.Sprintf("account=%d", seq.Add(1)%entities))
+				evs, _, err := s.ReadAll(ctx, q, nil)
+				require.NoError(b, err)
+				require.Len(b, evs, 50)
+			}
+			reportRate(b, int64(b.N)*50)
+		})
+	}
+}
+
+// BenchmarkAppendIfLargeTable: a conditional append on an existing entity with
+// a fresh decision cursor, at 1M events.
+func BenchmarkAppendIfLargeTable(b *testing.B) {
+	s, pool := newStore(b, nil)
+	loadEvents(b, s, pool, 1_000_000)
+	ctx := context.Background()
+	for b.Loop() {
+		q := query.Tagged(nil, fmt.Sprintf("account=%d", seq.Add(1)%20000))
+		_, cur, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Backwards: true, Limit: 1})
+		require.NoError(b, err)
+		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, q.Items()[0].Tags.Strings()...)}, appendif.FailIf(q, &cur))
+		require.NoError(b, err)
+	}
+	reportRate(b, int64(b.N))
+}

@@ -1,0 +1,47 @@
+package eventstore
+
+import (
+	"context"
+	"time"
+)
+
+// Notify wakes tailing readers (subscriptions, projections, the outbox) that
+// LISTEN on NotifyChannel(schema). Append and AppendIf call it after they
+// commit; call it yourself after committing a transaction that used AppendTx or
+// AppendIfTx. It never blocks: notifications are sent from a background
+// goroutine, one at a time, and calls that arrive while one is being sent are
+// coalesced into the next. Without notifications readers still see every event
+// at their next poll. Does nothing when Config.NotifyDisabled is set.
+//
+// The NOTIFY is not sent inside the appending transaction: a notifying
+// transaction holds a database-wide lock until its commit is flushed, which
+// serialises every appending writer.
+func (s *Store) Notify(ctx context.Context) {
+	if s.cfg.NotifyDisabled {
+		return
+	}
+	s.notifyPending.Store(true)
+	if !s.notifyRunning.CompareAndSwap(false, true) {
+		return // the running sender will see the pending flag
+	}
+	// The append's context may end as soon as it returns; the notification
+	// belongs to the committed events, not to the call.
+	bg := context.WithoutCancel(ctx)
+	go func() {
+		for {
+			for s.notifyPending.Swap(false) {
+				nctx, cancel := context.WithTimeout(bg, 5*time.Second)
+				if _, err := s.pool.Exec(nctx, "SELECT pg_notify($1, '')", s.channel); err != nil {
+					s.cfg.Logger.Debug("pgdcb: notify failed; readers will poll", "err", err)
+				}
+				cancel()
+			}
+			s.notifyRunning.Store(false)
+			// A Notify between the loop's last check and the store above found
+			// the sender running and left; take over if so.
+			if !s.notifyPending.Load() || !s.notifyRunning.CompareAndSwap(false, true) {
+				return
+			}
+		}
+	}()
+}
