@@ -1,0 +1,141 @@
+package runstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+// AppendEvent implements StateStore. It is one eventstore.AppendIf:
+//
+//   - idempotency query {run_id=R, idempotency_key=K}: a duplicate, racing or
+//     not, finds the committed event (the check holds the key's exclusive
+//     lock) and gets its runSeq back with Idempotent=true;
+//   - condition FailIf({run_id=R}, decision): runSeq = last+1 commits only if
+//     no event of the run appeared that the decision did not see; otherwise
+//     the store reads the run's last runSeq again and retries.
+//
+// The decision is the process's hint for the run (its own last append), or
+// "the run is empty" for a run it has not seen, so a single writer per run
+// pays one round trip; the fallback read costs one more.
+func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (AppendResult, error) {
+	ev, ts, err := prepare(ev)
+	if err != nil {
+		return AppendResult{}, err
+	}
+	runTag := tags.Must(TagRunID, ev.RunID)
+	runQ := query.New(query.Item{Tags: mustSet(runTag)})
+	idemTags := mustSet(runTag, tags.Must(TagIdempotencyKey, ev.IdempotencyKey))
+	idemQ := query.New(query.Item{Tags: idemTags})
+	id, err := uuid.Parse(ev.EventID)
+	if err != nil {
+		return AppendResult{}, invalid("eventId", "%v", err)
+	}
+
+	var (
+		last  int64
+		after *cursor.Cursor // nil: "the run has no event at all"
+	)
+	if h, ok := s.cache.get(ev.RunID); ok {
+		last, after = h.seq, &h.cur
+	}
+	for attempt := 1; ; attempt++ {
+		ev.RunSeq = last + 1
+		data, err := json.Marshal(ev)
+		if err != nil {
+			return AppendResult{}, fmt.Errorf("runstore: encode event: %w", err)
+		}
+		res, err := s.es.AppendIf(ctx, []eventstore.Event{{
+			Type:     ev.EventType,
+			Tags:     ts,
+			Data:     data,
+			Metadata: json.RawMessage(marker),
+			ID:       id,
+		}}, appendif.FailIf(runQ, after).WithIdempotency(idemQ))
+		var idem *appendif.IdempotentError
+		switch {
+		case err == nil:
+			s.cache.put(ev.RunID, seqHint{seq: ev.RunSeq, cur: cursor.Cursor{
+				TransactionID: res.TransactionID, Position: res.Positions[0]}})
+			s.metrics.appends.WithLabelValues("persisted").Inc()
+			return AppendResult{RunSeq: ev.RunSeq, Persisted: true}, nil
+		case errors.As(err, &idem):
+			seq, found, rerr := s.existingSeq(ctx, idemTags)
+			if rerr != nil {
+				return AppendResult{}, rerr
+			}
+			if !found {
+				if idem.EventID != "" {
+					return AppendResult{}, fmt.Errorf("%w: %s", ErrEventIDConflict, ev.EventID)
+				}
+				// Deleted by retention between the check and this read.
+				return AppendResult{}, fmt.Errorf("runstore: duplicate of an event deleted meanwhile: %w", err)
+			}
+			s.metrics.appends.WithLabelValues("idempotent").Inc()
+			return AppendResult{RunSeq: seq, Idempotent: true}, nil
+		case errors.Is(err, pgdcb.ErrConditionFailed):
+			s.cache.drop(ev.RunID)
+			s.metrics.retries.Inc()
+			if attempt >= s.cfg.MaxAppendAttempts {
+				return AppendResult{}, fmt.Errorf("runstore: append to run %q lost the race for a runSeq %d times: %w",
+					ev.RunID, attempt, err)
+			}
+			var c cursor.Cursor
+			if last, c, err = s.lastSeq(ctx, ev.RunID); err != nil {
+				return AppendResult{}, err
+			}
+			after = &c
+		default:
+			return AppendResult{}, fmt.Errorf("runstore: append: %w", err)
+		}
+	}
+}
+
+// lastSeq reads the run's last runSeq and a decision cursor covering it.
+func (s *Store) lastSeq(ctx context.Context, runID string) (int64, cursor.Cursor, error) {
+	var (
+		snapText string
+		c        cursor.Cursor
+		seq      int64
+	)
+	if err := s.es.Pool().QueryRow(ctx, s.sql.lastSeq, runID).Scan(&snapText, &c.TransactionID, &c.Position, &seq); err != nil {
+		return 0, cursor.Cursor{}, fmt.Errorf("runstore: read last runSeq: %w", err)
+	}
+	snap, err := cursor.ParseSnapshot(snapText)
+	if err != nil {
+		return 0, cursor.Cursor{}, fmt.Errorf("runstore: read last runSeq: %w", err)
+	}
+	c.Snapshot = snap
+	return seq, c, nil
+}
+
+func (s *Store) existingSeq(ctx context.Context, idemTags tags.Set) (int64, bool, error) {
+	var seq int64
+	err := s.es.Pool().QueryRow(ctx, s.sql.existingSeq, idemTags.Strings()).Scan(&seq)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("runstore: read duplicate's runSeq: %w", err)
+	}
+	return seq, true, nil
+}
+
+func mustSet(ts ...tags.Tag) tags.Set {
+	s, err := tags.NewSet(ts...)
+	if err != nil {
+		panic(err) // validated tags
+	}
+	return s
+}

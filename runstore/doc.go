@@ -1,0 +1,22 @@
+// Package runstore implements the State Store contract of run engines
+// (Temporal-, Conductor-style orchestrators) on the pgdcb event store.
+//
+// A run event is one event of the core log: its type is the eventType, its
+// tags are run_id=<runId>, step_id=<stepId> (when set) and
+// idempotency_key=<key>, its data is the whole CanonicalEngineEvent as a JSON
+// object (runSeq included) and its metadata is the marker {"runstore":"v1"}.
+// There is no second event table.
+//
+// AppendEvent is an AppendIf: an idempotency query on (run_id, idempotency_key)
+// makes duplicates, racing or not, return the existing runSeq; a condition on
+// the run_id tag makes runSeq = last+1 strictly increasing, each runSeq being
+// assigned under the run's exclusive key lock after the previous one committed.
+// So a watermark reader (FetchEvents with AfterSeq) never sees a gap that is
+// filled later. See docs/RUNSTORE.md.
+//
+// A SnapshotProjector tails the log (eventstore.ReadTail) and keeps the
+// run_snapshots table current with a Reducer; GetSnapshot reads that table,
+// ProjectSnapshot replays a run on demand.
+//
+// Package conformance holds the contract's test suite for any StateStore.
+package runstore

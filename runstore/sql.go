@@ -1,0 +1,79 @@
+package runstore
+
+// marker is the metadata of every runstore event; the partial index
+// events_runstore_run_seq (migration 005) covers exactly the rows carrying it,
+// and each statement below repeats the predicate literally so that the
+// planner can prove the index applies.
+const marker = `{"runstore": "v1"}`
+
+const markerPred = `e.metadata @> '{"runstore": "v1"}'`
+
+// statements are the store's SQL texts, rendered once for its schema.
+type statements struct {
+	lastSeq, fetch, existingSeq, getSnapshot, deleteRun, deleteSnapshot string
+	checkpoint, saveCheckpoint, loadSnapshots, upsertSnapshot, lag      string
+	projectorLock                                                       string
+}
+
+func newStatements(schema string) statements {
+	ev := schema + ".events"
+	return statements{
+		// The decision read of an append that does not know the run's last
+		// runSeq: in ONE statement (one snapshot) the snapshot, the head of the
+		// log (backward scan of events_log_order, one row) and the run's last
+		// runSeq (backward scan of events_runstore_run_seq, one row). Together
+		// they make a decision cursor exactly like eventstore.Head's: every run
+		// event visible in the snapshot was seen, and the max is over them.
+		lastSeq: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), coalesce(m.seq, 0)
+			FROM (SELECT pg_current_snapshot() AS snap) s
+			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + ev + `
+				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true
+			LEFT JOIN LATERAL (SELECT (e.data->'runSeq')::bigint AS seq FROM ` + ev + ` e
+				WHERE e.data->>'runId' = $1 AND ` + markerPred + `
+				ORDER BY e.data->'runSeq' DESC LIMIT 1) m ON true`,
+		// A page of a run: a range scan of events_runstore_run_seq in runSeq
+		// order, no sort. A plain (READ COMMITTED) read is gap-free here: see
+		// docs/RUNSTORE.md, "Watermark readers".
+		fetch: `SELECT e.data, e.occurred_at FROM ` + ev + ` e
+			WHERE e.data->>'runId' = $1 AND ` + markerPred + `
+			  AND e.data->'runSeq' > to_jsonb($2::bigint)
+			ORDER BY e.data->'runSeq' LIMIT $3`,
+		// The runSeq of the event holding a run's idempotency key: events_tags
+		// (GIN) on the two tags.
+		existingSeq: `SELECT (e.data->'runSeq')::bigint FROM ` + ev + ` e
+			WHERE e.tags @> $1::text[] AND ` + markerPred + ` LIMIT 1`,
+		// run_snapshots primary key.
+		getSnapshot: `SELECT snapshot_data FROM ` + schema + `.run_snapshots WHERE run_id = $1`,
+		// Retention function of the core (events_tags GIN inside).
+		deleteRun: `SELECT ` + schema + `.delete_events_tagged($1)`,
+		// run_snapshots primary key.
+		deleteSnapshot: `DELETE FROM ` + schema + `.run_snapshots WHERE run_id = $1`,
+		// checkpoints primary key.
+		checkpoint: `SELECT transaction_id, position, status FROM ` + schema + `.checkpoints WHERE name = $1`,
+		// checkpoints primary key.
+		saveCheckpoint: `INSERT INTO ` + schema + `.checkpoints (name, transaction_id, position, updated_at, error_count, last_error)
+			VALUES ($1, $2::xid8, $3, now(), 0, NULL)
+			ON CONFLICT (name) DO UPDATE SET transaction_id = excluded.transaction_id,
+				position = excluded.position, updated_at = now(), error_count = 0, last_error = NULL`,
+		// run_snapshots primary key, one probe per run of the batch.
+		loadSnapshots: `SELECT run_id, snapshot_data FROM ` + schema + `.run_snapshots WHERE run_id = ANY ($1::text[])`,
+		// run_snapshots primary key.
+		upsertSnapshot: `INSERT INTO ` + schema + `.run_snapshots
+				(run_id, status, last_event_seq, snapshot_data, started_at, completed_at, projected_at, version)
+			VALUES ($1, $2, $3, $4, $5, $6, now(), 1)
+			ON CONFLICT (run_id) DO UPDATE SET status = excluded.status,
+				last_event_seq = excluded.last_event_seq, snapshot_data = excluded.snapshot_data,
+				started_at = excluded.started_at, completed_at = excluded.completed_at,
+				projected_at = now(), version = ` + schema + `.run_snapshots.version + 1`,
+		// The first event after the checkpoint in log order (events_log_order
+		// range scan, one row): its age is the projector's lag.
+		lag: `SELECT e.occurred_at, now() FROM ` + ev + ` e
+			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint)
+			ORDER BY e.transaction_id, e.position LIMIT 1`,
+		// Serialises projector instances (and DeleteRun) without giving the
+		// transaction an xid (a row lock would, and would hold the tailing
+		// horizon below its own writes). The two-int4 form is a different lock
+		// space from the core's bigint keys.
+		projectorLock: `SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))`,
+	}
+}

@@ -1,0 +1,164 @@
+package runstore
+
+import (
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+)
+
+// StateStore is the State Store contract (contracts/state-store, v1.0).
+// Package conformance tests any implementation of it.
+type StateStore interface {
+	// AppendEvent appends ev (RunSeq and PersistedAt are assigned by the
+	// store). A duplicate idempotencyKey within the run returns the existing
+	// runSeq with Idempotent=true, Persisted=false, never an error.
+	AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (AppendResult, error)
+	// FetchEvents returns the run's events with runSeq > AfterSeq, ordered by
+	// runSeq ascending, at most Limit of them. nil opts: AfterSeq 0,
+	// DefaultFetchLimit.
+	FetchEvents(ctx context.Context, runID string, opts *FetchOptions) ([]CanonicalEngineEvent, error)
+	// GetSnapshot returns the materialised snapshot, nil when the run is
+	// unknown (or not projected yet).
+	GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, error)
+	// ProjectSnapshot replays the run's events on demand. A run without events
+	// gives a PENDING snapshot with LastEventSeq 0.
+	ProjectSnapshot(ctx context.Context, runID string) (*RunSnapshot, error)
+}
+
+// Syncer is implemented by stores whose materialised snapshots can be brought
+// up to date on request (the conformance suite uses it when present).
+type Syncer interface {
+	// CatchUp returns once every event committed before the call is reflected
+	// in GetSnapshot.
+	CatchUp(ctx context.Context) error
+}
+
+// Retainer is implemented by stores that support retention and archival.
+type Retainer interface {
+	// DeleteRun deletes a whole run (events and snapshot) and returns how many
+	// events were deleted.
+	DeleteRun(ctx context.Context, runID string) (int64, error)
+	// ExportRun writes the run's events, in runSeq order, as JSON lines (one
+	// CanonicalEngineEvent per line) and returns how many it wrote.
+	ExportRun(ctx context.Context, runID string, w io.Writer) (int64, error)
+}
+
+// Defaults of Config.
+const (
+	DefaultMaxFetchLimit     = 10000
+	DefaultSeqCacheSize      = 10000
+	DefaultMaxAppendAttempts = 1000
+	DefaultProjectorName     = "runstore.snapshots"
+	DefaultProjectorBatch    = 1000
+	DefaultPollInterval      = 100 * time.Millisecond
+	// LagAlertThreshold is the contract's PROJECTOR_LAG_HIGH threshold (§5.2).
+	LagAlertThreshold = 5 * time.Second
+	// LagTarget is the contract's normal-operation bound on projector lag.
+	LagTarget = time.Second
+)
+
+// Config configures a Store. nil or the zero value means every default.
+type Config struct {
+	// Reducer folds run events into snapshots, for the projector and for
+	// ProjectSnapshot. Default DefaultReducer.
+	Reducer Reducer
+	// MaxFetchLimit is the largest FetchOptions.Limit accepted. Default 10000.
+	MaxFetchLimit int
+	// SeqCacheSize is how many runs' last (runSeq, log point) the store
+	// remembers, so that an append to a run this process wrote last costs one
+	// round trip. Default 10000; negative disables the cache.
+	SeqCacheSize int
+	// MaxAppendAttempts bounds the retries of one AppendEvent that keeps losing
+	// the race for the next runSeq to other writers of the same run; the last
+	// failure is returned (matching pgdcb.ErrConditionFailed). Default 1000.
+	MaxAppendAttempts int
+	// ProjectorName is the snapshot projector's row in the checkpoints table.
+	// Default "runstore.snapshots".
+	ProjectorName string
+	// ProjectorBatch is how many log events the projector reads per
+	// transaction. Default 1000.
+	ProjectorBatch int
+	// PollInterval is how long the projector's Run waits for a notification
+	// before it polls again. Default 100ms.
+	PollInterval time.Duration
+	// Logger receives debug logs. Default: none.
+	Logger *slog.Logger
+}
+
+// Store is the PostgreSQL State Store: run events on an eventstore.Store.
+// It is safe for concurrent use.
+type Store struct {
+	es      *eventstore.Store
+	cfg     Config
+	sql     statements
+	cache   *seqCache
+	metrics *Metrics
+	proj    *SnapshotProjector
+	log     *slog.Logger
+}
+
+var (
+	_ StateStore = (*Store)(nil)
+	_ Syncer     = (*Store)(nil)
+	_ Retainer   = (*Store)(nil)
+)
+
+// New returns a Store over es. The schema needs migration 005 (sql.Migrate).
+func New(es *eventstore.Store, cfg *Config) (*Store, error) {
+	if es == nil {
+		return nil, errors.New("runstore: nil eventstore.Store")
+	}
+	c := Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.Reducer == nil {
+		c.Reducer = DefaultReducer
+	}
+	if c.MaxFetchLimit <= 0 {
+		c.MaxFetchLimit = DefaultMaxFetchLimit
+	}
+	if c.SeqCacheSize == 0 {
+		c.SeqCacheSize = DefaultSeqCacheSize
+	}
+	if c.MaxAppendAttempts <= 0 {
+		c.MaxAppendAttempts = DefaultMaxAppendAttempts
+	}
+	if c.ProjectorName == "" {
+		c.ProjectorName = DefaultProjectorName
+	}
+	if c.ProjectorBatch <= 0 {
+		c.ProjectorBatch = DefaultProjectorBatch
+	}
+	if c.PollInterval <= 0 {
+		c.PollInterval = DefaultPollInterval
+	}
+	log := c.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	s := &Store{
+		es:      es,
+		cfg:     c,
+		sql:     newStatements(es.QuotedSchema()),
+		cache:   newSeqCache(c.SeqCacheSize),
+		metrics: newMetrics(),
+		log:     log,
+	}
+	s.proj = &SnapshotProjector{s: s}
+	return s, nil
+}
+
+// EventStore returns the underlying event store.
+func (s *Store) EventStore() *eventstore.Store { return s.es }
+
+// Projector returns the store's snapshot projector (run it with Run).
+func (s *Store) Projector() *SnapshotProjector { return s.proj }
+
+// CatchUp implements Syncer: it runs the snapshot projector until every event
+// committed before the call is projected.
+func (s *Store) CatchUp(ctx context.Context) error { return s.proj.CatchUp(ctx) }
