@@ -1,0 +1,166 @@
+package runstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/runstore"
+	"github.com/pgdcb/pgdcb/runstore/conformance"
+)
+
+// The projector running in the background keeps run_snapshots current and
+// stops with its context.
+func TestProjectorRun(t *testing.T) {
+	s := newStore(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Projector().Run(ctx) }()
+
+	var last int64
+	for i := range 30 {
+		r, err := s.AppendEvent(context.Background(), conformance.Event("r1", "Tick", fmt.Sprint(i)))
+		require.NoError(t, err)
+		last = r.RunSeq
+	}
+	_, err := s.AppendEvent(context.Background(), conformance.Event("r1", "RunCompleted", "end"))
+	require.NoError(t, err)
+	last++
+	require.Eventually(t, func() bool {
+		snap, err := s.GetSnapshot(context.Background(), "r1")
+		return err == nil && snap != nil && snap.LastEventSeq == last
+	}, 30*time.Second, 20*time.Millisecond)
+	snap, err := s.GetSnapshot(context.Background(), "r1")
+	require.NoError(t, err)
+	require.Equal(t, runstore.StatusCompleted, snap.Status)
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+
+	lag, err := s.SnapshotLag(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, runstore.Lag{}, lag, "caught up: no lag, no alert")
+}
+
+// Two projector instances over one checkpoint apply each event exactly once.
+func TestProjectorsTakeTurns(t *testing.T) {
+	s := newStore(t, &runstore.Config{ProjectorBatch: 3})
+	for i := range 40 {
+		_, err := s.AppendEvent(context.Background(), conformance.Event(fmt.Sprintf("r%d", i%4), "Tick", fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	errs := make(chan error, 2)
+	for range 2 {
+		go func() { errs <- s.CatchUp(context.Background()) }()
+	}
+	require.NoError(t, <-errs)
+	require.NoError(t, <-errs)
+	for i := range 4 {
+		snap, err := s.GetSnapshot(context.Background(), fmt.Sprintf("r%d", i))
+		require.NoError(t, err)
+		require.Equal(t, int64(10), snap.EventCount)
+		require.Equal(t, int64(10), snap.LastEventSeq)
+	}
+}
+
+// A custom reducer replaces the default one, in the projector and on demand.
+func TestCustomReducer(t *testing.T) {
+	count := func(s *runstore.RunSnapshot, ev runstore.CanonicalEngineEvent) {
+		var n map[string]int
+		_ = json.Unmarshal(s.Data, &n)
+		if n == nil {
+			n = map[string]int{}
+		}
+		n[ev.EventType]++
+		s.Data, _ = json.Marshal(n)
+		s.Status = "CUSTOM"
+	}
+	s := newStore(t, &runstore.Config{Reducer: count})
+	for i, typ := range []string{"RunStarted", "A", "A", "B"} {
+		_, err := s.AppendEvent(context.Background(), conformance.Event("r", typ, fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	p, err := s.ProjectSnapshot(context.Background(), "r")
+	require.NoError(t, err)
+	require.JSONEq(t, `{"RunStarted":1,"A":2,"B":1}`, string(p.Data))
+	require.Equal(t, "CUSTOM", p.Status)
+	require.NoError(t, s.CatchUp(context.Background()))
+	g, err := s.GetSnapshot(context.Background(), "r")
+	require.NoError(t, err)
+	require.JSONEq(t, string(p.Data), string(g.Data))
+	require.Equal(t, p.Status, g.Status)
+}
+
+// An eventId is unique across the store: reusing it for another event fails,
+// nothing is written.
+func TestEventIDConflict(t *testing.T) {
+	s := newStore(t, nil)
+	id := uuid.NewString()
+	a := conformance.Event("r", "A", "k1")
+	a.EventID = id
+	_, err := s.AppendEvent(context.Background(), a)
+	require.NoError(t, err)
+	b := conformance.Event("r", "B", "k2")
+	b.EventID = id
+	_, err = s.AppendEvent(context.Background(), b)
+	require.ErrorIs(t, err, runstore.ErrEventIDConflict)
+	evs, err := s.FetchEvents(context.Background(), "r", nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 1)
+	// A retry of the first one with its own eventId is still a duplicate.
+	r, err := s.AppendEvent(context.Background(), a)
+	require.NoError(t, err)
+	require.True(t, r.Idempotent)
+}
+
+// Limits beyond Config.MaxFetchLimit are refused.
+func TestFetchMaxLimit(t *testing.T) {
+	s := newStore(t, &runstore.Config{MaxFetchLimit: 10})
+	_, err := s.FetchEvents(context.Background(), "r", &runstore.FetchOptions{Limit: 11})
+	var ve *runstore.ValidationError
+	require.True(t, errors.As(err, &ve))
+	require.Equal(t, "limit", ve.Field)
+	_, err = s.FetchEvents(context.Background(), "r", &runstore.FetchOptions{Limit: 10})
+	require.NoError(t, err)
+}
+
+// The collectors register and report appends and the lag threshold.
+func TestMetrics(t *testing.T) {
+	s := newStore(t, nil)
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(s.Metrics()))
+	ev := conformance.Event("r", "A", "k")
+	for range 2 {
+		_, err := s.AppendEvent(context.Background(), ev)
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.CatchUp(context.Background()))
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	got := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			name := mf.GetName()
+			for _, l := range m.GetLabel() {
+				name += "/" + l.GetValue()
+			}
+			switch {
+			case m.Counter != nil:
+				got[name] = m.GetCounter().GetValue()
+			case m.Gauge != nil:
+				got[name] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	require.Equal(t, 1.0, got["pgdcb_runstore_appends_total/persisted"])
+	require.Equal(t, 1.0, got["pgdcb_runstore_appends_total/idempotent"])
+	require.Equal(t, 5.0, got["pgdcb_runstore_projector_lag_alert_threshold_seconds"])
+	require.Equal(t, 0.0, got["pgdcb_runstore_projector_lag_high"])
+	require.Equal(t, 1.0, got["pgdcb_runstore_projector_events_total"])
+}
