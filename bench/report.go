@@ -32,6 +32,7 @@ type environment struct {
 	Source      string
 	PGVersion   string
 	Settings    [][2]string
+	LoadAvg     string
 }
 
 // reportedSettings are the server settings that move the figures.
@@ -51,6 +52,7 @@ func describeEnvironment(ctx context.Context, pool *pgxpool.Pool, o *options, sr
 		GoVersion: runtime.Version(),
 		OSArch:    runtime.GOOS + "/" + runtime.GOARCH,
 		Source:    string(srv.Source()),
+		LoadAvg:   loadAvg(),
 	}
 	e.Command = strings.TrimSpace(e.Command)
 	if cfg, err := pgconn.ParseConfig(srv.DSN()); err == nil {
@@ -105,6 +107,20 @@ func humanSetting(setting, unit string) string {
 		return fmt.Sprintf("%dMB", b>>20)
 	}
 	return fmt.Sprintf("%dkB", b>>10)
+}
+
+// loadAvg is the 1, 5 and 15-minute load average at the start (Linux), so a
+// reader can tell a busy machine's figures from a quiet one's.
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 func cpuModel() string {
@@ -178,7 +194,7 @@ func writeMarkdown(path string, o *options, e *environment, results []*Result) e
 		fmt.Fprintln(&b)
 	}
 	fmt.Fprintf(&b, "- Date: %s; run time %s; %d repetitions of %s per workload after a %s warm-up, median reported.\n", e.Date, e.Duration, o.reps, o.duration, o.warmup)
-	fmt.Fprintf(&b, "- Machine: %d CPUs (%s), %.1f GiB memory, %s, %s.\n", e.CPUs, e.CPUModel, e.MemoryGiB, e.OSArch, e.GoVersion)
+	fmt.Fprintf(&b, "- Machine: %d CPUs (%s), %.1f GiB memory, %s, %s; load average at start %s.\n", e.CPUs, e.CPUModel, e.MemoryGiB, e.OSArch, e.GoVersion, e.LoadAvg)
 	fmt.Fprintf(&b, "- PostgreSQL: %s (%s server at %s).\n", e.PGVersion, e.Source, e.ServerWhere)
 	var set []string
 	for _, s := range e.Settings {

@@ -15,10 +15,12 @@ type series struct {
 	points [][2]float64 // writers, events/s
 }
 
-// chartSeries picks the lines: one-event append, AppendIf on distinct
-// boundaries, and the INSERT floor measured next to the appends.
+// chartSeries picks the lines: one-event append (with and without NOTIFY),
+// AppendIf on distinct boundaries, and the INSERT floor measured next to the
+// appends.
 func chartSeries(results []*Result) []series {
 	app := series{label: "Append (1 event)", color: "#1f77b4"}
+	nn := series{label: "Append, NotifyDisabled", color: "#2ca02c"}
 	aif := series{label: "AppendIf (distinct boundaries)", color: "#d62728"}
 	flo := series{label: "floor: INSERT 1 row, no index", color: "#555555", dashed: true}
 	for _, r := range results {
@@ -31,12 +33,14 @@ func chartSeries(results []*Result) []series {
 			if r.FloorEventsPerS != nil {
 				flo.points = append(flo.points, [2]float64{float64(r.FloorWriters), *r.FloorEventsPerS})
 			}
+		case "append-nonotify":
+			nn.points = append(nn.points, [2]float64{float64(r.Writers), r.EventsPerS})
 		case "appendif":
 			aif.points = append(aif.points, [2]float64{float64(r.Writers), r.EventsPerS})
 		}
 	}
 	var out []series
-	for _, s := range []series{flo, app, aif} {
+	for _, s := range []series{flo, nn, app, aif} {
 		if len(s.points) > 0 {
 			sort.Slice(s.points, func(i, j int) bool { return s.points[i][0] < s.points[j][0] })
 			out = append(out, s)
@@ -45,13 +49,13 @@ func chartSeries(results []*Result) []series {
 	return out
 }
 
-// niceCeil rounds v up to 1, 2, 2.5 or 5 times a power of ten.
+// niceCeil rounds v up to a round multiple of a power of ten.
 func niceCeil(v float64) float64 {
 	if v <= 0 {
 		return 1
 	}
 	p := math.Pow(10, math.Floor(math.Log10(v)))
-	for _, m := range []float64{1, 2, 2.5, 5, 10} {
+	for _, m := range []float64{1, 1.2, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10} {
 		if m*p >= v {
 			return m * p
 		}
@@ -63,8 +67,8 @@ func niceCeil(v float64) float64 {
 // 32 writers), y linear from zero. Hand-written SVG, no dependency.
 func chartSVG(results []*Result) string {
 	const (
-		w, h                   = 820, 480
-		left, right, top, bott = 90, 250, 60, 70
+		w, h                   = 900, 480
+		left, right, top, bott = 90, 310, 60, 70
 	)
 	ss := chartSeries(results)
 	maxX, maxY := 1.0, 0.0
@@ -116,19 +120,23 @@ func chartSVG(results []*Result) string {
 		for _, p := range s.points {
 			fmt.Fprintf(&b, `<circle cx="%.1f" cy="%.1f" r="4" fill="%s"><title>%s: %d writers, %.0f events/s</title></circle>`+"\n",
 				px(p[0]), py(p[1]), s.color, s.label, int(p[0]), p[1])
-			fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" fill="%s" text-anchor="middle">%s</text>`+"\n", px(p[0]), py(p[1])-9, s.color, humanCount(p[1]))
 		}
 	}
 	// Legend.
 	lx, ly := float64(w-right+25), float64(top+10)
 	for i, s := range ss {
-		y := ly + float64(i)*26
+		y := ly + float64(i)*44
 		dash := ""
 		if s.dashed {
 			dash = ` stroke-dasharray="7 5"`
 		}
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="%s" stroke-width="2.5"%s/>`+"\n", lx, y, lx+30, y, s.color, dash)
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f">%s</text>`+"\n", lx+38, y+4, xmlEscape(s.label))
+		var vals []string
+		for _, p := range s.points {
+			vals = append(vals, fmt.Sprintf("%d: %s", int(p[0]), humanCount(p[1])))
+		}
+		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" font-size="11" fill="#666">%s</text>`+"\n", lx+38, y+20, xmlEscape(strings.Join(vals, " · ")))
 	}
 	if len(ss) == 0 {
 		fmt.Fprintf(&b, `<text x="%.1f" y="%.1f" text-anchor="middle">no append workload in this run</text>`+"\n", left+pw/2, top+ph/2)

@@ -22,6 +22,11 @@ func writeWorkloads() []Workload {
 	for _, n := range []int{1, 8, 32} {
 		register(Workload{Name: "append/1ev/w" + strconv.Itoa(n), Group: "append", Writers: n, Quick: true, Prepare: prepareAppend(1)})
 	}
+	// The same with Config.NotifyDisabled: NOTIFY serialises committing
+	// transactions on a cluster-wide lock, and this shows its price.
+	for _, n := range []int{1, 8, 32} {
+		register(Workload{Name: "append/1ev/w" + strconv.Itoa(n) + "/no-notify", Group: "append-nonotify", Writers: n, Quick: true, Prepare: prepareAppendNoNotify})
+	}
 	register(
 		Workload{Name: "append/batch10", Group: "append-batch", Writers: 1, Quick: true, Prepare: prepareAppend(10)},
 		Workload{Name: "append/batch100", Group: "append-batch", Writers: 1, Quick: true, Prepare: prepareAppend(100)},
@@ -109,6 +114,17 @@ func prepareAppend(size int) func(context.Context, *Env) (*Plan, error) {
 		}
 		return p, nil
 	}
+}
+
+// prepareAppendNoNotify is prepareAppend(1) on a store with NotifyDisabled.
+func prepareAppendNoNotify(ctx context.Context, env *Env) (*Plan, error) {
+	st, err := eventstore.New(env.Pool, &eventstore.Config{Schema: env.Schema, NotifyDisabled: true})
+	if err != nil {
+		return nil, err
+	}
+	e := *env
+	e.Store = st
+	return prepareAppend(1)(ctx, &e)
 }
 
 // errNoConflictExpected is returned when a workload that cannot conflict saw
