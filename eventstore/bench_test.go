@@ -135,7 +135,7 @@ func BenchmarkAppendBatch100(b *testing.B) {
 
 // loadEvents fills the store fast with n events over n/50 entities (50 each),
 // bypassing append_events, then ANALYZEs.
-func loadEvents(b *testing.B, s *eventstore.Store, pool *pgxpool.Pool, n int) {
+func loadEvents(b testing.TB, s *eventstore.Store, pool *pgxpool.Pool, n int) {
 	ctx := context.Background()
 	start := time.Now()
 	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data)

@@ -467,3 +467,34 @@ func TestRaceEscalatedBatch(t *testing.T) {
 		require.Equal(t, 10, countEvents(t, s, q))
 	}
 }
+
+// An append in progress when the decision read its snapshot, committing after
+// it with a position below the decision's cursor: the decision did not see it,
+// so reads after the cursor return it and the check conflicts with it.
+func TestInProgressAtDecisionIsNotSeen(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	q := query.Tagged(nil, "account=9")
+	txA, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer txA.Rollback(ctx)
+	resA, err := s.AppendTx(ctx, txA, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=9")})
+	require.NoError(t, err)
+	// A later, committed event puts the cursor's position past A's.
+	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Noise", 1, "other=1")})
+	require.NoError(t, err)
+
+	evs, cur, err := s.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Empty(t, evs)
+	require.Contains(t, cur.Snapshot.Xip, resA.TransactionID, "A was in progress at the decision")
+	require.Greater(t, cur.Position, resA.Positions[0])
+	require.NoError(t, txA.Commit(ctx))
+
+	after, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{After: &cur})
+	require.NoError(t, err)
+	require.Len(t, after, 1, "reading after the cursor returns A")
+	require.False(t, cur.Seen(after[0].TransactionID, after[0].Position))
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=9")}, appendif.FailIf(q, &cur))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "A was not seen by the decision")
+}

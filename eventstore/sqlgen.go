@@ -71,19 +71,19 @@ func whereQuery(q query.Query, a *args) string {
 }
 
 // whereNotSeen renders "not seen by c" (see cursor.Cursor.Seen) on alias e:
-// sorts after c, or — when c carries a snapshot — not visible in it. The first
-// conjunct bounds the scan: every row older than both c and the snapshot's xmin
-// was seen.
+// sorts after c, or — when c carries a snapshot — was written by a transaction
+// in progress at the snapshot (its xip list). A committed transaction not
+// visible in the snapshot is one of those two: one that started after the
+// snapshot has an id >= xmax and sorts after c, which is at or before the last
+// visible event. Both disjuncts are ranges of events_log_order, so the scan
+// covers only rows written since the decision (same form as the append check).
 func whereNotSeen(c cursor.Cursor, a *args) string {
 	tx, pos := a.add(c.TransactionID), a.add(c.Position)
 	after := "(e.transaction_id, e.position) > (" + tx + "::xid8, " + pos + "::bigint)"
-	if c.Snapshot == nil {
+	if c.Snapshot == nil || len(c.Snapshot.Xip) == 0 {
 		return after
 	}
-	snap := a.add(c.Snapshot.String())
-	lo := min(c.TransactionID, c.Snapshot.Xmin)
-	return "e.transaction_id >= " + a.add(lo) + "::xid8 AND (" + after +
-		" OR NOT pg_visible_in_snapshot(e.transaction_id, " + snap + "::text::pg_snapshot))"
+	return "(" + after + " OR e.transaction_id = ANY (" + a.add(c.Snapshot.Xip) + "::xid8[]))"
 }
 
 // queryJSON encodes a query for append_events: [{"types":[…]|null,"tags":[…]|null}].

@@ -41,7 +41,7 @@ AS $$
 DECLARE
     i      integer;
     v_item record;
-    v_lo   xid8;
+    v_xip  xid8[];
 BEGIN
     -- Under REPEATABLE READ / SERIALIZABLE the checks below would read the
     -- snapshot taken before the lock wait and let a conflicting commit through.
@@ -101,36 +101,42 @@ BEGIN
 
     -- 3. The condition: a matching event the decision did not see, that is one
     -- sorting after the cursor or, when the cursor carries the decision's
-    -- snapshot, one not visible in it. Rows older than both the cursor and the
-    -- snapshot's xmin were all seen, so `transaction_id >= v_lo` bounds the scan.
+    -- snapshot, one not visible in it. A committed transaction not visible in
+    -- the snapshot either started after it (id >= xmax, which sorts after the
+    -- cursor: the cursor is at or before the last visible event) or was in
+    -- progress (its id is in the snapshot's xip list). So "not seen" is
+    --   (transaction_id, position) > cursor OR transaction_id = ANY (xip)
+    -- and both disjuncts are ranges of events_log_order: the check reads only
+    -- rows written since the decision, whatever the age of the oldest open
+    -- transaction. (A bound `transaction_id >= xmin` scanned every row of a
+    -- large transaction, or of everything since an old open transaction.)
     IF p_cond IS NOT NULL THEN
-        v_lo := CASE WHEN p_after_snap IS NULL THEN p_after_tx
-                     ELSE least(p_after_tx, pg_snapshot_xmin(p_after_snap)) END;
+        v_xip := CASE WHEN p_after_snap IS NULL THEN '{}'::xid8[]
+                      ELSE ARRAY(SELECT pg_snapshot_xip(p_after_snap)) END;
         FOR v_item IN SELECT * FROM jsonb_to_recordset(p_cond) AS x(types text[], tags text[]) LOOP
             IF v_item.tags IS NOT NULL THEN
-                -- events_tags (GIN), or a BitmapAnd with events_log_order when
-                -- the tag is hot and the bound is recent (custom plan decides).
+                -- events_tags (GIN) for a rare tag, or a BitmapOr of the two
+                -- events_log_order ranges when the tag is hot and the decision
+                -- recent (the custom plan picks; EXPLAIN in docs/CONCURRENCY.md).
                 SELECT e.position INTO conflict_position FROM {{schema}}.events e
                  WHERE e.tags @> v_item.tags
                    AND (v_item.types IS NULL OR e.type = ANY (v_item.types))
-                   AND e.transaction_id >= v_lo
                    AND ((e.transaction_id, e.position) > (p_after_tx, p_after_pos)
-                        OR (p_after_snap IS NOT NULL AND NOT pg_visible_in_snapshot(e.transaction_id, p_after_snap)))
+                        OR e.transaction_id = ANY (v_xip))
                  LIMIT 1;
             ELSIF v_item.types IS NOT NULL THEN
-                -- events_type_log_order: (type, transaction_id >= v_lo) range.
+                -- events_type_log_order: the type's rows, filtered (custom plan
+                -- may BitmapOr events_log_order's ranges instead when the type is hot).
                 SELECT e.position INTO conflict_position FROM {{schema}}.events e
                  WHERE e.type = ANY (v_item.types)
-                   AND e.transaction_id >= v_lo
                    AND ((e.transaction_id, e.position) > (p_after_tx, p_after_pos)
-                        OR (p_after_snap IS NOT NULL AND NOT pg_visible_in_snapshot(e.transaction_id, p_after_snap)))
+                        OR e.transaction_id = ANY (v_xip))
                  LIMIT 1;
             ELSE
-                -- events_log_order: transaction_id >= v_lo range.
+                -- events_log_order: the two ranges (BitmapOr).
                 SELECT e.position INTO conflict_position FROM {{schema}}.events e
-                 WHERE e.transaction_id >= v_lo
-                   AND ((e.transaction_id, e.position) > (p_after_tx, p_after_pos)
-                        OR (p_after_snap IS NOT NULL AND NOT pg_visible_in_snapshot(e.transaction_id, p_after_snap)))
+                 WHERE ((e.transaction_id, e.position) > (p_after_tx, p_after_pos)
+                        OR e.transaction_id = ANY (v_xip))
                  LIMIT 1;
             END IF;
             IF conflict_position IS NOT NULL THEN
