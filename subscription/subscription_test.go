@@ -21,6 +21,11 @@ import (
 	"github.com/pgdcb/pgdcb/subscription"
 )
 
+// wait bounds every Eventually: an open transaction anywhere in the cluster
+// (other test packages share the server) holds the horizon back and delays
+// tailing readers for as long as it stays open.
+const wait = 90 * time.Second
+
 // collector gathers what a handler received.
 type collector struct {
 	mu  sync.Mutex
@@ -92,9 +97,9 @@ func TestCatchUpThenLive(t *testing.T) {
 			require.NoError(t, err)
 			var c collector
 			stop := run(t, sub, cursor.Cursor{}, c.handle)
-			require.Eventually(t, func() bool { return c.len() == 2500 }, 20*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return c.len() == 2500 }, wait, 5*time.Millisecond)
 			appendN(t, s, "Added", 2500, 10)
-			require.Eventually(t, func() bool { return c.len() == 2510 }, 20*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return c.len() == 2510 }, wait, 5*time.Millisecond)
 			require.ErrorIs(t, stop(), context.Canceled)
 			evs := c.events()
 			requireLogOrder(t, evs)
@@ -110,7 +115,7 @@ func TestCatchUpThenLive(t *testing.T) {
 			var c2 collector
 			stop2 := run(t, sub2, c.cur, c2.handle)
 			appendN(t, s, "Added", 2510, 1)
-			require.Eventually(t, func() bool { return c2.len() == 1 }, 20*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return c2.len() == 1 }, wait, 5*time.Millisecond)
 			require.NoError(t, ignoreCanceled(stop2()))
 			require.Equal(t, c.len()+1, len(c.events())+len(c2.events()))
 		})
@@ -153,7 +158,7 @@ func TestOutOfOrderCommit(t *testing.T) {
 				require.Zero(t, c.len(), "B delivered while A was still open")
 			}
 			require.NoError(t, txA.Commit(ctx))
-			require.Eventually(t, func() bool { return c.len() == 2 }, 10*time.Second, 2*time.Millisecond)
+			require.Eventually(t, func() bool { return c.len() == 2 }, wait, 2*time.Millisecond)
 			evs := c.events()
 			require.Equal(t, "A", evs[0].Type)
 			require.Equal(t, "B", evs[1].Type)
@@ -185,21 +190,21 @@ func TestReconnects(t *testing.T) {
 			var c collector
 			run(t, sub, cursor.Cursor{}, c.handle)
 			if notify { // the first wake-up comes from LISTEN starting
-				require.Eventually(t, func() bool { return listening(t, admin, app) }, 10*time.Second, 5*time.Millisecond)
+				require.Eventually(t, func() bool { return listening(t, admin, app) }, wait, 5*time.Millisecond)
 			}
 			appendN(t, writer, "E", 0, 10)
-			require.Eventually(t, func() bool { return c.len() == 10 }, 10*time.Second, 5*time.Millisecond)
+			require.Eventually(t, func() bool { return c.len() == 10 }, wait, 5*time.Millisecond)
 			for i := range 3 {
 				var n int
 				require.NoError(t, admin.QueryRow(context.Background(),
 					`SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = $1`, app).Scan(&n))
 				require.Positive(t, n)
 				if notify {
-					require.Eventually(t, func() bool { return listening(t, admin, app) }, 10*time.Second, 5*time.Millisecond)
+					require.Eventually(t, func() bool { return listening(t, admin, app) }, wait, 5*time.Millisecond)
 				}
 				appendN(t, writer, "E", 10+i*10, 10)
 				want := 20 + i*10
-				require.Eventually(t, func() bool { return c.len() == want }, 10*time.Second, 5*time.Millisecond)
+				require.Eventually(t, func() bool { return c.len() == want }, wait, 5*time.Millisecond)
 			}
 			requireLogOrder(t, c.events())
 		})
