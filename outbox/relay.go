@@ -1,0 +1,193 @@
+package outbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
+)
+
+// ErrInvalidTopic: a topic or publisher name is not 1..64 characters of
+// [a-z0-9_-], or the topic's query is empty or invalid.
+var ErrInvalidTopic = errors.New("pgdcb: outbox: invalid topic")
+
+// Topic is a named stream of events: those matching Query.
+type Topic struct {
+	// Name: 1..64 characters of [a-z0-9_-].
+	Name  string
+	Query query.Query
+}
+
+// Message is one event on its way out.
+type Message struct {
+	// ID is stable across retries: "<schema>-<position>". Brokers that
+	// deduplicate by id drop redeliveries.
+	ID    string
+	Topic string
+	Event eventstore.StoredEvent
+}
+
+// Publisher delivers messages to an external system. Publish returns nil only
+// when the broker acknowledged every message; it must deliver them in the
+// order given (a later message must not be acknowledged when an earlier one
+// was not). On error the whole batch is delivered again later.
+type Publisher interface {
+	Publish(ctx context.Context, msgs []Message) error
+}
+
+// PublisherFunc adapts a function to Publisher.
+type PublisherFunc func(ctx context.Context, msgs []Message) error
+
+// Publish implements Publisher.
+func (f PublisherFunc) Publish(ctx context.Context, msgs []Message) error { return f(ctx, msgs) }
+
+// Defaults of Config.
+const (
+	DefaultBatchSize      = 100
+	DefaultPublishTimeout = 30 * time.Second
+)
+
+// Config configures a Relay. nil or the zero value means every default.
+type Config struct {
+	// BatchSize is the most messages per Publish call. Default 100.
+	BatchSize int
+	// PublishTimeout bounds one Publish call (a timeout counts as a failed
+	// attempt). Default 30s.
+	PublishTimeout time.Duration
+	// PollInterval: see projection.Config. Default 1s.
+	PollInterval time.Duration
+	// NotifyDisabled: polling only. Default false.
+	NotifyDisabled bool
+	// ElectionInterval: see projection.Config. Default 1s.
+	ElectionInterval time.Duration
+	// HeartbeatInterval: how often heartbeat_at is written while running.
+	// Default 5s.
+	HeartbeatInterval time.Duration
+	// RetryMin and RetryMax bound the backoff between failed attempts.
+	// Defaults 100ms and 30s.
+	RetryMin, RetryMax time.Duration
+	// MaxAttempts consecutive failed deliveries make the relay FAILED; it then
+	// waits for Resume and continues from the same checkpoint. Default 10;
+	// negative: retry for ever.
+	MaxAttempts int
+	// Identity names this process in the checkpoint. Default "<hostname>/<pid>".
+	Identity string
+	// Metrics records batches, errors, lag and leadership. Default none.
+	Metrics *subscription.Metrics
+	// Logger receives debug logs. Default: none.
+	Logger *slog.Logger
+}
+
+// Relay delivers one topic through one publisher.
+type Relay struct {
+	store  *eventstore.Store
+	topic  Topic
+	name   string
+	pub    Publisher
+	runner *projection.Runner
+}
+
+var nameRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
+
+// CheckpointName is the checkpoint row of topic's publisher publisherName.
+func CheckpointName(topic, publisherName string) string {
+	return "outbox:" + topic + ":" + publisherName
+}
+
+// New returns a relay of topic through pub; publisherName tells apart several
+// publishers of one topic (each has its own checkpoint). It fails with
+// ErrInvalidTopic on a bad name or query.
+func New(store *eventstore.Store, topic Topic, publisherName string, pub Publisher, cfg *Config) (*Relay, error) {
+	if store == nil || pub == nil {
+		return nil, errors.New("pgdcb: outbox.New: nil store or publisher")
+	}
+	if !nameRE.MatchString(topic.Name) {
+		return nil, fmt.Errorf("%w: topic name %q must be 1..64 characters of [a-z0-9_-]", ErrInvalidTopic, topic.Name)
+	}
+	if !nameRE.MatchString(publisherName) {
+		return nil, fmt.Errorf("%w: publisher name %q must be 1..64 characters of [a-z0-9_-]", ErrInvalidTopic, publisherName)
+	}
+	if topic.Query.IsEmpty() {
+		return nil, fmt.Errorf("%w: topic %q has an empty query", ErrInvalidTopic, topic.Name)
+	}
+	if err := topic.Query.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: topic %q: %w", ErrInvalidTopic, topic.Name, err)
+	}
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	if c.BatchSize <= 0 {
+		c.BatchSize = DefaultBatchSize
+	}
+	if c.PublishTimeout <= 0 {
+		c.PublishTimeout = DefaultPublishTimeout
+	}
+	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub}
+	prefix := store.Schema() + "-"
+	handler := func(ctx context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+		msgs := make([]Message, len(evs))
+		for i, ev := range evs {
+			msgs[i] = Message{ID: prefix + strconv.FormatInt(ev.Position, 10), Topic: topic.Name, Event: ev}
+		}
+		ctx, cancel := context.WithTimeout(ctx, c.PublishTimeout)
+		defer cancel()
+		if err := pub.Publish(ctx, msgs); err != nil {
+			return fmt.Errorf("pgdcb: outbox %q: publish: %w", r.name, err)
+		}
+		return nil
+	}
+	runner, err := projection.New(store, r.name, topic.Query, handler, &projection.Config{
+		BatchSize:         c.BatchSize,
+		PollInterval:      c.PollInterval,
+		NotifyDisabled:    c.NotifyDisabled,
+		ElectionInterval:  c.ElectionInterval,
+		HeartbeatInterval: c.HeartbeatInterval,
+		RetryMin:          c.RetryMin,
+		RetryMax:          c.RetryMax,
+		MaxAttempts:       c.MaxAttempts,
+		Identity:          c.Identity,
+		Metrics:           c.Metrics,
+		Logger:            c.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.runner = runner
+	return r, nil
+}
+
+// Name is the relay's checkpoint name (CheckpointName).
+func (r *Relay) Name() string { return r.name }
+
+// Run delivers until ctx ends (standing by while another relay of the same
+// topic and publisher leads); it returns ctx's error.
+func (r *Relay) Run(ctx context.Context) error { return r.runner.Run(ctx) }
+
+// IsLeader reports whether this relay delivers right now.
+func (r *Relay) IsLeader() bool { return r.runner.IsLeader() }
+
+// Status reads the delivery bookkeeping: state, checkpoint, consecutive
+// failed attempts, last error, leader and heartbeat.
+func (r *Relay) Status(ctx context.Context) (projection.Status, error) { return r.runner.Status(ctx) }
+
+// Pause stops delivery (in every process) until Resume.
+func (r *Relay) Pause(ctx context.Context) error { return r.runner.Pause(ctx) }
+
+// Resume makes a PAUSED or FAILED relay deliver again from its checkpoint.
+func (r *Relay) Resume(ctx context.Context) error { return r.runner.Resume(ctx) }
+
+// Reset rewinds the relay to the start of the log: every event of the topic is
+// delivered again (a deduplicating broker drops those still inside its
+// duplicates window).
+func (r *Relay) Reset(ctx context.Context) error { return r.runner.Reset(ctx) }
