@@ -26,9 +26,9 @@ import (
 //     no event of the run appeared that the decision did not see; otherwise
 //     the store reads the run's last runSeq again and retries.
 //
-// The decision is the process's hint for the run (its own last append), or
-// "the run is empty" for a run it has not seen, so a single writer per run
-// pays one round trip; the fallback read costs one more.
+// The decision is the process's hint for the run (its own last append), so a
+// single writer per run pays one round trip; for a run it has not seen (or a
+// stale hint) a read of the run's last runSeq costs one more.
 func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (AppendResult, error) {
 	ev, ts, err := prepare(ev)
 	if err != nil {
@@ -45,10 +45,20 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 
 	var (
 		last  int64
-		after *cursor.Cursor // nil: "the run has no event at all"
+		after *cursor.Cursor
 	)
 	if h, ok := s.cache.get(ev.RunID); ok {
 		last, after = h.seq, &h.cur
+	} else {
+		// Not FailIf(runQ, nil) ("no event of the run at all") for an unseen
+		// run: the core's check without a cursor scans from transaction 0 and
+		// measured 10-30 ms on a 20k-event log, against ~1 ms with a recent
+		// cursor. One read (~0.3 ms) is cheaper.
+		var c cursor.Cursor
+		if last, c, err = s.lastSeq(ctx, ev.RunID); err != nil {
+			return AppendResult{}, err
+		}
+		after = &c
 	}
 	for attempt := 1; ; attempt++ {
 		ev.RunSeq = last + 1
