@@ -1,0 +1,94 @@
+package projection_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+)
+
+// A read model of subscriptions per course, updated exactly once per event:
+// the handler's writes and the checkpoint commit together.
+func ExampleRunner() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	schema := "pgdcb_test_example_proj_" + strconv.Itoa(os.Getpid())
+	defer pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.course_sizes (course text PRIMARY KEY, students int NOT NULL)`); err != nil {
+		panic(err)
+	}
+	for _, c := range []string{"c1", "c1", "c2"} {
+		if _, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course="+c)}); err != nil {
+			panic(err)
+		}
+	}
+
+	r, err := projection.New(store, "course_sizes", query.Tagged([]string{"StudentSubscribed"}),
+		func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+			for _, ev := range evs {
+				course, _ := ev.Tags.Get("course")
+				_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.course_sizes VALUES ($1, 1)
+					ON CONFLICT (course) DO UPDATE SET students = course_sizes.students + 1`, course)
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		},
+		&projection.Config{
+			PollInterval: 50 * time.Millisecond,
+			Reset: func(ctx context.Context, tx pgx.Tx) error {
+				_, err := tx.Exec(ctx, `TRUNCATE `+schema+`.course_sizes`)
+				return err
+			},
+		})
+	if err != nil {
+		panic(err)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- r.Run(ctx) }()
+	for {
+		var total int
+		_ = pool.QueryRow(ctx, `SELECT coalesce(sum(students), 0) FROM `+schema+`.course_sizes`).Scan(&total)
+		if total == 3 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	<-done
+	rows, _ := pool.Query(context.Background(), `SELECT course, students FROM `+schema+`.course_sizes ORDER BY course`)
+	for rows.Next() {
+		var c string
+		var n int
+		_ = rows.Scan(&c, &n)
+		fmt.Println(c, n)
+	}
+	st, _ := r.Status(context.Background())
+	fmt.Println(st.State)
+	// Output:
+	// c1 2
+	// c2 1
+	// ACTIVE
+}
