@@ -158,8 +158,15 @@ func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error 
 	if err := <-rmDone; err != nil {
 		return fmt.Errorf("read model: %w", err)
 	}
-	if _, err := balances.CatchUp(ctx); err != nil {
+	if last, _, err := store.ReadLast(ctx, query.All()); err != nil {
 		return err
+	} else if last != nil {
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		err := balances.WaitFor(wctx, last.TransactionID, last.Position)
+		cancel()
+		if err != nil {
+			return err
+		}
 	}
 
 	// Check the invariants from the log, replayed in log order.

@@ -191,3 +191,27 @@ func (b *Balances) Checkpoint(ctx context.Context) (cursor.Cursor, error) {
 	}
 	return c, err
 }
+
+// WaitFor applies events until the read model has the event at (txID,
+// position) or ctx ends. The tailing read stops at the horizon, so an open
+// transaction anywhere in the cluster delays it (never skips an event).
+func (b *Balances) WaitFor(ctx context.Context, txID uint64, position int64) error {
+	for {
+		if _, err := b.CatchUp(ctx); err != nil {
+			return err
+		}
+		cp, err := b.Checkpoint(ctx)
+		if err != nil {
+			return err
+		}
+		if cursor.Compare(cp.TransactionID, cp.Position, txID, position) >= 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wallet: balances: waiting for (%d, %d), at (%d, %d): %w",
+				txID, position, cp.TransactionID, cp.Position, ctx.Err())
+		case <-time.After(b.cfg.PollInterval):
+		}
+	}
+}

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/examples/wallet"
+	"github.com/pgdcb/pgdcb/query"
 )
 
 // The read model, fed while commands run and with several runners, ends equal
@@ -43,8 +45,11 @@ func TestBalancesReadModel(t *testing.T) {
 	wg.Wait()
 	stop()
 	runners.Wait()
-	_, err := b.CatchUp(ctx)
+	last, _, err := svc.Store().ReadLast(ctx, query.All())
 	require.NoError(t, err)
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	require.NoError(t, b.WaitFor(wctx, last.TransactionID, last.Position))
 	want := replay(t, svc)
 	for i := range n {
 		id := fmt.Sprint("w", i)

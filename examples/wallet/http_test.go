@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/examples/wallet"
+	"github.com/pgdcb/pgdcb/query"
 )
 
 type client struct {
@@ -57,7 +58,7 @@ func newAPI(t *testing.T) (client, *wallet.Service, *wallet.Balances) {
 }
 
 func TestHTTPHappyPath(t *testing.T) {
-	c, _, b := newAPI(t)
+	c, svc, b := newAPI(t)
 	st, hdr, m := c.do("POST", "/wallets", `{"wallet_id":"a"}`)
 	require.Equal(t, 201, st)
 	require.Equal(t, "/wallets/a", hdr.Get("Location"))
@@ -81,8 +82,9 @@ func TestHTTPHappyPath(t *testing.T) {
 	require.EqualValues(t, 50, m["balance"])
 	require.NotEmpty(t, hdr.Get("ETag"))
 
-	_, err := b.CatchUp(context.Background())
+	last, _, err := svc.Store().ReadLast(context.Background(), query.All())
 	require.NoError(t, err)
+	require.NoError(t, b.WaitFor(context.Background(), last.TransactionID, last.Position))
 	st, _, m = c.do("GET", "/balances/b", "")
 	require.Equal(t, 200, st)
 	require.EqualValues(t, 40, m["balance"])
