@@ -276,6 +276,9 @@ func TestBrokerDown(t *testing.T) {
 	var seen []int
 	require.Eventually(t, func() bool {
 		stat, err := r1.Status(ctx)
+		if errors.Is(err, projection.ErrNotFound) {
+			return false // the relay has not started yet
+		}
 		require.NoError(t, err)
 		if n := len(seen); n == 0 || seen[n-1] != stat.ErrorCount {
 			seen = append(seen, stat.ErrorCount)
