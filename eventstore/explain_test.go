@@ -52,25 +52,37 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 	hot := query.Tagged(nil, "shard=3")      // size/16 events
 	head, err := s.Head(ctx)
 	require.NoError(t, err)
-	cases := []struct {
-		name string
-		q    query.Query
-		cur  *cursor.Cursor
-		tag  string
-	}{
-		{"rare tag, cursor at head", rare, &head, "account=777"},
-		{"hot tag, cursor at head", hot, &head, "shard=3"},
-		{"new tag, no cursor", query.Tagged(nil, "account=new"), nil, "account=new"},
-		{"type only, no cursor", query.New(query.Item{Types: []string{"Nope"}}), nil, "account=778"},
-		{"type only, cursor at head", query.New(query.Item{Types: []string{"Deposited"}}), &head, "account=779"},
+	type checkCase struct {
+		name  string
+		q     query.Query
+		cur   *cursor.Cursor
+		tag   string
+		store *eventstore.Store
 	}
+	cases := []checkCase{
+		{"rare tag, cursor at head", rare, &head, "account=777", nil},
+		{"hot tag, cursor at head", hot, &head, "shard=3", nil},
+		{"new tag, no cursor", query.Tagged(nil, "account=new"), nil, "account=new", nil},
+		{"type only, no cursor", query.New(query.Item{Types: []string{"Nope"}}), nil, "account=778", nil},
+		{"type only, cursor at head", query.New(query.Item{Types: []string{"Deposited"}}), &head, "account=779", nil},
+	}
+	// A small log, where a LIMIT 1 sequential scan looks cheap to the planner.
+	small, smallPool := newStore(t, nil)
+	loadEvents(t, small, smallPool, 5_000)
+	for i := range cases {
+		cases[i].store = s
+	}
+	cases = append(cases,
+		checkCase{"small log, absent tag, no cursor", query.Tagged(nil, "account=absent"), nil, "account=absent", small},
+		checkCase{"small log, absent type+tag, no cursor", query.Tagged([]string{"Deposited"}, "shard=99"), nil, "shard=99", small},
+	)
 	for _, c := range cases {
 		mu.Lock()
 		plans = nil
 		mu.Unlock()
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
-		_, err = s.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, c.tag)}, appendif.FailIf(c.q, c.cur))
+		_, err = c.store.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, c.tag)}, appendif.FailIf(c.q, c.cur))
 		require.NoError(t, err, c.name)
 		require.NoError(t, tx.Rollback(ctx))
 		mu.Lock()
