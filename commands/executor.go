@@ -259,6 +259,9 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 		}
 		return Outcome{}, fmt.Errorf("commands: commit: %w", err)
 	}
+	if len(out.Events) > 0 {
+		e.store.Notify(ctx) // wake tailing readers now rather than at their next poll
+	}
 	for i := range out.Events {
 		out.Events[i].OccurredAt = at.Time
 	}
