@@ -318,6 +318,7 @@ func ensure(ctx context.Context, db dbexec, schema, name string) error {
 func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker) error {
 	var (
 		lag       subscription.LagTracker
+		held      subscription.HorizonWait
 		lastWrite time.Time
 	)
 	if err := r.heartbeat(ctx, conn); err != nil {
@@ -367,7 +368,11 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker
 		if res.full {
 			continue
 		}
-		if err := w.Wait(ctx); err != nil {
+		wait := r.cfg.PollInterval
+		if res.state == Active {
+			wait = held.Next(res.tail, r.cfg.PollInterval)
+		}
+		if err := w.WaitFor(ctx, wait); err != nil {
 			return err
 		}
 	}
@@ -376,6 +381,7 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker
 var errFenced = errors.New("pgdcb: projection: checkpoint moved by someone else; batch rolled back")
 
 type batchResult struct {
+	tail  eventstore.TailBatch
 	state State
 	n     int
 	full  bool
@@ -411,6 +417,7 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *subscription.La
 	if err != nil {
 		return res, err
 	}
+	res.tail = tb
 	res.n = len(tb.Events)
 	res.full = res.n == r.cfg.BatchSize
 	r.cfg.Metrics.Lag(r.name, lag.Observe(tb, time.Now()))

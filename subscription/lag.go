@@ -65,3 +65,28 @@ func caughtUp(c, head cursor.Cursor) bool {
 	}
 	return c.Position >= head.Position
 }
+
+// HorizonWait chooses how long a reader waits before reading again. When
+// committed events sit at or above the horizon (an open transaction holds it
+// back), they become readable as soon as that transaction ends, which may send
+// no notification: the reader then retries after 2ms, doubling while the
+// horizon stays put, up to the poll interval. Otherwise it waits the poll
+// interval (or a notification). The zero value is ready.
+type HorizonWait struct {
+	horizon uint64
+	d       time.Duration
+}
+
+// Next returns the wait after batch b.
+func (h *HorizonWait) Next(b eventstore.TailBatch, poll time.Duration) time.Duration {
+	if b.Horizon == 0 || b.Head.TransactionID < b.Horizon {
+		h.horizon, h.d = 0, 0
+		return poll
+	}
+	if h.horizon != b.Horizon || h.d == 0 {
+		h.horizon, h.d = b.Horizon, 2*time.Millisecond
+	} else {
+		h.d *= 2
+	}
+	return min(h.d, poll)
+}

@@ -143,6 +143,7 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 	var (
 		lag      LagTracker
 		failures int
+		held     HorizonWait
 	)
 	for {
 		b, err := s.store.ReadTail(ctx, s.q, cur, s.cfg.BatchSize)
@@ -176,7 +177,7 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 		if len(b.Events) == s.cfg.BatchSize {
 			continue // catching up
 		}
-		if err := w.Wait(ctx); err != nil {
+		if err := w.WaitFor(ctx, held.Next(b, s.cfg.PollInterval)); err != nil {
 			return err
 		}
 	}
