@@ -1,0 +1,49 @@
+package subscription
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// HorizonHolder is the backend running the oldest transaction that has an xid:
+// the one holding every tailing reader's horizon back.
+type HorizonHolder struct {
+	PID             int
+	Database        string
+	User            string
+	ApplicationName string
+	State           string
+	// XactStart is when its transaction began.
+	XactStart time.Time
+	// Query is its current or last statement (truncated to 200 bytes).
+	Query string
+}
+
+// OldestTransaction returns the backend holding the horizon (ok false when no
+// transaction with an xid is running). It reads pg_stat_activity, which covers
+// every database of the cluster; a prepared transaction (pg_prepared_xacts)
+// also holds the horizon and has no backend, so it is not reported here. The
+// role needs pg_read_all_stats (or to be superuser) to see other users'
+// queries.
+func OldestTransaction(ctx context.Context, pool *pgxpool.Pool) (h HorizonHolder, ok bool, err error) {
+	// pg_stat_activity is a view over shared memory: no index, one row per
+	// backend.
+	row := pool.QueryRow(ctx, `SELECT pid, coalesce(datname, ''), coalesce(usename, ''), application_name,
+			coalesce(state, ''), xact_start, left(coalesce(query, ''), 200)
+		FROM pg_stat_activity
+		WHERE backend_xid IS NOT NULL AND xact_start IS NOT NULL
+		ORDER BY age(backend_xid) DESC LIMIT 1`)
+	err = row.Scan(&h.PID, &h.Database, &h.User, &h.ApplicationName, &h.State, &h.XactStart, &h.Query)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return HorizonHolder{}, false, nil
+	}
+	if err != nil {
+		return HorizonHolder{}, false, fmt.Errorf("pgdcb: subscription: oldest transaction: %w", err)
+	}
+	return h, true, nil
+}
