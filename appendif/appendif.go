@@ -50,10 +50,10 @@ func (c Condition) Validate() error {
 		return &query.InvalidQueryError{Item: -1, Reason: "condition has After but an empty FailIfEventsMatch query"}
 	}
 	if err := c.FailIfEventsMatch.Validate(); err != nil {
-		return fmt.Errorf("FailIfEventsMatch: %w", err)
+		return fmt.Errorf("condition FailIfEventsMatch: %w", err)
 	}
 	if err := c.Idempotency.Validate(); err != nil {
-		return fmt.Errorf("Idempotency: %w", err)
+		return fmt.Errorf("condition Idempotency: %w", err)
 	}
 	return nil
 }
