@@ -1,3 +1,60 @@
+-- first_unseen_match: the position of one event matching the query (a jsonb
+-- array of items {"types": [...]|null, "tags": [...]|null}) that a decision at
+-- the cursor did not see, or NULL. Without a cursor (p_cursor false) any match
+-- counts. "Not seen" is (transaction_id, position) > cursor OR transaction_id
+-- in the decision snapshot's in-progress list (see docs/CONCURRENCY.md): both
+-- are ranges of events_log_order, so with a cursor the check reads only rows
+-- written since the decision.
+--
+-- Each item's statement is built for its shape and run with EXECUTE, so it is
+-- planned with its real tags, types and bounds (a cached generic plan could
+-- not estimate them, and picked a scan of everything since an old snapshot:
+-- 41 ms per append with one old transaction open in the prototype). Plans, by
+-- EXPLAIN at 1M events: a tag item uses events_tags (GIN) or, with a recent
+-- cursor, a BitmapOr of the events_log_order ranges; a type-only item uses
+-- events_type_log_order or the ranges; a match-all item the ranges.
+--
+-- enable_seqscan = off, for this function only: each statement is `… LIMIT 1`,
+-- and a planner that estimates a tag as moderately common expects a match
+-- within a few hundred rows of a sequential scan; when the tag is absent (the
+-- usual case for a check that passes) the scan reads the whole table (10-30 ms
+-- per append on a 20k-event log, measured). Every shape has an index path; the
+-- setting only removes the trap.
+CREATE FUNCTION {{schema}}.first_unseen_match(
+    p_query     jsonb,
+    p_cursor    boolean,
+    p_after_tx  xid8,
+    p_after_pos bigint,
+    p_xip       xid8[])
+RETURNS bigint
+LANGUAGE plpgsql VOLATILE
+SET enable_seqscan = off
+AS $$
+DECLARE
+    v_item record;
+    v_sql  text;
+    v_pos  bigint;
+BEGIN
+    FOR v_item IN SELECT * FROM jsonb_to_recordset(p_query) AS x(types text[], tags text[]) LOOP
+        v_sql := 'SELECT e.position FROM {{schema}}.events e WHERE TRUE';
+        IF v_item.tags IS NOT NULL THEN
+            v_sql := v_sql || ' AND e.tags @> $1';
+        END IF;
+        IF v_item.types IS NOT NULL THEN
+            v_sql := v_sql || ' AND e.type = ANY ($2)';
+        END IF;
+        IF p_cursor THEN
+            v_sql := v_sql || ' AND ((e.transaction_id, e.position) > ($3, $4) OR e.transaction_id = ANY ($5))';
+        END IF;
+        EXECUTE v_sql || ' LIMIT 1' INTO v_pos
+            USING v_item.tags, v_item.types, p_after_tx, p_after_pos, p_xip;
+        IF v_pos IS NOT NULL THEN
+            RETURN v_pos;
+        END IF;
+    END LOOP;
+    RETURN NULL;
+END $$;
+
 -- append_events: the whole append — key locks, idempotency check, condition
 -- check, insert — in one server call (one round trip). Called only by package
 -- eventstore, which computes the lock keys; see DESIGN.md §2 and
@@ -12,18 +69,6 @@
 -- matching event when the append did not happen. Misuse raises PD001 (isolation
 -- level), PD002 (not the transaction's first write) or PD004 (lock keys not
 -- strictly ascending).
---
--- plan_cache_mode = force_custom_plan: with a cached generic plan the checks'
--- `transaction_id >= $lo` could not be estimated, and the planner picked a range
--- scan of everything since an old snapshot's xmin (41 ms per append with one old
--- transaction open in the prototype). Custom plans see the real bounds and tags.
---
--- enable_seqscan = off: each check is `… LIMIT 1`, and a planner that
--- estimates a tag as moderately common expects to meet a match after a few
--- hundred rows of a sequential scan; when the tag is absent (the usual case for
--- a check that passes) that scan reads the whole table (10-30 ms per append on
--- a 20k-event log, measured). Every check has an index path (events_tags,
--- events_type_log_order, events_log_order); the setting only removes the trap.
 CREATE FUNCTION {{schema}}.append_events(
     p_types      text[],
     p_tag_counts integer[],
@@ -43,14 +88,9 @@ CREATE FUNCTION {{schema}}.append_events(
     OUT positions         bigint[],
     OUT conflict_position bigint)
 LANGUAGE plpgsql VOLATILE
-SET plan_cache_mode = force_custom_plan
-SET enable_seqscan = off
 AS $$
 DECLARE
     i      integer;
-    v_item record;
-    v_xip  xid8[];
-    v_cursor boolean;
 BEGIN
     -- Under REPEATABLE READ / SERIALIZABLE the checks below would read the
     -- snapshot taken before the lock wait and let a conflicting commit through.
@@ -86,80 +126,28 @@ BEGIN
     -- conflict with its own events. Each statement below runs in a fresh
     -- snapshot taken after the locks (READ COMMITTED, VOLATILE function).
     IF p_idem IS NOT NULL THEN
-        FOR v_item IN SELECT * FROM jsonb_to_recordset(p_idem) AS x(types text[], tags text[]) LOOP
-            IF v_item.tags IS NOT NULL THEN
-                -- events_tags (GIN): rows carrying all the item's tags.
-                SELECT e.position INTO conflict_position FROM {{schema}}.events e
-                 WHERE e.tags @> v_item.tags
-                   AND (v_item.types IS NULL OR e.type = ANY (v_item.types))
-                 LIMIT 1;
-            ELSIF v_item.types IS NOT NULL THEN
-                -- events_type_log_order: first row per type.
-                SELECT e.position INTO conflict_position FROM {{schema}}.events e
-                 WHERE e.type = ANY (v_item.types)
-                 LIMIT 1;
-            ELSE
-                SELECT e.position INTO conflict_position FROM {{schema}}.events e LIMIT 1;
-            END IF;
-            IF conflict_position IS NOT NULL THEN
-                status := 'idempotent';
-                RETURN;
-            END IF;
-        END LOOP;
+        conflict_position := {{schema}}.first_unseen_match(p_idem, false, '0', 0, '{}');
+        IF conflict_position IS NOT NULL THEN
+            status := 'idempotent';
+            RETURN;
+        END IF;
     END IF;
 
-    -- 3. The condition: a matching event the decision did not see, that is one
-    -- sorting after the cursor or, when the cursor carries the decision's
-    -- snapshot, one not visible in it. A committed transaction not visible in
-    -- the snapshot either started after it (id >= xmax, which sorts after the
-    -- cursor: the cursor is at or before the last visible event) or was in
-    -- progress (its id is in the snapshot's xip list). So "not seen" is
-    --   (transaction_id, position) > cursor OR transaction_id = ANY (xip)
-    -- and both disjuncts are ranges of events_log_order: the check reads only
-    -- rows written since the decision, whatever the age of the oldest open
-    -- transaction. (A bound `transaction_id >= xmin` scanned every row of a
-    -- large transaction, or of everything since an old open transaction.)
+    -- 3. The condition: a matching event the decision did not see (see
+    -- first_unseen_match). A committed transaction not visible in the
+    -- decision's snapshot either started after it (id >= xmax, which sorts
+    -- after the cursor: the cursor is at or before the last visible event) or
+    -- was in progress (its id is in the snapshot's xip list).
     IF p_cond IS NOT NULL THEN
-        v_xip := CASE WHEN p_after_snap IS NULL THEN '{}'::xid8[]
-                      ELSE ARRAY(SELECT pg_snapshot_xip(p_after_snap)) END;
-        -- Without a cursor every matching event conflicts; the custom plan
-        -- folds `NOT v_cursor OR …` to TRUE and the tag or type index alone
-        -- answers.
-        v_cursor := (p_after_tx, p_after_pos) > ('0'::xid8, 0::bigint) OR cardinality(v_xip) > 0;
-        FOR v_item IN SELECT * FROM jsonb_to_recordset(p_cond) AS x(types text[], tags text[]) LOOP
-            IF v_item.tags IS NOT NULL THEN
-                -- events_tags (GIN) for a rare tag, or a BitmapOr of the two
-                -- events_log_order ranges when the tag is hot and the decision
-                -- recent (the custom plan picks; EXPLAIN in docs/CONCURRENCY.md).
-                SELECT e.position INTO conflict_position FROM {{schema}}.events e
-                 WHERE e.tags @> v_item.tags
-                   AND (v_item.types IS NULL OR e.type = ANY (v_item.types))
-                   AND (NOT v_cursor
-                        OR (e.transaction_id, e.position) > (p_after_tx, p_after_pos)
-                        OR e.transaction_id = ANY (v_xip))
-                 LIMIT 1;
-            ELSIF v_item.types IS NOT NULL THEN
-                -- events_type_log_order: the type's rows, filtered (custom plan
-                -- may BitmapOr events_log_order's ranges instead when the type is hot).
-                SELECT e.position INTO conflict_position FROM {{schema}}.events e
-                 WHERE e.type = ANY (v_item.types)
-                   AND (NOT v_cursor
-                        OR (e.transaction_id, e.position) > (p_after_tx, p_after_pos)
-                        OR e.transaction_id = ANY (v_xip))
-                 LIMIT 1;
-            ELSE
-                -- events_log_order: the two ranges (BitmapOr).
-                SELECT e.position INTO conflict_position FROM {{schema}}.events e
-                 WHERE (NOT v_cursor
-                        OR (e.transaction_id, e.position) > (p_after_tx, p_after_pos)
-                        OR e.transaction_id = ANY (v_xip))
-                 LIMIT 1;
-            END IF;
-            IF conflict_position IS NOT NULL THEN
-                status := 'condition';
-                RETURN;
-            END IF;
-        END LOOP;
+        conflict_position := {{schema}}.first_unseen_match(p_cond,
+            (p_after_tx, p_after_pos) > ('0'::xid8, 0::bigint) OR p_after_snap IS NOT NULL,
+            p_after_tx, p_after_pos,
+            CASE WHEN p_after_snap IS NULL THEN '{}'::xid8[]
+                 ELSE ARRAY(SELECT pg_snapshot_xip(p_after_snap)) END);
+        IF conflict_position IS NOT NULL THEN
+            status := 'condition';
+            RETURN;
+        END IF;
     END IF;
 
     -- 4. Insert in batch order (positions ascend with the batch index).
