@@ -12,7 +12,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 15m
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check vet staticcheck gotest demo bench bench-quick
+.PHONY: test lint fmt-check vet staticcheck gotest demo bench bench-quick bench-go explain
 
 ## test: gofmt check, go vet, staticcheck, then the race-enabled tests
 test: lint gotest
@@ -48,10 +48,20 @@ demo:
 
 ## bench: the full benchmark
 bench:
-	@echo "==> go run ./bench"
-	@$(GO) run ./bench
+	@echo "==> go run ./bench (writes docs/PERFORMANCE.md, bench/results.json, bench/throughput.svg)"
+	@$(GO) run ./bench --json bench/results.json --svg bench/throughput.svg --markdown docs/PERFORMANCE.md
 
 ## bench-quick: a short benchmark run
 bench-quick:
 	@echo "==> go run ./bench --quick"
 	@$(GO) run ./bench --quick
+
+## bench-go: the go test benchmarks of the store against their INSERT floors
+bench-go:
+	@echo "==> go test -bench ./eventstore"
+	@$(GO) test ./eventstore -run '^$$' -bench . -benchtime 3s -timeout 30m
+
+## explain: the append checks' plans at 1M events (auto_explain), failing on a sequential scan
+explain:
+	@echo "==> PGDCB_EXPLAIN=1 go test ./eventstore -run CheckPlans -v"
+	@PGDCB_EXPLAIN=1 $(GO) test ./eventstore -run CheckPlans -count=1 -v -timeout 20m
