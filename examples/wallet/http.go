@@ -1,9 +1,11 @@
 package wallet
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
@@ -30,7 +32,8 @@ import (
 // Errors are {"error": "...", "code": "..."}: 400 bad_json, invalid_amount,
 // invalid_wallet_id, bad_etag, bad_idempotency_key; 404 wallet_not_found;
 // 409 wallet_exists, insufficient_funds, conflict (retries exhausted);
-// 412 stale_etag; 422 same_wallet; 500 internal.
+// 412 stale_etag; 413 body_too_large (bodies over MaxBodyBytes); 422
+// same_wallet; 500 internal.
 func NewAPI(s *Service, balances *Balances) http.Handler {
 	a := &api{s: s, b: balances}
 	mux := http.NewServeMux()
@@ -125,14 +128,29 @@ func writeError(w http.ResponseWriter, err error) {
 	writeJSON(w, he.status, ErrorResponse{Error: he.msg, Code: he.code})
 }
 
-// decode reads one JSON object, refusing unknown fields and trailing data.
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<16))
+// MaxBodyBytes is the largest request body the API reads; a larger one gets
+// 413 body_too_large.
+const MaxBodyBytes = 1 << 16
+
+// decode reads one JSON object, refusing unknown fields, trailing data and
+// bodies over MaxBodyBytes (the whole body is read, so nothing past the
+// object is silently ignored).
+func decode(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var tooLarge *http.MaxBytesError
+		if errors.As(err, &tooLarge) {
+			return &httpError{http.StatusRequestEntityTooLarge, "body_too_large",
+				fmt.Sprintf("request body over %d bytes", MaxBodyBytes)}
+		}
+		return badRequest("bad_json", "reading the body: "+err.Error())
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
 		return badRequest("bad_json", "malformed JSON body: "+err.Error())
 	}
-	if dec.More() {
+	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("bad_json", "malformed JSON body: trailing data")
 	}
 	return nil
@@ -174,7 +192,7 @@ func (a *api) open(w http.ResponseWriter, r *http.Request) {
 	var req struct {
 		WalletID string `json:"wallet_id"`
 	}
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -200,7 +218,7 @@ func (a *api) single(w http.ResponseWriter, r *http.Request,
 	var req struct {
 		Amount int64 `json:"amount"`
 	}
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -219,7 +237,7 @@ func (a *api) single(w http.ResponseWriter, r *http.Request,
 
 func (a *api) transfer(w http.ResponseWriter, r *http.Request) {
 	var req TransferRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -237,7 +255,7 @@ func (a *api) transfer(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Idempotent-Replayed", "true")
 	}
 	writeJSON(w, http.StatusOK, TransferResponse{
-		From: res.WalletID, To: res.ToWalletID, Amount: req.Amount,
+		From: res.WalletID, To: res.ToWalletID, Amount: res.Amount,
 		FromBalance: res.Balance, ToBalance: res.ToBalance,
 		TransferID: res.Outcome.CommandID.String(), TransactionID: res.Outcome.TransactionID,
 	})

@@ -128,6 +128,17 @@ func TestHTTPIdempotencyKey(t *testing.T) {
 	require.Equal(t, m1, m2)
 	require.Equal(t, n, logLen(t, svc))
 	c.expectError(400, "bad_idempotency_key", "POST", "/wallets/a/deposits", `{"amount":7}`, "Idempotency-Key", "nope")
+
+	// A replayed transfer reports the recorded amount, not the replay's.
+	c.do("POST", "/wallets", `{"wallet_id":"b"}`)
+	tkey := uuid.NewString()
+	st, _, t1 := c.do("POST", "/transfers", `{"from":"a","to":"b","amount":3}`, "Idempotency-Key", tkey)
+	require.Equal(t, 200, st)
+	require.EqualValues(t, 3, t1["amount"])
+	st, hdr, t2 := c.do("POST", "/transfers", `{"from":"a","to":"b","amount":5}`, "Idempotency-Key", tkey)
+	require.Equal(t, 200, st)
+	require.Equal(t, "true", hdr.Get("Idempotent-Replayed"))
+	require.Equal(t, t1, t2)
 }
 
 func TestHTTPBadInput(t *testing.T) {
@@ -150,6 +161,8 @@ func TestHTTPBadInput(t *testing.T) {
 		{400, "bad_json", "POST", "/wallets/a/deposits", `{"amount":1.5}`},
 		{400, "bad_json", "POST", "/wallets/a/deposits", `{"amount":"10"}`},
 		{400, "bad_json", "POST", "/wallets/a/deposits", `{"amount":1}{"amount":2}`},
+		{400, "bad_json", "POST", "/wallets/a/deposits", `{"amount":1} }`},
+		{413, "body_too_large", "POST", "/wallets/a/deposits", `{"amount":1}` + strings.Repeat(" ", wallet.MaxBodyBytes)},
 		{400, "invalid_amount", "POST", "/wallets/a/deposits", `{"amount":0}`},
 		{400, "invalid_amount", "POST", "/wallets/a/deposits", `{"amount":-3}`},
 		{400, "invalid_amount", "POST", "/wallets/a/withdrawals", `{}`},

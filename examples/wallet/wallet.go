@@ -62,6 +62,9 @@ type Result struct {
 	WalletID string
 	// Balance after the command, as decided.
 	Balance int64
+	// Amount deposited, withdrawn or transferred, as recorded (for a replayed
+	// command id: the first execution's amount, not the replay's).
+	Amount int64
 	// ToWalletID and ToBalance are set for transfers.
 	ToWalletID string
 	ToBalance  int64
@@ -259,7 +262,7 @@ func (s *Service) run(ctx context.Context, typ string, data cmdData, opt *Option
 			return res, err
 		}
 		if i == 0 {
-			res.WalletID, res.Balance = d.WalletID, d.Balance
+			res.WalletID, res.Balance, res.Amount = d.WalletID, d.Balance, d.Amount
 		} else {
 			res.ToWalletID, res.ToBalance = d.WalletID, d.Balance
 		}
