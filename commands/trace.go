@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
@@ -27,7 +28,7 @@ type Record struct {
 }
 
 type statements struct {
-	insertCommand, commandByID, commandOfEvent, eventsOfTx string
+	insertCommand, commandByID, commandOfEvent string
 }
 
 func newStatements(schema string) statements {
@@ -43,10 +44,6 @@ func newStatements(schema string) statements {
 		commandOfEvent: `SELECT c.transaction_id, c.command_id, c.type, c.data, c.metadata, c.occurred_at
 			FROM ` + schema + `.events e JOIN ` + schema + `.commands c ON c.transaction_id = e.transaction_id
 			WHERE e.position = $1`,
-		// events_log_order (transaction_id, position): a range scan of one
-		// transaction's events, already in position order.
-		eventsOfTx: `SELECT position, transaction_id, type, tags, data, metadata, event_id, occurred_at
-			FROM ` + schema + `.events WHERE transaction_id = $1::text::xid8 ORDER BY position`,
 	}
 }
 
@@ -89,40 +86,20 @@ func (e *Executor) EventsOfCommand(ctx context.Context, id uuid.UUID) (Record, [
 	if err != nil {
 		return Record{}, nil, err
 	}
-	events, err := e.eventsOfTransaction(ctx, rec.TransactionID)
+	events, err := e.eventsOfCommand(ctx, id)
 	return rec, events, err
 }
 
-func (e *Executor) eventsOfTransaction(ctx context.Context, txID uint64) ([]eventstore.StoredEvent, error) {
-	rows, err := e.store.Pool().Query(ctx, e.sql.eventsOfTx, fmt.Sprint(txID))
+// eventsOfCommand reads the command's events through the store (every event
+// the executor appends carries the command_id tag), in log order.
+func (e *Executor) eventsOfCommand(ctx context.Context, id uuid.UUID) ([]eventstore.StoredEvent, error) {
+	idTag, err := tags.New(CommandIDTagKey, id.String())
 	if err != nil {
 		return nil, fmt.Errorf("commands: read events: %w", err)
 	}
-	defer rows.Close()
-	var out []eventstore.StoredEvent
-	for rows.Next() {
-		var (
-			ev         eventstore.StoredEvent
-			tgs        []string
-			data, meta []byte
-			id         pgtype.UUID
-			at         pgtype.Timestamptz
-		)
-		if err := rows.Scan(&ev.Position, &ev.TransactionID, &ev.Type, &tgs, &data, &meta, &id, &at); err != nil {
-			return nil, fmt.Errorf("commands: read events: %w", err)
-		}
-		set, err := tags.ParseSet(tgs...)
-		if err != nil {
-			return nil, fmt.Errorf("commands: read events: stored tags: %w", err)
-		}
-		ev.Tags, ev.Data, ev.Metadata, ev.OccurredAt = set, data, meta, at.Time
-		if id.Valid {
-			ev.ID = id.Bytes
-		}
-		out = append(out, ev)
-	}
-	if err := rows.Err(); err != nil {
+	events, _, err := e.store.ReadAll(ctx, query.New(query.Item{Tags: tags.MustParseSet(idTag.String())}), nil)
+	if err != nil {
 		return nil, fmt.Errorf("commands: read events: %w", err)
 	}
-	return out, nil
+	return events, nil
 }
