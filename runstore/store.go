@@ -2,7 +2,6 @@ package runstore
 
 import (
 	"context"
-	"errors"
 	"io"
 	"log/slog"
 	"time"
@@ -110,7 +109,7 @@ var (
 // New returns a Store over es. The schema needs migration 005 (sql.Migrate).
 func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	if es == nil {
-		return nil, errors.New("runstore: nil eventstore.Store")
+		return nil, invalid("eventstore", "nil *eventstore.Store")
 	}
 	c := Config{}
 	if cfg != nil {

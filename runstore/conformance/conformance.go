@@ -18,7 +18,6 @@ package conformance
 
 import (
 	"bytes"
-	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -117,7 +116,7 @@ func fetchAll(t testing.TB, s runstore.StateStore, runID string) []runstore.Cano
 	var out []runstore.CanonicalEngineEvent
 	var after int64
 	for {
-		evs, err := s.FetchEvents(context.Background(), runID, &runstore.FetchOptions{AfterSeq: after, Limit: 100})
+		evs, err := s.FetchEvents(t.Context(), runID, &runstore.FetchOptions{AfterSeq: after, Limit: 100})
 		require.NoError(t, err)
 		out = append(out, evs...)
 		if len(evs) < 100 {
@@ -135,7 +134,7 @@ func requireStrictlyIncreasing(t testing.TB, evs []runstore.CanonicalEngineEvent
 }
 
 func testAppendAndFetch(t *testing.T, s runstore.StateStore, _ Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	runID := newRunID(t)
 	in := []runstore.CanonicalEngineEvent{}
 	var last int64
@@ -190,7 +189,7 @@ func testAppendAndFetch(t *testing.T, s runstore.StateStore, _ Options) {
 }
 
 func testIdempotentDuplicate(t *testing.T, s runstore.StateStore, _ Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	runID := newRunID(t)
 	_, err := s.AppendEvent(ctx, Event(runID, "RunStarted", "a"))
 	require.NoError(t, err)
@@ -211,7 +210,7 @@ func testIdempotentDuplicate(t *testing.T, s runstore.StateStore, _ Options) {
 }
 
 func testRacingDuplicates(t *testing.T, s runstore.StateStore, o Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	for round := range o.Rounds {
 		runID := newRunID(t)
 		if round%2 == 1 { // a run with history, and one without
@@ -252,7 +251,7 @@ func testRacingDuplicates(t *testing.T, s runstore.StateStore, o Options) {
 }
 
 func testKeyScopedToRun(t *testing.T, s runstore.StateStore, _ Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	a, b := newRunID(t), newRunID(t)
 	ra, err := s.AppendEvent(ctx, Event(a, "StepCompleted", "k"))
 	require.NoError(t, err)
@@ -263,7 +262,7 @@ func testKeyScopedToRun(t *testing.T, s runstore.StateStore, _ Options) {
 }
 
 func testFetchPaging(t *testing.T, s runstore.StateStore, _ Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	runID := newRunID(t)
 	var seqs []int64
 	for i := range 23 {
@@ -302,7 +301,7 @@ func testFetchPaging(t *testing.T, s runstore.StateStore, _ Options) {
 // at the end, the reader must have seen every event: an event that appeared
 // behind the watermark (a gap filled later) would be missing.
 func testWatermark(t *testing.T, s runstore.StateStore, o Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	for round := range o.Rounds {
 		runID := newRunID(t)
 		var (
@@ -369,7 +368,7 @@ func testWatermark(t *testing.T, s runstore.StateStore, o Options) {
 }
 
 func testBadInput(t *testing.T, s runstore.StateStore, _ Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	runID := newRunID(t)
 	cases := []struct {
 		field string
@@ -447,7 +446,7 @@ func step(runID, typ, stepID, key string) runstore.CanonicalEngineEvent {
 // waitSnapshot returns GetSnapshot once it reflects lastSeq.
 func waitSnapshot(t *testing.T, s runstore.StateStore, o Options, runID string, lastSeq int64) *runstore.RunSnapshot {
 	t.Helper()
-	ctx := context.Background()
+	ctx := t.Context()
 	if sy, ok := s.(runstore.Syncer); ok {
 		require.NoError(t, sy.CatchUp(ctx))
 		snap, err := s.GetSnapshot(ctx, runID)
@@ -477,7 +476,7 @@ func requireSameSnapshot(t *testing.T, want, got *runstore.RunSnapshot) {
 }
 
 func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	check := func(runID string, events []runstore.CanonicalEngineEvent, status string) *runstore.RunSnapshot {
 		t.Helper()
 		var last int64
@@ -532,7 +531,7 @@ func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
 }
 
 func testSnapshotsAgree(t *testing.T, s runstore.StateStore, o Options) {
-	ctx := context.Background()
+	ctx := t.Context()
 	runs := make([]string, 4)
 	for i := range runs {
 		runs[i] = newRunID(t)
@@ -571,7 +570,7 @@ func testRetention(t *testing.T, s runstore.StateStore, o Options) {
 	if !ok {
 		t.Skip("store does not implement runstore.Retainer")
 	}
-	ctx := context.Background()
+	ctx := t.Context()
 	keep, drop := newRunID(t), newRunID(t)
 	for _, r := range []string{keep, drop} {
 		for i := range 12 {
