@@ -42,7 +42,9 @@ func TestMetrics(t *testing.T) {
 	cfg.BatchSize = 40
 	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), insertRows(s.QuotedSchema()), &cfg)
 	require.NoError(t, err)
-	appendN(t, s, "P", 200, 100)
+	// One transaction: a horizon held by another package's transaction can
+	// not split it, so the batches are exactly 200/40.
+	appendN(t, s, "P", 200, 200)
 	stop := start(t, r)
 	require.Eventually(t, func() bool { return rmCount(t, pool, s) == 200 }, wait, 5*time.Millisecond)
 	require.Eventually(t, func() bool {

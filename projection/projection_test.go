@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
@@ -273,11 +275,16 @@ func TestStatusPauseResumeReset(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, projection.Paused, st.State)
 	appendN(t, s, "P", 10, 10)
-	time.Sleep(50 * time.Millisecond) // a batch that began before Pause rolls back
-	c := calls.Load()
+	// A batch that read ACTIVE before Pause may still call the handler (at
+	// any time, under load), but it must not commit: nothing moves while
+	// paused.
 	for range 10 { // several poll intervals
 		time.Sleep(20 * time.Millisecond)
-		require.Equal(t, c, calls.Load(), "a paused projection ran")
+		require.Equal(t, 30, rmCount(t, pool, s), "a paused projection committed a batch")
+		now, err := r.Status(ctx)
+		require.NoError(t, err)
+		require.Equal(t, projection.Paused, now.State)
+		require.Equal(t, st.Cursor, now.Cursor, "a paused projection moved its checkpoint")
 	}
 	require.NoError(t, r.Resume(ctx))
 	require.Eventually(t, func() bool { return rmCount(t, pool, s) == 40 }, wait, 5*time.Millisecond)
@@ -301,4 +308,31 @@ func TestInvalidInput(t *testing.T) {
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
 	_, err = projection.New(s, "x", query.All(), nil, nil)
 	require.Error(t, err)
+}
+
+// A handler error whose message PostgreSQL text cannot hold as is (long
+// multi-byte text cut anywhere, invalid UTF-8, NUL) is still recorded, so the
+// projection becomes FAILED at MaxAttempts.
+func TestUnstorableErrorMessage(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	cfg := *fast
+	cfg.MaxAttempts = 2
+	msg := "x" + strings.Repeat("é", 1500) + "\x00\xff"
+	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+		return errors.New(msg)
+	}, &cfg)
+	require.NoError(t, err)
+	appendN(t, s, "P", 1, 1)
+	start(t, r)
+	require.Eventually(t, func() bool {
+		st, err := r.Status(ctx)
+		return err == nil && st.State == projection.Failed
+	}, wait, 5*time.Millisecond)
+	st, err := r.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, 2, st.ErrorCount)
+	require.True(t, utf8.ValidString(st.LastError))
+	require.LessOrEqual(t, len(st.LastError), 2000)
+	require.Contains(t, st.LastError, "xéé")
 }

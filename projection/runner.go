@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 	"unicode/utf8"
@@ -254,7 +255,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.leading.Store(false)
 		r.cfg.Metrics.Leader(r.name, false)
 		// Closing the connection releases the session lock.
-		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		_ = conn.Close(cctx)
 		ccancel()
 		if ctx.Err() != nil {
@@ -378,6 +379,29 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker
 	}
 }
 
+// closeTimeout bounds the rollback and close of the leader's connection.
+const closeTimeout = 5 * time.Second
+
+// maxErrorText is the most bytes of an error message stored in last_error.
+const maxErrorText = 2000
+
+// errorText is err's message as PostgreSQL text accepts it: valid UTF-8, no
+// NUL, at most maxErrorText bytes cut at a rune boundary. A message the
+// server refuses would leave the failure unrecorded, so the projection would
+// never become FAILED and would retry at RetryMin for ever.
+func errorText(err error) string {
+	msg := strings.ToValidUTF8(err.Error(), "\uFFFD")
+	msg = strings.ReplaceAll(msg, "\x00", "\uFFFD")
+	if len(msg) > maxErrorText {
+		cut := maxErrorText
+		for cut > 0 && !utf8.RuneStart(msg[cut]) {
+			cut--
+		}
+		msg = msg[:cut]
+	}
+	return msg
+}
+
 var errFenced = errors.New("pgdcb: projection: checkpoint moved by someone else; batch rolled back")
 
 type batchResult struct {
@@ -400,7 +424,14 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *subscription.La
 	if err != nil {
 		return res, err
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	defer func() {
+		// Bounded: on a connection that stopped answering, an unbounded
+		// rollback would keep Run from returning; a failed rollback closes
+		// the connection, which ends the leadership.
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
 	var cur cursor.Cursor
 	schema := r.store.QuotedSchema()
 	// checkpoints primary key; a plain read (a FOR UPDATE would give the
@@ -472,10 +503,7 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 // recordFailure counts a failed attempt in the checkpoint and makes it FAILED
 // at MaxAttempts. It returns the consecutive failure count.
 func (r *Runner) recordFailure(ctx context.Context, conn *pgx.Conn, cause error) (int, error) {
-	msg := cause.Error()
-	if len(msg) > 2000 {
-		msg = msg[:2000]
-	}
+	msg := errorText(cause)
 	var n int
 	// checkpoints primary key.
 	err := conn.QueryRow(ctx, `UPDATE `+r.store.QuotedSchema()+`.checkpoints
