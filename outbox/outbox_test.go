@@ -270,19 +270,33 @@ func TestBrokerDown(t *testing.T) {
 	cfg.MaxAttempts = 4
 	cfg.RetryMin = 10 * time.Millisecond
 	cfg.PublishTimeout = 200 * time.Millisecond
-	r1, err := outbox.New(s, topic, "nats", deadPub, &cfg)
+	// Each attempt records the error count it starts with (the previous
+	// attempt's failure is committed before the next one begins), so the
+	// count is checked at every attempt without sampling a time window.
+	var (
+		mu   sync.Mutex
+		seen []int
+	)
+	name := outbox.CheckpointName(topic.Name, "nats")
+	counting := outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) error {
+		stat, err := projection.GetStatus(ctx, s, name)
+		if err != nil {
+			return err
+		}
+		mu.Lock()
+		seen = append(seen, stat.ErrorCount)
+		mu.Unlock()
+		return deadPub.Publish(ctx, msgs)
+	})
+	r1, err := outbox.New(s, topic, "nats", counting, &cfg)
 	require.NoError(t, err)
 	stop := run(t, r1)
-	var seen []int
 	require.Eventually(t, func() bool {
 		stat, err := r1.Status(ctx)
 		if errors.Is(err, projection.ErrNotFound) {
 			return false // the relay has not started yet
 		}
 		require.NoError(t, err)
-		if n := len(seen); n == 0 || seen[n-1] != stat.ErrorCount {
-			seen = append(seen, stat.ErrorCount)
-		}
 		return stat.State == projection.Failed
 	}, wait, 2*time.Millisecond)
 	stat, err := r1.Status(ctx)
@@ -290,8 +304,10 @@ func TestBrokerDown(t *testing.T) {
 	require.Equal(t, 4, stat.ErrorCount)
 	require.NotEmpty(t, stat.LastError)
 	require.Less(t, stat.Cursor.Position, int64(1), "a failed delivery moved the checkpoint")
-	require.Contains(t, seen, 2, "attempts were not counted one by one: %v", seen)
 	stop()
+	mu.Lock()
+	require.Equal(t, []int{0, 1, 2, 3}, seen, "attempts were not counted one by one")
+	mu.Unlock()
 	failedAt := stat.Cursor
 
 	// Resume with a working broker.
