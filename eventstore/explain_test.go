@@ -101,3 +101,36 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 		require.True(t, found, "%s: no check plan captured", c.name)
 	}
 }
+
+// TestReadLastPlanUsesTheTagIndex: the newest events with a tag are found
+// through the tag index and a top-N sort, never by walking the log backwards
+// (the planner chose that walk whenever the statistics sample overrated a tag,
+// and it then read most of the table). The trap is set here on purpose: a tag
+// carried by a fifth of the events, all of them old.
+func TestReadLastPlanUsesTheTagIndex(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data)
+		SELECT 'E', CASE WHEN g < 4000 THEN ARRAY['kind=old', 'n=' || g] ELSE ARRAY['n=' || g] END, '{}'
+		  FROM generate_series(0, 19999) AS g`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "ANALYZE "+s.QuotedSchema()+".events")
+	require.NoError(t, err)
+	sql, a := eventstore.ReadSQL(s, query.Tagged(nil, "kind=old"), eventstore.ReadOptions{Backwards: true, Limit: 1})
+	rows, err := pool.Query(ctx, "EXPLAIN "+sql, a...)
+	require.NoError(t, err)
+	var plan []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		plan = append(plan, line)
+	}
+	require.NoError(t, rows.Err())
+	text := strings.Join(plan, "\n")
+	require.Contains(t, text, "events_tags", text)
+	require.NotRegexp(t, `Index (Only )?Scan Backward using events_log_order on events e\b`, text)
+
+	last, _, err := s.ReadLast(ctx, query.Tagged(nil, "kind=old"))
+	require.NoError(t, err)
+	require.Equal(t, "n=3999", last.Tags.Strings()[1])
+}

@@ -155,14 +155,34 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	if opts.Limit > 0 {
 		limit = " LIMIT " + a.add(int64(opts.Limit))
 	}
+	from := s.sql.events + " e"
+	if opts.Backwards && opts.Limit > 0 && hasTagItem(q) {
+		// "The newest N with these tags" (ReadLast): fenced (OFFSET 0) so the
+		// tag index finds the rows and a top-N sort picks the newest, at a
+		// cost bounded by the tag's size. Unfenced, a tag the statistics
+		// sample happened to see often made the planner walk
+		// events_log_order backwards over most of the table (120-240 ms per
+		// read at 1M events, against 0.06 ms).
+		from = "(SELECT * FROM " + s.sql.events + " e WHERE " + where + " OFFSET 0) e"
+		where = "TRUE"
+	}
 	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), r.*
 		FROM (SELECT pg_current_snapshot() AS snap) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true
-		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + s.sql.events + ` e
+		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + from + `
 			WHERE ` + where + `
 			ORDER BY e.transaction_id ` + dir + `, e.position ` + dir + limit + `) r ON true`
 	return sql, a
+}
+
+func hasTagItem(q query.Query) bool {
+	for _, it := range q.Items() {
+		if it.Tags.Len() > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Store) read(ctx context.Context, db dbtx, q query.Query, opts *ReadOptions) *Events {
@@ -186,7 +206,12 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 		}
 		es.started = true
 		sql, a := s.readSQL(q, o, tail)
-		rows, err := db.Query(ctx, sql, a...)
+		// An unnamed statement (its description cached): planned with the
+		// actual tags each time. A named prepared statement switches to a
+		// generic plan after five runs, and for `tags @> $1 … LIMIT 1` that
+		// plan walked events_log_order backwards over half the table (7 ms
+		// per ReadLast at 1M events instead of 0.06 ms).
+		rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, a...)...)
 		if err != nil {
 			yield(StoredEvent{}, errf("read", err))
 			return
