@@ -224,6 +224,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	defer cancel()
 	w := subscription.NewWaker(r.store, r.cfg.PollInterval, !r.cfg.NotifyDisabled, r.cfg.Logger)
 	w.Start(ctx)
+	defer w.Stop() // Run returns only once its LISTEN connection is closed
 	r.waker.Store(w)
 	var failures int
 	for {

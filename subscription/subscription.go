@@ -138,6 +138,7 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 	defer cancel()
 	w := NewWaker(s.store, s.cfg.PollInterval, !s.cfg.NotifyDisabled, s.cfg.Logger)
 	w.Start(ctx)
+	defer w.Stop() // Run returns only once its LISTEN connection is closed
 	cur := from
 	cur.Snapshot = nil
 	var (

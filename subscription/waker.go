@@ -25,8 +25,12 @@ type Waker struct {
 	notify bool
 	log    *slog.Logger
 
-	ch   chan struct{}
-	once sync.Once
+	ch chan struct{}
+
+	mu      sync.Mutex
+	started bool
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
 }
 
 // NewWaker returns a Waker for the store. poll <= 0 means DefaultPollInterval;
@@ -43,13 +47,34 @@ func NewWaker(store *eventstore.Store, poll time.Duration, notify bool, logger *
 		ch: make(chan struct{}, 1)}
 }
 
-// Start begins listening (when notifications are on) until ctx ends. Call it
-// once; Wait works without it (polling only).
+// Start begins listening (when notifications are on) until ctx ends or Stop
+// is called. Later calls do nothing; Wait works without it (polling only).
 func (w *Waker) Start(ctx context.Context) {
-	if !w.notify {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.notify || w.started {
 		return
 	}
-	w.once.Do(func() { go w.listen(ctx) })
+	w.started = true
+	ctx, w.cancel = context.WithCancel(ctx)
+	w.wg.Add(1)
+	go func() {
+		defer w.wg.Done()
+		w.listen(ctx)
+	}()
+}
+
+// Stop ends the listener and returns once its goroutine and connection are
+// gone. Call it when the reader is done (after Stop, Start does nothing).
+func (w *Waker) Stop() {
+	w.mu.Lock()
+	w.started = true
+	cancel := w.cancel
+	w.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+	w.wg.Wait()
 }
 
 // Wake makes the next (or a pending) Wait return at once.
@@ -105,7 +130,11 @@ func (w *Waker) listenOnce(ctx context.Context, channel string, failures *int) e
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(cctx)
+	}()
 	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
 		return err
 	}
