@@ -41,6 +41,9 @@ func main() {
 	clients := flag.Int("clients", 16, "concurrent HTTP clients")
 	keep := flag.Bool("keep", false, "keep the demo schema")
 	flag.Parse()
+	if *nWallets < 2 || *initial < 2 || *transfers < 1 || *clients < 1 {
+		log.Fatalf("demo: need -wallets >= 2, -initial >= 2, -transfers >= 1 and -clients >= 1")
+	}
 	if err := run(*nWallets, *initial, *transfers, *clients, *keep); err != nil {
 		log.Fatalf("demo: %v", err)
 	}
