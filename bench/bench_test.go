@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 )
 
@@ -68,6 +69,52 @@ func TestRunEndToEnd(t *testing.T) {
 	require.Contains(t, string(md), "![throughput against writers](b.svg)")
 }
 
+// TestPluginWorkloads runs the subscription and runstore workloads (the
+// quick ones) with tiny repetitions: their setup, operations, floors and
+// self-checks must pass, and every result must carry a floor and latencies.
+func TestPluginWorkloads(t *testing.T) {
+	dir := t.TempDir()
+	jsonFile := filepath.Join(dir, "b.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{
+		"--dsn", pgtest.DSN(t), "--quick", "--only", `^(subscription|runstore)/`,
+		"--duration", "60ms", "--warmup", "20ms", "--reps", "3", "--json", jsonFile,
+	}, &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	raw, err := os.ReadFile(jsonFile)
+	require.NoError(t, err)
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &objs))
+	var names []string
+	for _, o := range objs {
+		names = append(names, o["name"].(string))
+		require.NotContains(t, o, "error")
+		require.Greater(t, o["events_per_s"].(float64), 0.0, "%v", o["name"])
+		require.Greater(t, o["floor_events_per_s"].(float64), 0.0, "%v", o["name"])
+		require.LessOrEqual(t, o["p50_ms"].(float64), o["p99_ms"].(float64))
+	}
+	require.ElementsMatch(t, []string{
+		"subscription/catchup/10k", "subscription/live/notify", "subscription/live/poll-50ms",
+		"runstore/append-event/new-run/w1", "runstore/append-event/new-run/w8",
+		"runstore/append-event/run-per-writer/w1", "runstore/append-event/run-per-writer/w8",
+		"runstore/fetch-events/10k",
+	}, names)
+}
+
+// TestCatchUpPlacedAfterItsFixture: a catch-up workload reuses the read
+// table of its size, so it must come right after the read workloads of
+// that size.
+func TestCatchUpPlacedAfterItsFixture(t *testing.T) {
+	for i, w := range registry {
+		if strings.HasPrefix(w.Name, "subscription/catchup/") {
+			require.Positive(t, i)
+			require.Equal(t, w.Fixture, registry[i-1].Fixture, "%s follows %s", w.Name, registry[i-1].Name)
+		}
+	}
+}
+
 // TestNoConflictSelfCheckFails proves the self-check can fail: a workload
 // whose operation reports an unexpected conflict must be reported FAILED and
 // make the run fail.
@@ -96,4 +143,20 @@ func TestPercentileAndMedian(t *testing.T) {
 	require.Equal(t, 5.0, percentileMs(ds, 99))
 	require.Equal(t, 2.5, median([]float64{4, 1, 2, 3}))
 	require.Equal(t, 2.0, median([]float64{3, 1, 2}))
+}
+
+// TestOrderCheck: the catch-up self-check refuses a duplicate, an event out
+// of log order and a short delivery.
+func TestOrderCheck(t *testing.T) {
+	ev := func(tx uint64, pos int64) eventstore.StoredEvent {
+		return eventstore.StoredEvent{TransactionID: tx, Position: pos}
+	}
+	var ok orderCheck
+	require.NoError(t, ok.add([]eventstore.StoredEvent{ev(5, 9), ev(6, 1), ev(6, 2)}))
+	require.NoError(t, ok.done(3))
+	require.ErrorContains(t, ok.done(4), "SELF-CHECK FAILED")
+	var dup orderCheck
+	require.ErrorContains(t, dup.add([]eventstore.StoredEvent{ev(5, 9), ev(5, 9)}), "SELF-CHECK FAILED")
+	var back orderCheck
+	require.ErrorContains(t, back.add([]eventstore.StoredEvent{ev(6, 1), ev(5, 9)}), "SELF-CHECK FAILED")
 }
