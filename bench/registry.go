@@ -75,17 +75,19 @@ func init() {
 // ---------------------------------------------------------------------------
 // PLUG-IN POINT for workloads of other packages.
 //
-// Subscription catch-up / live latency and runstore AppendEvent / FetchEvents
-// workloads belong here: write a file bench/workloads_<pkg>.go with
+// Write a file bench/workloads_<pkg>.go with
 //
-//	func init() { register(Workload{Name: "subscription/catchup", Group: "subscription", ...}) }
+//	func init() { register(Workload{Name: "<pkg>/…", Group: "<pkg>", ...}) }
 //
 // Prepare gets an Env with a migrated schema and a Store (env.Store, env.Pool,
-// env.Schema); Op returns the number of events handled; a Floor is optional
-// (for catch-up, a raw ReadTail loop is a fair one). The runner, the
-// repetitions, the median, the outputs and the self-check plumbing need no
-// change. The subscription and runstore packages did not exist when this
-// program was written (see docs/BENCHMARKS.md).
+// env.Schema); Op returns the number of events handled; a Floor is optional.
+// The runner, the repetitions, the median, the outputs and the self-check
+// plumbing need no change. Plan has no close hook: a workload that starts
+// goroutines stops them in Check and when its Op or Floor fails.
+//
+// Plugged in so far: workloads_subscription.go (catch-up, placed after the
+// read workloads of its fixture size to reuse their table; live latency) and
+// workloads_runstore.go (AppendEvent, FetchEvents). See docs/BENCHMARKS.md.
 // ---------------------------------------------------------------------------
 
 // selectWorkloads returns the workloads to run for the options.
