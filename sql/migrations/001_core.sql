@@ -10,8 +10,10 @@ CREATE TABLE {{schema}}.events (
     transaction_id xid8        NOT NULL DEFAULT pg_current_xact_id(),
     type           text        NOT NULL CONSTRAINT events_type_length CHECK (length(type) BETWEEN 1 AND 64),
     tags           text[]      NOT NULL,
-    -- jsonb, not json: it is validated on the way in, and the measured cost of
-    -- the conversion on a 1-event append is below the noise of the commit.
+    -- jsonb, not json: refused on the way in when invalid, and queryable by
+    -- users (containment, indexes). Measured with pgbench, 1 client, a 150-byte
+    -- payload, autocommit single-row INSERT: 0.276 ms jsonb vs 0.267 ms json
+    -- (3 runs each): about 3% of the plain INSERT.
     data           jsonb       NOT NULL,
     metadata       jsonb,
     event_id       uuid,
