@@ -206,12 +206,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 		}
 		es.started = true
 		sql, a := s.readSQL(q, o, tail)
-		// An unnamed statement (its description cached): planned with the
-		// actual tags each time. A named prepared statement switches to a
-		// generic plan after five runs, and for `tags @> $1 … LIMIT 1` that
-		// plan walked events_log_order backwards over half the table (7 ms
-		// per ReadLast at 1M events instead of 0.06 ms).
-		rows, err := db.Query(ctx, sql, append([]any{pgx.QueryExecModeCacheDescribe}, a...)...)
+		rows, err := db.Query(ctx, sql, a...)
 		if err != nil {
 			yield(StoredEvent{}, errf("read", err))
 			return
