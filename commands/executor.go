@@ -15,6 +15,7 @@ import (
 
 	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -126,7 +127,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			}
 			e.cfg.Logger.DebugContext(ctx, "command conflict, deciding again",
 				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)
-			if serr := sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
+			if serr := retry.Sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
 				e.fail(typ, "error", serr)
 				return Outcome{}, fmt.Errorf("commands: %s: after %d attempts: %w", typ, attempt, serr)
 			}

@@ -19,6 +19,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -235,16 +236,16 @@ func (r *Runner) Run(ctx context.Context) error {
 		if err != nil {
 			failures++
 			r.cfg.Metrics.Error(r.name)
-			d := subscription.Backoff(failures, r.cfg.RetryMin, r.cfg.RetryMax)
+			d := retry.Delay(failures, r.cfg.RetryMin, r.cfg.RetryMax)
 			r.cfg.Logger.Debug("pgdcb: projection: election failed", "name", r.name, "error", err, "retry_in", d)
-			if sleep(ctx, d) != nil {
+			if retry.Sleep(ctx, d) != nil {
 				return ctx.Err()
 			}
 			continue
 		}
 		failures = 0
 		if conn == nil { // another runner leads
-			if sleep(ctx, r.cfg.ElectionInterval) != nil {
+			if retry.Sleep(ctx, r.cfg.ElectionInterval) != nil {
 				return ctx.Err()
 			}
 			continue
@@ -265,7 +266,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.cfg.Metrics.Error(r.name)
 		r.cfg.Logger.Debug("pgdcb: projection: lost leadership", "name", r.name, "error", err)
 		// Give a standby the first chance to take over.
-		if sleep(ctx, 2*r.cfg.ElectionInterval) != nil {
+		if retry.Sleep(ctx, 2*r.cfg.ElectionInterval) != nil {
 			return ctx.Err()
 		}
 	}
@@ -352,9 +353,9 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker
 				}
 				r.cfg.Logger.Debug("pgdcb: projection: recording failure", "name", r.name, "error", ferr)
 			}
-			d := subscription.Backoff(n, r.cfg.RetryMin, r.cfg.RetryMax)
+			d := retry.Delay(n, r.cfg.RetryMin, r.cfg.RetryMax)
 			r.cfg.Logger.Debug("pgdcb: projection: batch failed", "name", r.name, "error", err, "attempt", n, "retry_in", d)
-			if err := sleep(ctx, d); err != nil {
+			if err := retry.Sleep(ctx, d); err != nil {
 				return err
 			}
 			continue
@@ -526,15 +527,4 @@ func (r *Runner) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	_, err := conn.Exec(ctx, `UPDATE `+r.store.QuotedSchema()+`.checkpoints
 		SET heartbeat_at = now(), leader = $2 WHERE name = $1`, r.name, r.cfg.Identity)
 	return err
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -157,9 +158,9 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 			}
 			failures++
 			s.cfg.Metrics.Error(s.cfg.Name)
-			d := Backoff(failures, s.cfg.RetryMin, s.cfg.RetryMax)
+			d := retry.Delay(failures, s.cfg.RetryMin, s.cfg.RetryMax)
 			s.cfg.Logger.Debug("pgdcb: subscription: read failed", "name", s.cfg.Name, "error", err, "retry_in", d)
-			if err := sleep(ctx, d); err != nil {
+			if err := retry.Sleep(ctx, d); err != nil {
 				return err
 			}
 			continue
@@ -181,16 +182,5 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 		if err := w.WaitFor(ctx, held.Next(b, s.cfg.PollInterval)); err != nil {
 			return err
 		}
-	}
-}
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/retry"
 )
 
 // Waker tells a tailing reader when to read again: on a NOTIFY that an append
@@ -114,7 +115,7 @@ func (w *Waker) listen(ctx context.Context) {
 			return
 		}
 		failures++
-		d := Backoff(failures, 50*time.Millisecond, 5*time.Second)
+		d := retry.Delay(failures, 50*time.Millisecond, 5*time.Second)
 		w.log.Debug("pgdcb: subscription: listen failed, reconnecting", "error", err, "retry_in", d)
 		select {
 		case <-ctx.Done():
@@ -146,20 +147,4 @@ func (w *Waker) listenOnce(ctx context.Context, channel string, failures *int) e
 		}
 		w.Wake()
 	}
-}
-
-// Backoff returns the capped exponential delay before retry number attempt
-// (1-based): min * 2^(attempt-1), at most max.
-func Backoff(attempt int, min, max time.Duration) time.Duration {
-	if attempt < 1 {
-		attempt = 1
-	}
-	d := min
-	for i := 1; i < attempt && d < max; i++ {
-		d *= 2
-	}
-	if d > max {
-		d = max
-	}
-	return d
 }
