@@ -519,3 +519,40 @@ func TestInProgressAtDecisionIsNotSeen(t *testing.T) {
 	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=9")}, appendif.FailIf(q, &cur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "A was not seen by the decision")
 }
+
+// A decision far behind the head (more than a thousand events since) is
+// checked by the planned statement rather than the recent-rows scan; both must
+// answer the same.
+func TestOldDecisionIsCheckedToo(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t, nil)
+	q := query.Tagged(nil, "account=old")
+	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", 1, "account=old")})
+	require.NoError(t, err)
+	_, cur, err := s.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	var noise []eventstore.Event
+	for i := range 1000 {
+		noise = append(noise, eventstore.MustEvent("Noise", i, fmt.Sprintf("n=%d", i)))
+	}
+	for range 2 {
+		_, err = s.Append(ctx, noise)
+		require.NoError(t, err)
+	}
+	// Nothing matching since the decision: passes.
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", 1, "account=other")}, appendif.FailIf(q, &cur))
+	require.NoError(t, err)
+	// A matching event since the decision, then more noise: fails.
+	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=old")})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, noise)
+	require.NoError(t, err)
+	for _, typ := range [][]string{nil, {"Deposited"}} {
+		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=old")},
+			appendif.FailIf(query.Tagged(typ, "account=old"), &cur))
+		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "types %v", typ)
+	}
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=old")},
+		appendif.FailIf(query.New(query.Item{Types: []string{"Deposited"}}), &cur))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "type-only item")
+}

@@ -6,8 +6,9 @@
 -- are ranges of events_log_order, so with a cursor the check reads only rows
 -- written since the decision.
 --
--- Each item's statement is built for its shape and run with EXECUTE, so it is
--- planned with its real tags, types and bounds (a cached generic plan could
+-- For a decision that is not recent (or no cursor), each item's statement is
+-- built for its shape and run with EXECUTE, so it is planned with its real
+-- tags, types and bounds (a cached generic plan could
 -- not estimate them, and picked a scan of everything since an old snapshot:
 -- 41 ms per append with one old transaction open in the prototype). Plans, by
 -- EXPLAIN at 1M events: a tag item uses events_tags (GIN) or, with a recent
@@ -31,23 +32,43 @@ LANGUAGE plpgsql VOLATILE
 SET enable_seqscan = off
 AS $$
 DECLARE
-    v_item record;
-    v_sql  text;
-    v_pos  bigint;
+    v_item   record;
+    v_sql    text;
+    v_pos    bigint;
+    v_recent boolean;
 BEGIN
+    -- A recent decision (the usual case): few rows were written since the
+    -- cursor. Positions follow log order closely, so the identity sequence
+    -- tells how many. Then only the rows since the cursor are read, through
+    -- events_log_order, by a statement whose tag and type tests cannot use an
+    -- index (`IS TRUE`): its cached plan is the same whatever the tag, its
+    -- size or the state of the statistics. (Left to the planner, a hot tag
+    -- with stale statistics was read whole through events_tags at every
+    -- append: 500 appends/s instead of 2000.)
+    v_recent := p_cursor AND coalesce(pg_sequence_last_value('{{schema}}.events_position_seq'), 0) - p_after_pos <= 1000;
     FOR v_item IN SELECT * FROM jsonb_to_recordset(p_query) AS x(types text[], tags text[]) LOOP
-        v_sql := 'SELECT e.position FROM {{schema}}.events e WHERE TRUE';
-        IF v_item.tags IS NOT NULL THEN
-            v_sql := v_sql || ' AND e.tags @> $1';
+        IF v_recent THEN
+            SELECT e.position INTO v_pos FROM {{schema}}.events e
+             WHERE ((e.transaction_id, e.position) > (p_after_tx, p_after_pos) OR e.transaction_id = ANY (p_xip))
+               AND (v_item.tags IS NULL OR (e.tags @> v_item.tags) IS TRUE)
+               AND (v_item.types IS NULL OR (e.type = ANY (v_item.types)) IS TRUE)
+             LIMIT 1;
+        ELSE
+            -- Otherwise a statement built for the item's shape, planned with
+            -- its real values.
+            v_sql := 'SELECT e.position FROM {{schema}}.events e WHERE TRUE';
+            IF v_item.tags IS NOT NULL THEN
+                v_sql := v_sql || ' AND e.tags @> $1';
+            END IF;
+            IF v_item.types IS NOT NULL THEN
+                v_sql := v_sql || ' AND e.type = ANY ($2)';
+            END IF;
+            IF p_cursor THEN
+                v_sql := v_sql || ' AND ((e.transaction_id, e.position) > ($3, $4) OR e.transaction_id = ANY ($5))';
+            END IF;
+            EXECUTE v_sql || ' LIMIT 1' INTO v_pos
+                USING v_item.tags, v_item.types, p_after_tx, p_after_pos, p_xip;
         END IF;
-        IF v_item.types IS NOT NULL THEN
-            v_sql := v_sql || ' AND e.type = ANY ($2)';
-        END IF;
-        IF p_cursor THEN
-            v_sql := v_sql || ' AND ((e.transaction_id, e.position) > ($3, $4) OR e.transaction_id = ANY ($5))';
-        END IF;
-        EXECUTE v_sql || ' LIMIT 1' INTO v_pos
-            USING v_item.tags, v_item.types, p_after_tx, p_after_pos, p_xip;
         IF v_pos IS NOT NULL THEN
             RETURN v_pos;
         END IF;
