@@ -230,13 +230,10 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 				id   pgtype.UUID
 				at   pgtype.Timestamptz
 			)
-			var snapDest any = nil
+			// The header columns repeat on every row; scan them once.
+			var snapDest, hx, hp any
 			if n == 0 {
-				snapDest = &snapText
-			}
-			var hx, hp any = nil, nil
-			if n == 0 {
-				hx, hp = &head.TransactionID, &head.Position
+				snapDest, hx, hp = &snapText, &head.TransactionID, &head.Position
 			}
 			if err := rows.Scan(snapDest, hx, hp, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at); err != nil {
 				yield(StoredEvent{}, errf("read", err))
