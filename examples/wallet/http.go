@@ -188,17 +188,28 @@ func (a *api) respond(w http.ResponseWriter, status int, res Result) {
 	})
 }
 
-func (a *api) open(w http.ResponseWriter, r *http.Request) {
-	var req struct {
-		WalletID string `json:"wallet_id"`
-	}
-	if err := decode(w, r, &req); err != nil {
+// commandRequest decodes a command's JSON body into req and reads its
+// If-Match / Idempotency-Key options; on bad input it writes the error and
+// returns false.
+func commandRequest(w http.ResponseWriter, r *http.Request, req any) (*Options, bool) {
+	if err := decode(w, r, req); err != nil {
 		writeError(w, err)
-		return
+		return nil, false
 	}
 	opt, err := options(r)
 	if err != nil {
 		writeError(w, err)
+		return nil, false
+	}
+	return opt, true
+}
+
+func (a *api) open(w http.ResponseWriter, r *http.Request) {
+	var req struct {
+		WalletID string `json:"wallet_id"`
+	}
+	opt, ok := commandRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	res, err := a.s.Open(r.Context(), req.WalletID, opt)
@@ -218,13 +229,8 @@ func (a *api) single(w http.ResponseWriter, r *http.Request,
 	var req struct {
 		Amount int64 `json:"amount"`
 	}
-	if err := decode(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	opt, err := options(r)
-	if err != nil {
-		writeError(w, err)
+	opt, ok := commandRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	res, err := do(r.Context(), r.PathValue("id"), req.Amount, opt)
@@ -237,13 +243,8 @@ func (a *api) single(w http.ResponseWriter, r *http.Request,
 
 func (a *api) transfer(w http.ResponseWriter, r *http.Request) {
 	var req TransferRequest
-	if err := decode(w, r, &req); err != nil {
-		writeError(w, err)
-		return
-	}
-	opt, err := options(r)
-	if err != nil {
-		writeError(w, err)
+	opt, ok := commandRequest(w, r, &req)
+	if !ok {
 		return
 	}
 	res, err := a.s.Transfer(r.Context(), req.From, req.To, req.Amount, opt)
