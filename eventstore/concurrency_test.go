@@ -231,6 +231,7 @@ func TestConditionItemsAreORed(t *testing.T) {
 func TestRaceMultiItemCondition(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
+	checked := 0
 	for r := range 30 {
 		x, y := fmt.Sprintf("x=%d", r), fmt.Sprintf("y=%d", r)
 		q := query.New(
@@ -249,7 +250,7 @@ func TestRaceMultiItemCondition(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("A", i, x)}, appendif.FailIf(q, &cur))
+				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("A", decisionRecord{Cursor: cur.String()}, x)}, appendif.FailIf(q, &cur))
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
 					return nil
 				}
@@ -259,8 +260,9 @@ func TestRaceMultiItemCondition(t *testing.T) {
 		for _, err := range errs {
 			require.NoError(t, err)
 		}
-		verifyNoLostDecision(t, s, q)
+		checked += verifyNoLostDecision(t, s, q)
 	}
+	require.Positive(t, checked, "some conditional appends must have committed and been checked")
 }
 
 // 4. An unrelated open write transaction neither blinds the check nor makes it
@@ -359,8 +361,8 @@ type decisionRecord struct {
 // verifyNoLostDecision replays the log: for every committed conditional event
 // E (one carrying a decision cursor) every event matching q that E's cursor
 // did not see must sort after E in log order, i.e. must have been appended after
-// E committed.
-func verifyNoLostDecision(t *testing.T, s *eventstore.Store, q query.Query) {
+// E committed. It returns how many conditional events it checked.
+func verifyNoLostDecision(t *testing.T, s *eventstore.Store, q query.Query) int {
 	t.Helper()
 	evs, _, err := s.ReadAll(context.Background(), q, nil)
 	require.NoError(t, err)
@@ -381,7 +383,7 @@ func verifyNoLostDecision(t *testing.T, s *eventstore.Store, q query.Query) {
 				"conditional event %d committed over event %d that its decision did not see", e.Position, f.Position)
 		}
 	}
-	_ = checked
+	return checked
 }
 
 // 6. Mixed writers on one boundary: conditional appends (each recording its
@@ -392,6 +394,7 @@ func TestRaceMixedWriters(t *testing.T) {
 	s, _ := newStore(t, nil)
 	var committedConditional atomic.Int64
 	for r := range 20 {
+		committedBefore := committedConditional.Load()
 		tag := fmt.Sprintf("counter=c%d", r)
 		q := query.Tagged(nil, tag)
 		errs := race(12, func(i int) func() error {
@@ -421,7 +424,8 @@ func TestRaceMixedWriters(t *testing.T) {
 		for _, err := range errs {
 			require.NoError(t, err)
 		}
-		verifyNoLostDecision(t, s, q)
+		checked := verifyNoLostDecision(t, s, q)
+		require.EqualValues(t, committedConditional.Load()-committedBefore, checked, "round %d: every committed decision replayed", r)
 	}
 	require.Positive(t, committedConditional.Load(), "some conditional appends must have committed")
 }
