@@ -97,13 +97,11 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 	}
 	locks := locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)
 
-	var idem, condQ []byte
+	checks := checksFor(cond)
 	var afterTx uint64
 	var afterPos int64
 	var afterSnap *string
 	if cond != nil {
-		idem = queryJSON(cond.Idempotency)
-		condQ = queryJSON(cond.FailIfEventsMatch)
 		if cond.After != nil {
 			afterTx, afterPos = cond.After.TransactionID, cond.After.Position
 			if cond.After.Snapshot != nil {
@@ -120,7 +118,9 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 	)
 	err := db.QueryRow(ctx, s.sql.appendEvents,
 		types, tagCounts, allTags, data, meta, ids,
-		locks.keys, locks.excl, jsonArg(idem), jsonArg(condQ), afterTx, afterPos, afterSnap,
+		locks.keys, locks.excl,
+		checks.idem, checks.typeCounts, checks.types, checks.tagCounts, checks.tags,
+		afterTx, afterPos, afterSnap,
 	).Scan(&status, &txID, &pos, &conflict)
 	if err != nil {
 		return AppendResult{}, errf("append", err)
@@ -134,12 +134,4 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		return AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: *conflict}
 	}
 	return AppendResult{}, fmt.Errorf("pgdcb: append: unexpected status %q from append_events", status)
-}
-
-// jsonArg passes nil as SQL NULL.
-func jsonArg(b []byte) any {
-	if b == nil {
-		return nil
-	}
-	return string(b)
 }

@@ -11,8 +11,8 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/appendif"
-	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -52,19 +52,27 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 	hot := query.Tagged(nil, "shard=3")      // size/16 events
 	head, err := s.Head(ctx)
 	require.NoError(t, err)
+	// An old decision: its cursor is the log's first event.
+	_, old, err := s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{Limit: 1})
+	require.NoError(t, err)
 	type checkCase struct {
-		name  string
-		q     query.Query
-		cur   *cursor.Cursor
-		tag   string
-		store *eventstore.Store
+		name    string
+		cond    appendif.Condition
+		tag     string
+		store   *eventstore.Store
+		index   string // the index the check must read
+		wantErr error
 	}
 	cases := []checkCase{
-		{"rare tag, cursor at head", rare, &head, "account=777", nil},
-		{"hot tag, cursor at head", hot, &head, "shard=3", nil},
-		{"new tag, no cursor", query.Tagged(nil, "account=new"), nil, "account=new", nil},
-		{"type only, no cursor", query.New(query.Item{Types: []string{"Nope"}}), nil, "account=778", nil},
-		{"type only, cursor at head", query.New(query.Item{Types: []string{"Deposited"}}), &head, "account=779", nil},
+		{name: "rare tag, cursor at head", cond: appendif.FailIf(rare, &head), tag: "account=777", index: "events_log_order"},
+		{name: "hot tag, cursor at head", cond: appendif.FailIf(hot, &head), tag: "shard=3", index: "events_log_order"},
+		{name: "absent tag, old cursor", cond: appendif.FailIf(query.Tagged(nil, "account=new"), &old), tag: "account=new", index: "events_tags"},
+		{name: "rare tag, old cursor", cond: appendif.FailIf(rare, &old), tag: "account=777", index: "events_tags", wantErr: pgdcb.ErrConditionFailed},
+		{name: "new tag, no cursor", cond: appendif.FailIf(query.Tagged(nil, "account=new"), nil), tag: "account=new", index: "events_tags"},
+		{name: "hot tag, no cursor", cond: appendif.FailIf(hot, nil), tag: "shard=3", index: "events_tags", wantErr: pgdcb.ErrConditionFailed},
+		{name: "hot tag and type, idempotency", cond: appendif.Condition{}.WithIdempotency(query.Tagged([]string{"Nope"}, "shard=3")), tag: "shard=3", index: "events_type_log_order"},
+		{name: "type only, no cursor", cond: appendif.FailIf(query.New(query.Item{Types: []string{"Nope"}}), nil), tag: "account=778", index: "events_type_log_order"},
+		{name: "type only, cursor at head", cond: appendif.FailIf(query.New(query.Item{Types: []string{"Deposited"}}), &head), tag: "account=779", index: "events_log_order"},
 	}
 	// A small log, where a LIMIT 1 sequential scan looks cheap to the planner.
 	small, smallPool := newStore(t, nil)
@@ -73,18 +81,26 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 		cases[i].store = s
 	}
 	cases = append(cases,
-		checkCase{"small log, absent tag, no cursor", query.Tagged(nil, "account=absent"), nil, "account=absent", small},
-		checkCase{"small log, absent type+tag, no cursor", query.Tagged([]string{"Deposited"}, "shard=99"), nil, "shard=99", small},
+		checkCase{name: "small log, absent tag, no cursor", cond: appendif.FailIf(query.Tagged(nil, "account=absent"), nil), tag: "account=absent", store: small, index: "events_tags"},
+		checkCase{name: "small log, absent type+tag, no cursor", cond: appendif.FailIf(query.Tagged([]string{"Deposited"}, "shard=99"), nil), tag: "shard=99", store: small, index: "events_"},
 	)
 	for _, c := range cases {
-		mu.Lock()
-		plans = nil
-		mu.Unlock()
-		tx, err := conn.Begin(ctx)
-		require.NoError(t, err)
-		_, err = c.store.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, c.tag)}, appendif.FailIf(c.q, c.cur))
-		require.NoError(t, err, c.name)
-		require.NoError(t, tx.Rollback(ctx))
+		// PL/pgSQL plans a cached statement for its first five runs with the
+		// values at hand, then may switch to a generic plan: check the seventh.
+		for range 7 {
+			mu.Lock()
+			plans = nil
+			mu.Unlock()
+			tx, err := conn.Begin(ctx)
+			require.NoError(t, err)
+			_, err = c.store.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, c.tag)}, c.cond)
+			if c.wantErr != nil {
+				require.ErrorIs(t, err, c.wantErr, c.name)
+			} else {
+				require.NoError(t, err, c.name)
+			}
+			require.NoError(t, tx.Rollback(ctx))
+		}
 		mu.Lock()
 		found := false
 		for _, p := range plans {
@@ -96,6 +112,7 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 				t.Logf("%s:\n%s", c.name, p)
 			}
 			require.NotContains(t, p, "Seq Scan", "%s: the check must use an index:\n%s", c.name, p)
+			require.Contains(t, p, c.index, "%s: the check must read %s:\n%s", c.name, c.index, p)
 		}
 		mu.Unlock()
 		require.True(t, found, "%s: no check plan captured", c.name)

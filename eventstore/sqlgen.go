@@ -1,10 +1,10 @@
 package eventstore
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 
+	"github.com/pgdcb/pgdcb/appendif"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -23,7 +23,9 @@ func newStatements(schema string) statements {
 	return statements{
 		appendEvents: `SELECT status, tx, positions, conflict_position FROM ` + schema + `.append_events(
 			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
-			$7::bigint[], $8::boolean[], $9::jsonb, $10::jsonb, $11::xid8, $12::bigint, $13::text::pg_snapshot)`,
+			$7::bigint[], $8::boolean[],
+			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
+			$14::xid8, $15::bigint, $16::text::pg_snapshot)`,
 		// The last event in log order: a backward scan of events_log_order,
 		// one row, in the same statement (same snapshot) as pg_current_snapshot().
 		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)
@@ -86,28 +88,34 @@ func whereNotSeen(c cursor.Cursor, a *args) string {
 	return "(" + after + " OR e.transaction_id = ANY (" + a.add(c.Snapshot.Xip) + "::xid8[]))"
 }
 
-// queryJSON encodes a query for append_events: [{"types":[…]|null,"tags":[…]|null}].
-func queryJSON(q query.Query) []byte {
-	if q.IsEmpty() {
-		return nil
+// checkItems are the items of an append's checks, flattened for append_events:
+// one entry per item in idem, typeCounts and tagCounts, its types and tags
+// appended to types and tags. Idempotency items come first. A count of 0 means
+// "any".
+type checkItems struct {
+	idem       []bool
+	typeCounts []int32
+	types      []string
+	tagCounts  []int32
+	tags       []string
+}
+
+func (c *checkItems) add(q query.Query, idem bool) {
+	for _, it := range q.Items() {
+		c.idem = append(c.idem, idem)
+		c.typeCounts = append(c.typeCounts, int32(len(it.Types)))
+		c.types = append(c.types, it.Types...)
+		c.tagCounts = append(c.tagCounts, int32(it.Tags.Len()))
+		c.tags = append(c.tags, it.Tags.Strings()...)
 	}
-	type item struct {
-		Types []string `json:"types"`
-		Tags  []string `json:"tags"`
+}
+
+// checksFor flattens cond's idempotency query, then its condition.
+func checksFor(cond *appendif.Condition) checkItems {
+	c := checkItems{idem: []bool{}, typeCounts: []int32{}, types: []string{}, tagCounts: []int32{}, tags: []string{}}
+	if cond != nil {
+		c.add(cond.Idempotency, true)
+		c.add(cond.FailIfEventsMatch, false)
 	}
-	items := q.Items()
-	out := make([]item, len(items))
-	for i, it := range items {
-		if len(it.Types) > 0 {
-			out[i].Types = it.Types
-		}
-		if it.Tags.Len() > 0 {
-			out[i].Tags = it.Tags.Strings()
-		}
-	}
-	b, err := json.Marshal(out)
-	if err != nil {
-		panic(err) // strings only
-	}
-	return b
+	return c
 }
