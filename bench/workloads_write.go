@@ -31,6 +31,13 @@ func writeWorkloads() []Workload {
 		Workload{Name: "append/batch10", Group: "append-batch", Writers: 1, Quick: true, Prepare: prepareAppend(10)},
 		Workload{Name: "append/batch100", Group: "append-batch", Writers: 1, Quick: true, Prepare: prepareAppend(100)},
 	)
+	// The same INSERTs as the floors into a copy of events with its indexes:
+	// the part of each ratio that the indexes cost.
+	register(
+		Workload{Name: "insert-indexed/1ev/w1", Group: "indexed", Writers: 1, Quick: true, Prepare: prepareIndexedInsert(1)},
+		Workload{Name: "insert-indexed/1ev/w8", Group: "indexed", Writers: 8, Quick: true, Prepare: prepareIndexedInsert(1)},
+		Workload{Name: "insert-indexed/batch100", Group: "indexed", Writers: 1, Quick: true, Prepare: prepareIndexedInsert(100)},
+	)
 	for _, n := range []int{1, 8, 32} {
 		register(Workload{Name: "appendif/distinct/w" + strconv.Itoa(n), Group: "appendif", Writers: n, Quick: true, Prepare: prepareAppendIfDistinct})
 	}
@@ -55,7 +62,12 @@ func benchEvent(w int, seq int64, extraTags ...string) eventstore.Event {
 // floorInsert1 is the floor of one-event writes: an autocommit single-row
 // INSERT of the same row into the unindexed floor table.
 func floorInsert1(env *Env, extraTags func(w int, seq int64) []string) OpFunc {
-	sql := `INSERT INTO ` + env.Floor + ` (type, tags, data) VALUES ($1, $2::text[], $3::jsonb)`
+	return insert1(env, env.Floor, extraTags)
+}
+
+// insert1 is an autocommit single-row INSERT of the bench event into table.
+func insert1(env *Env, table string, extraTags func(w int, seq int64) []string) OpFunc {
+	sql := `INSERT INTO ` + table + ` (type, tags, data) VALUES ($1, $2::text[], $3::jsonb)`
 	return func(ctx context.Context, w int, seq int64, _ *Counters) (int, error) {
 		var extra []string
 		if extraTags != nil {
@@ -72,7 +84,13 @@ func floorInsert1(env *Env, extraTags func(w int, seq int64) []string) OpFunc {
 // floorInsertBatch is the floor of a batch append: one autocommit
 // INSERT … SELECT FROM unnest(…) of the same rows.
 func floorInsertBatch(env *Env, size int) OpFunc {
-	sql := `INSERT INTO ` + env.Floor + ` (type, tags, data)
+	return insertBatch(env, env.Floor, size)
+}
+
+// insertBatch is one autocommit INSERT … SELECT FROM unnest(…) of size bench
+// events into table.
+func insertBatch(env *Env, table string, size int) OpFunc {
+	sql := `INSERT INTO ` + table + ` (type, tags, data)
 		SELECT t, ARRAY[a, b], d::jsonb FROM unnest($1::text[], $2::text[], $3::text[], $4::text[]) AS u(t, a, b, d)`
 	return func(ctx context.Context, w int, seq int64, _ *Counters) (int, error) {
 		ty, a, b, d := make([]string, size), make([]string, size), make([]string, size), make([]string, size)
@@ -113,6 +131,23 @@ func prepareAppend(size int) func(context.Context, *Env) (*Plan, error) {
 			p.Floor, p.FloorName = floorInsertBatch(env, size), fmt.Sprintf("INSERT unnest %d rows", size)
 		}
 		return p, nil
+	}
+}
+
+// prepareIndexedInsert is not pgdcb at all: the floor's INSERT into a copy of
+// the events table with all its indexes (no trigger, no function, no lock, no
+// check). Its ratio to the floor is what the indexes alone cost, a bound on
+// what any append into this table can reach.
+func prepareIndexedInsert(size int) func(context.Context, *Env) (*Plan, error) {
+	return func(ctx context.Context, env *Env) (*Plan, error) {
+		table := env.Q + ".indexed_events"
+		if _, err := env.Pool.Exec(ctx, `CREATE TABLE `+table+` (LIKE `+env.Q+`.events INCLUDING ALL)`); err != nil {
+			return nil, fmt.Errorf("creating the indexed copy: %w", err)
+		}
+		if size == 1 {
+			return &Plan{Op: insert1(env, table, nil), Floor: floorInsert1(env, nil), FloorName: "INSERT 1 row"}, nil
+		}
+		return &Plan{Op: insertBatch(env, table, size), Floor: floorInsertBatch(env, size), FloorName: fmt.Sprintf("INSERT unnest %d rows", size)}, nil
 	}
 }
 

@@ -16,6 +16,7 @@
 --     (events_tags, events_type_log_order, any row). An item with both tags
 --     and types, and a check against an old cursor (more than 1000 events
 --     ago), are still planned per call, where the real values decide;
+--   * a key lock is an assignment, not a PERFORM statement;
 --   * a batch of one event is inserted with a plain VALUES row.
 DROP FUNCTION {{schema}}.append_events(text[], integer[], text[], jsonb[], jsonb[], uuid[],
     bigint[], boolean[], jsonb, jsonb, xid8, bigint, pg_snapshot);
@@ -74,6 +75,7 @@ DECLARE
     v_tags   text[];
     v_cursor boolean;
     v_any    boolean;
+    v_locked boolean;
     v_recent boolean;
     v_xip    xid8[];
     v_sql    text;
@@ -101,10 +103,14 @@ BEGIN
         IF i > 1 AND p_lock_keys[i] <= p_lock_keys[i - 1] THEN
             RAISE EXCEPTION 'pgdcb: lock keys not strictly ascending at %', i USING ERRCODE = 'PD004';
         END IF;
+        -- Assignments, not PERFORM: PL/pgSQL evaluates a simple expression
+        -- without starting the executor (1.5 us a key instead of 3.3 us,
+        -- measured over 2000 keys; a 100-event batch takes 102 keys). The
+        -- void result becomes a boolean only to have something to assign.
         IF p_lock_excl[i] THEN
-            PERFORM pg_advisory_xact_lock(p_lock_keys[i]);
+            v_locked := pg_advisory_xact_lock(p_lock_keys[i])::text = '';
         ELSE
-            PERFORM pg_advisory_xact_lock_shared(p_lock_keys[i]);
+            v_locked := pg_advisory_xact_lock_shared(p_lock_keys[i])::text = '';
         END IF;
     END LOOP;
 
