@@ -16,6 +16,7 @@
 --     (events_tags, events_type_log_order, any row). An item with both tags
 --     and types, and a check against an old cursor (more than 1000 events
 --     ago), are still planned per call, where the real values decide;
+--   * cached statements always use their generic plan (see the SET below);
 --   * a key lock is an assignment, not a PERFORM statement;
 --   * a batch of one event is inserted with a plain VALUES row.
 DROP FUNCTION {{schema}}.append_events(text[], integer[], text[], jsonb[], jsonb[], uuid[],
@@ -66,6 +67,13 @@ LANGUAGE plpgsql VOLATILE
 -- scan reads the whole table (10-30 ms per append on a 20k-event log,
 -- measured). Every check shape has an index path; this only removes the trap.
 SET enable_seqscan = off
+-- Every cached statement here is written so that its shape fixes its plan
+-- (the checks planned per call use EXECUTE, which plans with the values
+-- whatever this says). Left to choose, the plan cache kept planning the recent
+-- check at every call: its generic plan's estimate (the whole range since an
+-- unknown cursor) looked dearer than a custom plan for the real cursor, so it
+-- never switched. 32 us per check instead of 9.6 (a loop of 20,000 checks).
+SET plan_cache_mode = force_generic_plan
 AS $$
 DECLARE
     i        integer;
@@ -173,11 +181,21 @@ BEGIN
             -- the state of the statistics. (Left to the planner, a hot tag with
             -- stale statistics was read whole through events_tags at every
             -- append: 500 appends/s instead of 2000.)
-            SELECT e.position INTO v_pos FROM {{schema}}.events e
-             WHERE ((e.transaction_id, e.position) > (p_after_tx, p_after_pos) OR e.transaction_id = ANY (v_xip))
-               AND (v_tags IS NULL OR (e.tags @> v_tags) IS TRUE)
-               AND (v_types IS NULL OR (e.type = ANY (v_types)) IS TRUE)
-             LIMIT 1;
+            -- Without transactions in progress at the decision, one range
+            -- scan; with them, a BitmapOr of the two ranges.
+            IF cardinality(v_xip) = 0 THEN
+                SELECT e.position INTO v_pos FROM {{schema}}.events e
+                 WHERE (e.transaction_id, e.position) > (p_after_tx, p_after_pos)
+                   AND (v_tags IS NULL OR (e.tags @> v_tags) IS TRUE)
+                   AND (v_types IS NULL OR (e.type = ANY (v_types)) IS TRUE)
+                 LIMIT 1;
+            ELSE
+                SELECT e.position INTO v_pos FROM {{schema}}.events e
+                 WHERE ((e.transaction_id, e.position) > (p_after_tx, p_after_pos) OR e.transaction_id = ANY (v_xip))
+                   AND (v_tags IS NULL OR (e.tags @> v_tags) IS TRUE)
+                   AND (v_types IS NULL OR (e.type = ANY (v_types)) IS TRUE)
+                 LIMIT 1;
+            END IF;
         ELSE
             -- An item with both tags and types and no cursor, or an old
             -- decision: a statement built for the item's shape and planned
