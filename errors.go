@@ -34,4 +34,8 @@ var (
 	ErrTransactionState = errors.New("pgdcb: append refused in this transaction")
 	// ErrNotMigrated: the store's schema is missing or older than this library.
 	ErrNotMigrated = errors.New("pgdcb: schema not migrated")
+	// ErrTransactionIDsAhead: the log holds transaction ids the server has not
+	// handed out yet (it was restored into another cluster); appends would sort
+	// before older events. See sql.RebaseTransactionIDs.
+	ErrTransactionIDsAhead = errors.New("pgdcb: stored transaction ids are ahead of the server")
 )

@@ -103,9 +103,15 @@ func (s *Store) Schema() string { return s.cfg.Schema }
 func (s *Store) QuotedSchema() string { return s.schema }
 
 // CheckSchema returns an error matching pgdcb.ErrNotMigrated unless the schema
-// has every migration this library ships.
+// has every migration this library ships, and one matching
+// pgdcb.ErrTransactionIDsAhead when the log was restored into another cluster
+// and needs sql.RebaseTransactionIDs before anything is appended. Call it at
+// start-up.
 func (s *Store) CheckSchema(ctx context.Context) error {
-	return pgdcbsql.CheckCurrent(ctx, s.pool, s.cfg.Schema)
+	if err := pgdcbsql.CheckCurrent(ctx, s.pool, s.cfg.Schema); err != nil {
+		return err
+	}
+	return pgdcbsql.CheckTransactionIDs(ctx, s.pool, s.cfg.Schema)
 }
 
 // dbtx is what both *pgxpool.Pool and pgx.Tx offer.

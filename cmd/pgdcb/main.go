@@ -3,6 +3,7 @@
 //
 //	pgdcb [-dsn URL] [-schema NAME] migrate
 //	pgdcb [-dsn URL] [-schema NAME] status
+//	pgdcb [-dsn URL] [-schema NAME] rebase-xids
 //	pgdcb [-dsn URL] [-schema NAME] head
 //	pgdcb [-dsn URL] [-schema NAME] read [-type T]... [-tag k=v]... [-after CURSOR] [-limit N] [-backwards]
 //	pgdcb [-dsn URL] [-schema NAME] append -type T [-tag k=v]... [-data JSON]
@@ -45,7 +46,7 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-var errUsage = errors.New("usage: pgdcb [-dsn URL] [-schema NAME] migrate|status|head|read|append [flags]")
+var errUsage = errors.New("usage: pgdcb [-dsn URL] [-schema NAME] migrate|status|rebase-xids|head|read|append [flags]")
 
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	global := flag.NewFlagSet("pgdcb", flag.ContinueOnError)
@@ -90,6 +91,24 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			}
 			fmt.Fprintf(stdout, "%03d %-24s %s\n", s.Version, s.Name, state)
 		}
+		if err := pgdcbsql.CheckCurrent(ctx, pool, *schema); err != nil {
+			return nil
+		}
+		if err := pgdcbsql.CheckTransactionIDs(ctx, pool, *schema); err != nil {
+			fmt.Fprintf(stdout, "transaction ids: %v\n", err)
+			return nil
+		}
+		fmt.Fprintln(stdout, "transaction ids: below the server's counter")
+		return nil
+	case "rebase-xids":
+		if err := pgdcbsql.CheckCurrent(ctx, pool, *schema); err != nil {
+			return err
+		}
+		res, err := pgdcbsql.RebaseTransactionIDs(ctx, pool, *schema)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "schema %s: %d transaction ids rebased (%d burned first)\n", *schema, res.IDs, res.Burned)
 		return nil
 	}
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: *schema})

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
@@ -32,6 +33,7 @@ func TestCLI(t *testing.T) {
 	out, _, err = sh("status")
 	require.NoError(t, err)
 	require.NotContains(t, out, "pending")
+	require.Contains(t, out, "transaction ids: below the server's counter")
 
 	out, _, err = sh("append", "-type", "Opened", "-tag", "account=1", "-data", `{"owner":"ann"}`)
 	require.NoError(t, err)
@@ -56,6 +58,22 @@ func TestCLI(t *testing.T) {
 	out, _, err = sh("head")
 	require.NoError(t, err)
 	require.Contains(t, out, "position=1")
+
+	// A restored log: status tells, the other commands refuse, rebase-xids mends.
+	pool := pgtest.Pool(t)
+	_, err = pool.Exec(ctx, `INSERT INTO `+pgx.Identifier{schema}.Sanitize()+`.events (transaction_id, type, tags, data)
+		VALUES ((pg_snapshot_xmax(pg_current_snapshot())::text::bigint + 1000000)::text::xid8, 'Restored', '{}', '{}')`)
+	require.NoError(t, err)
+	out, _, err = sh("status")
+	require.NoError(t, err)
+	require.Contains(t, out, "rebase-xids")
+	_, _, err = sh("head")
+	require.ErrorIs(t, err, pgdcb.ErrTransactionIDsAhead)
+	out, _, err = sh("rebase-xids")
+	require.NoError(t, err)
+	require.Contains(t, out, "2 transaction ids rebased")
+	_, _, err = sh("head")
+	require.NoError(t, err)
 
 	err = run(ctx, []string{"-dsn", dsn, "-schema", `bad"name`, "status"}, &bytes.Buffer{}, &bytes.Buffer{})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidSchema)

@@ -1,0 +1,4 @@
+package sql
+
+// BurnTransactionIDs exposes burnTransactionIDs to the tests.
+var BurnTransactionIDs = burnTransactionIDs
