@@ -61,6 +61,12 @@ bench-go:
 	@echo "==> go test -bench ./eventstore"
 	@$(GO) test ./eventstore -run '^$$' -bench . -benchtime 3s -timeout 30m
 
+.PHONY: bench-tagindex
+## bench-tagindex: GIN vs a B-tree tag table at 1M and 10M events (writes docs/TAGINDEX.md; ~25 minutes)
+bench-tagindex:
+	@echo "==> go run ./bench/tagindex --markdown docs/TAGINDEX.md"
+	@$(GO) run ./bench/tagindex --markdown docs/TAGINDEX.md
+
 ## explain: the append checks' plans at 1M events (auto_explain), failing on a sequential scan
 explain:
 	@echo "==> PGDCB_EXPLAIN=1 go test ./eventstore -run CheckPlans -v"
