@@ -75,6 +75,10 @@ SET enable_seqscan = off
 -- unknown cursor) looked dearer than a custom plan for the real cursor, so it
 -- never switched. 32 us per check instead of 9.6 (a loop of 20,000 checks).
 SET plan_cache_mode = force_generic_plan
+-- And no JIT: a generic plan's cost is estimated for an unknown cursor (the
+-- whole range), which at 10M events passes jit_above_cost, and every call then
+-- spent about 5 ms compiling a plan that reads 5 buffers (docs/TAGINDEX.md).
+SET jit = off
 AS $$
 DECLARE
     i        integer;
