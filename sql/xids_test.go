@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
@@ -23,13 +24,9 @@ import (
 // sort after every stored event and a tail from a checkpoint delivers them.
 func TestRebaseAfterRestore(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(ctx, pool, schema)
-	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, NotifyDisabled: true})
-	require.NoError(t, err)
+	s, pool, schema := migratedStore(t)
 	q := s.QuotedSchema()
+	var err error
 
 	// Events written here, then "restored" ones: four transactions far above
 	// the server's counter, two events in one of them, each with its
@@ -111,13 +108,8 @@ func TestRebaseAfterRestore(t *testing.T) {
 // through only inside the rebase, and only of transaction_id.
 func TestRebaseUpdatesOnlyTransactionIDs(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(ctx, pool, schema)
-	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, NotifyDisabled: true})
-	require.NoError(t, err)
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "n=1")})
+	s, pool, _ := migratedStore(t)
+	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "n=1")})
 	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
@@ -145,4 +137,16 @@ func TestBurnTransactionIDs(t *testing.T) {
 	from := next()
 	require.NoError(t, pgdcbsql.BurnTransactionIDs(ctx, conn.Conn(), 2500))
 	require.GreaterOrEqual(t, next()-from, int64(2500))
+}
+
+// migratedStore returns a store (NotifyDisabled) in a fresh migrated schema.
+func migratedStore(t *testing.T) (*eventstore.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
+	require.NoError(t, err)
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, NotifyDisabled: true})
+	require.NoError(t, err)
+	return s, pool, schema
 }
