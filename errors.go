@@ -38,4 +38,49 @@ var (
 	// handed out yet (it was restored into another cluster); appends would sort
 	// before older events. See sql.RebaseTransactionIDs.
 	ErrTransactionIDsAhead = errors.New("pgdcb: stored transaction ids are ahead of the server")
+	// ErrOutcomeUnknown: the call failed after its request may have reached the
+	// server (the connection was lost, or the context ended, around the commit),
+	// so it may have committed or not. The error wraps the cause. Retrying is
+	// safe exactly when the write is idempotent: an AppendIf with an
+	// idempotency query, events with event ids, or a command with a command id
+	// (the retry then gets ErrIdempotent, or the first outcome). Errors that
+	// certainly wrote nothing never match it.
+	ErrOutcomeUnknown = errors.New("pgdcb: outcome unknown: the write may or may not have committed")
+	// ErrInvalidArgument: a per-call argument or a Config field is out of range
+	// (for example a negative limit). Nothing was sent to the server.
+	ErrInvalidArgument = errors.New("pgdcb: invalid argument")
 )
+
+// InvalidArgumentError names the argument or Config field that is out of
+// range. It matches ErrInvalidArgument.
+type InvalidArgumentError struct {
+	// Name is the argument, such as "ReadOptions.Limit" or "Config.MaxLockKeys".
+	Name string
+	// Reason says what is wrong, such as "must not be negative (got -5)".
+	Reason string
+}
+
+func (e *InvalidArgumentError) Error() string {
+	return "pgdcb: invalid argument " + e.Name + ": " + e.Reason
+}
+
+// Is makes errors.Is(err, ErrInvalidArgument) true.
+func (e *InvalidArgumentError) Is(target error) bool { return target == ErrInvalidArgument }
+
+// OutcomeUnknownError wraps the cause of a failure whose outcome is unknown
+// (see ErrOutcomeUnknown). errors.Is matches both ErrOutcomeUnknown and the
+// cause; Op names the call.
+type OutcomeUnknownError struct {
+	Op  string
+	Err error
+}
+
+func (e *OutcomeUnknownError) Error() string {
+	return "pgdcb: " + e.Op + ": outcome unknown (the write may or may not have committed): " + e.Err.Error()
+}
+
+// Unwrap returns the cause.
+func (e *OutcomeUnknownError) Unwrap() error { return e.Err }
+
+// Is makes errors.Is(err, ErrOutcomeUnknown) true.
+func (e *OutcomeUnknownError) Is(target error) bool { return target == ErrOutcomeUnknown }

@@ -3,11 +3,13 @@ package eventstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"iter"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
@@ -28,6 +30,8 @@ type ReadOptions struct {
 type Events struct {
 	seq     iter.Seq2[StoredEvent, error]
 	cursor  cursor.Cursor
+	head    cursor.Cursor // the last event in log order, with the snapshot
+	durable cursor.Cursor // tailing reads: the last event below the horizon
 	started bool
 	done    bool
 }
@@ -166,10 +170,21 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 		from = "(SELECT * FROM " + s.sql.events + " e WHERE " + where + " OFFSET 0) e"
 		where = "TRUE"
 	}
-	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), r.*
+	// The durable point (tailing reads only): the last event below the
+	// horizon, a backward scan of events_log_order from the horizon, one row.
+	// A tailing cursor never moves past it (see TailBatch.Cursor).
+	durable, durableJoin := `'0'::xid8, 0::bigint`, ""
+	if tail {
+		durable = `coalesce(d.transaction_id, '0'), coalesce(d.position, 0)`
+		durableJoin = `
+		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
+			WHERE transaction_id < pg_snapshot_xmin(s.snap)
+			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true`
+	}
+	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + durable + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
-			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true
+			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + durableJoin + `
 		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + from + `
 			WHERE ` + where + `
 			ORDER BY e.transaction_id ` + dir + `, e.position ` + dir + limit + `) r ON true`
@@ -198,6 +213,11 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 	es.seq = func(yield func(StoredEvent, error) bool) {
 		if err := q.Validate(); err != nil {
 			yield(StoredEvent{}, err)
+			return
+		}
+		if o.Limit < 0 {
+			yield(StoredEvent{}, &pgdcb.InvalidArgumentError{Name: "ReadOptions.Limit",
+				Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", o.Limit)})
 			return
 		}
 		if es.started {
@@ -231,11 +251,12 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 				at   pgtype.Timestamptz
 			)
 			// The header columns repeat on every row; scan them once.
-			var snapDest, hx, hp any
+			var snapDest, hx, hp, dx, dp any
 			if n == 0 {
 				snapDest, hx, hp = &snapText, &head.TransactionID, &head.Position
+				dx, dp = &es.durable.TransactionID, &es.durable.Position
 			}
-			if err := rows.Scan(snapDest, hx, hp, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at); err != nil {
+			if err := rows.Scan(snapDest, hx, hp, dx, dp, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at); err != nil {
 				yield(StoredEvent{}, errf("read", err))
 				return
 			}
@@ -269,6 +290,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			return
 		}
 		head.Snapshot = snap
+		es.head = head
 		es.cursor = head
 		if o.Limit > 0 && n >= o.Limit && !o.Backwards && last.Position != 0 {
 			// Stopped by the limit: seen only up to the last event returned.

@@ -2,10 +2,11 @@ package eventstore
 
 import (
 	"context"
-	"math"
+	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -14,14 +15,20 @@ import (
 type TailBatch struct {
 	// Events matching the query after the cursor, in log order.
 	Events []StoredEvent
-	// Cursor to continue from: the last event delivered when the limit was
-	// reached, else the horizon (everything before it was delivered). It carries
-	// no snapshot and is safe as an AppendIf After by plain log order.
+	// Cursor to continue from. It always covers the batch it comes with, and
+	// it always names an event that exists (or the start of the log): the last
+	// event delivered when the limit was reached, else the last event of the
+	// whole log below the horizon (everything matching before it was
+	// delivered), else the cursor the read started from. It never points past
+	// the newest event, so no transaction id a crash can hand out again sorts
+	// at or before it. It carries no snapshot and is safe as an AppendIf After
+	// by plain log order.
 	Cursor cursor.Cursor
 	// Horizon is the oldest transaction id still running when the page was read
 	// (pg_snapshot_xmin): no event at or above it was delivered.
 	Horizon uint64
-	// Head is the last event in log order visible when the page was read.
+	// Head is the last event of the whole log in log order visible when the
+	// page was read (whatever the limit and the query), for lag metrics.
 	Head cursor.Cursor
 }
 
@@ -29,7 +36,8 @@ type TailBatch struct {
 // transactions older than every running one, so an event that commits later
 // never lands behind the returned cursor. A long-running write transaction (in
 // any database of the cluster) holds the horizon back and delays tailing
-// readers; it never makes them skip an event.
+// readers; it never makes them skip an event. A limit of 0 means no limit; a
+// negative limit is refused (pgdcb.ErrInvalidArgument).
 //
 // Subscriptions, projections and the outbox are built on it.
 func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
@@ -44,24 +52,34 @@ func (s *Store) ReadTailTx(ctx context.Context, tx pgx.Tx, q query.Query, after 
 }
 
 func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
+	if limit < 0 {
+		return TailBatch{}, &pgdcb.InvalidArgumentError{Name: "ReadTail limit",
+			Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", limit)}
+	}
 	after.Snapshot = nil // tailing is by log order only
 	es := s.readMode(ctx, db, q, &ReadOptions{After: &after, Limit: limit}, true)
-	evs, head, err := collect(es)
+	evs, _, err := collect(es)
 	if err != nil {
 		return TailBatch{}, err
 	}
-	b := TailBatch{Events: evs, Horizon: head.Snapshot.Xmin, Head: head}
+	b := TailBatch{Events: evs, Horizon: es.head.Snapshot.Xmin, Head: es.head}
 	b.Head.Snapshot = nil
-	switch {
-	case limit > 0 && len(evs) == limit:
+	if limit > 0 && len(evs) == limit {
+		// Possibly more to come: continue after the last event delivered.
 		last := evs[len(evs)-1]
 		b.Cursor = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}
-	case b.Horizon > 0 && b.Horizon-1 > after.TransactionID:
-		// Every transaction below the horizon has ended and its matching
-		// events were delivered: move past all of them.
-		b.Cursor = cursor.Cursor{TransactionID: b.Horizon - 1, Position: math.MaxInt64}
-	default:
-		b.Cursor = after
+		return b, nil
+	}
+	// Every matching event below the horizon after the cursor was delivered,
+	// so the cursor may move to the last event below the horizon, whatever it
+	// matches. Not further: a transaction id between that event and the
+	// horizon may have written nothing durable (a NOTIFY, a rollback, a
+	// read-only transaction that took an id) and be handed out again after a
+	// crash or a failover; its events must sort after the cursor. The durable
+	// point is at or after every delivered event.
+	b.Cursor = after
+	if d := es.durable; cursor.Compare(d.TransactionID, d.Position, after.TransactionID, after.Position) > 0 {
+		b.Cursor = d
 	}
 	return b, nil
 }
