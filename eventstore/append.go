@@ -20,8 +20,32 @@ type AppendResult struct {
 
 // Append appends events unconditionally, in one transaction. It still takes the
 // events' keys in shared mode, so concurrent conditional appends see it.
+//
+// A failure after the request may have reached the server (a lost connection,
+// a context that ended during the call) returns an error matching
+// pgdcb.ErrOutcomeUnknown: the events may or may not be stored. Retrying is
+// safe only for events that carry ids (Event.ID: a retry of a stored batch then
+// fails with pgdcb.ErrIdempotent). Every other error means nothing was stored.
 func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error) {
-	res, err := s.appendEvents(ctx, s.pool, events, nil)
+	return s.appendPool(ctx, events, nil)
+}
+
+// appendPool runs one append as its own (implicit) transaction on a pooled
+// connection and tells a certain failure from an unknown outcome.
+func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
+	if err := s.validate(events); err != nil {
+		return AppendResult{}, err
+	}
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		// Nothing was sent.
+		return AppendResult{}, errf("append: acquire a connection", err)
+	}
+	defer conn.Release()
+	if err := ctx.Err(); err != nil {
+		return AppendResult{}, errf("append", err) // nothing was sent
+	}
+	res, err := s.appendEvents(ctx, conn, events, cond, true)
 	if err == nil {
 		s.Notify(ctx)
 	}
@@ -35,8 +59,15 @@ func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error
 //
 // Call Notify after the transaction commits to wake tailing readers at once;
 // without it they see the events at their next poll.
+//
+// The outcome is the transaction's: use CommitTx (or classify the error of
+// your own Commit with OutcomeOf) to learn whether a failed commit may have
+// committed.
 func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (AppendResult, error) {
-	return s.appendEvents(ctx, tx, events, nil)
+	if err := s.validate(events); err != nil {
+		return AppendResult{}, err
+	}
+	return s.appendEvents(ctx, tx, events, nil, false)
 }
 
 // AppendIf appends events only if cond holds (see appendif.Condition): it fails
@@ -47,15 +78,16 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (Append
 //
 // The guarantee holds whatever the concurrency: when AppendIf commits, no event
 // matching FailIfEventsMatch exists that the decision did not see.
+//
+// As with Append, an error matching pgdcb.ErrOutcomeUnknown means the append
+// may have committed. Retrying the same AppendIf is safe when cond carries an
+// idempotency query that the events match (or the events carry ids): a retry
+// of a committed append then fails with pgdcb.ErrIdempotent.
 func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Condition) (AppendResult, error) {
 	if err := cond.Validate(); err != nil {
 		return AppendResult{}, err
 	}
-	res, err := s.appendEvents(ctx, s.pool, events, &cond)
-	if err == nil {
-		s.Notify(ctx)
-	}
-	return res, err
+	return s.appendPool(ctx, events, &cond)
 }
 
 // AppendIfTx is AppendIf in the caller's transaction, with AppendTx's rules. A
@@ -65,13 +97,16 @@ func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond 
 	if err := cond.Validate(); err != nil {
 		return AppendResult{}, err
 	}
-	return s.appendEvents(ctx, tx, events, &cond)
-}
-
-func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond *appendif.Condition) (AppendResult, error) {
 	if err := s.validate(events); err != nil {
 		return AppendResult{}, err
 	}
+	return s.appendEvents(ctx, tx, events, &cond, false)
+}
+
+// appendEvents sends one append (validated events). autocommit says the
+// statement is its own transaction, so a failure after sending it leaves the
+// outcome unknown; in a caller's transaction the caller's commit decides.
+func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond *appendif.Condition, autocommit bool) (AppendResult, error) {
 	n := len(events)
 	types := make([]string, n)
 	tagCounts := make([]int32, n)
@@ -123,6 +158,9 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		afterTx, afterPos, afterSnap,
 	).Scan(&status, &txID, &pos, &conflict)
 	if err != nil {
+		if autocommit {
+			return AppendResult{}, errOutcome("append", err)
+		}
 		return AppendResult{}, errf("append", err)
 	}
 	switch status {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
@@ -28,12 +29,31 @@ func translate(op string, err error) error {
 			}
 			return &appendif.IdempotentError{EventID: id}
 		}
-	case "22P02", "22P05": // invalid text / untranslatable character (e.g. \u0000 in jsonb)
+	case "22P02", "22P05", // invalid text / untranslatable character (e.g. \u0000 in jsonb)
+		"22021",          // character not in repertoire (invalid UTF-8)
+		"22003",          // numeric value out of range (a JSON number)
+		"23514",          // check violation (the type's length)
+		"54000", "54001": // program limit exceeded (a value too large), statement too complex (nesting)
+		// Input is checked before it is sent (see Store.validate); this is the
+		// fallback for what the server refuses all the same.
 		if op == "append" {
-			return &InvalidEventError{Index: -1, Reason: pgErr.Message}
+			return &InvalidEventError{Index: -1, Reason: "refused by the server: " + truncateForError(pgErr.Message)}
 		}
 	case "42883", "42P01", "3F000": // undefined function / table / schema
 		return fmt.Errorf("%w: %s", pgdcb.ErrNotMigrated, pgErr.Message)
 	}
 	return err
+}
+
+// truncateForError bounds server text repeated in an error.
+func truncateForError(msg string) string {
+	const max = 200
+	if len(msg) <= max {
+		return msg
+	}
+	cut := max
+	for cut > 0 && !utf8.RuneStart(msg[cut]) {
+		cut--
+	}
+	return msg[:cut] + "…"
 }
