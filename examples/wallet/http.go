@@ -3,10 +3,13 @@ package wallet
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"mime"
 	"net/http"
 	"strings"
 
@@ -25,30 +28,86 @@ import (
 //	GET  /wallets/{id}                  balance from a decision read, ETag = cursor
 //	GET  /balances/{id}                 balance from the read model (balances may be nil: 404)
 //
-// Commands accept If-Match (the ETag of GET /wallets/{id}): 412 if the wallet
-// changed since. Idempotency-Key (a UUID) makes a command idempotent: a replay
-// returns the first outcome with the header Idempotent-Replayed: true.
+// Command bodies must be Content-Type: application/json.
+//
+// Commands accept If-Match (RFC 9110 §13.1.1): "*" or a list of entity-tags,
+// the ETags of GET /wallets/{id}. The command runs if the wallet (the source
+// of a transfer) has not changed since any listed tag; weak tags never match
+// (strong comparison) and a tag this API did not make matches nothing; 412
+// otherwise. A request that would fail anyway (an unknown wallet, a bad body)
+// gets that error instead.
+//
+// Idempotency-Key (a UUID, bare or as a quoted structured-field string)
+// follows the IETF Idempotency-Key draft: the key is the command id, and a
+// fingerprint of method, path and body (canonical JSON) is recorded with the
+// command. A retry with the same request returns the first outcome with
+// Idempotent-Replayed: true; the same key with another request is 422; a
+// retry while the first is still running is 409. Errors are not recorded: a
+// key whose request failed may be used again.
 //
 // Errors are {"error": "...", "code": "..."}: 400 bad_json, invalid_amount,
-// invalid_wallet_id, bad_etag, bad_idempotency_key; 404 wallet_not_found;
-// 409 wallet_exists, insufficient_funds, conflict (retries exhausted);
-// 412 stale_etag; 413 body_too_large (bodies over MaxBodyBytes); 422
-// same_wallet; 500 internal.
+// invalid_wallet_id, bad_etag (malformed If-Match), bad_idempotency_key;
+// 404 wallet_not_found, not_found (no such route); 405 method_not_allowed
+// (with Allow); 409 wallet_exists, insufficient_funds, conflict (retries
+// exhausted), idempotency_key_in_flight; 412 stale_etag; 413 body_too_large
+// (bodies over MaxBodyBytes); 415 unsupported_media_type; 422 same_wallet,
+// idempotency_key_reused; 500 internal; 503 unavailable, outcome_unknown (the
+// command may or may not have been applied: retry with the same
+// Idempotency-Key; with Retry-After).
 func NewAPI(s *Service, balances *Balances) http.Handler {
-	a := &api{s: s, b: balances}
-	mux := http.NewServeMux()
-	mux.HandleFunc("POST /wallets", a.open)
-	mux.HandleFunc("POST /wallets/{id}/deposits", a.deposit)
-	mux.HandleFunc("POST /wallets/{id}/withdrawals", a.withdraw)
-	mux.HandleFunc("POST /transfers", a.transfer)
-	mux.HandleFunc("GET /wallets/{id}", a.get)
-	mux.HandleFunc("GET /balances/{id}", a.balance)
-	return mux
+	a := &api{s: s, b: balances, mux: http.NewServeMux()}
+	a.mux.HandleFunc("POST /wallets", a.open)
+	a.mux.HandleFunc("POST /wallets/{id}/deposits", a.deposit)
+	a.mux.HandleFunc("POST /wallets/{id}/withdrawals", a.withdraw)
+	a.mux.HandleFunc("POST /transfers", a.transfer)
+	a.mux.HandleFunc("GET /wallets/{id}", a.get)
+	a.mux.HandleFunc("GET /balances/{id}", a.balance)
+	return a
+}
+
+// ServeHTTP routes the request; the router's own 404 and 405 answers get the
+// API's JSON error shape (the 405 keeps its Allow header).
+func (a *api) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if h, pattern := a.mux.Handler(r); pattern == "" {
+		// No route: the mux answers 404 or 405 (with Allow); keep its status and
+		// headers, replace its text body.
+		rec := &headerRecorder{header: http.Header{}}
+		h.ServeHTTP(rec, r)
+		if rec.status == http.StatusMethodNotAllowed {
+			w.Header().Set("Allow", rec.header.Get("Allow"))
+			writeError(w, &httpError{status: http.StatusMethodNotAllowed, code: "method_not_allowed",
+				msg: fmt.Sprintf("method %s not allowed on %s (allowed: %s)", r.Method, r.URL.Path, rec.header.Get("Allow"))})
+			return
+		}
+		writeError(w, &httpError{status: http.StatusNotFound, code: "not_found", msg: "no such route: " + r.Method + " " + r.URL.Path})
+		return
+	}
+	a.mux.ServeHTTP(w, r)
+}
+
+// headerRecorder keeps the status and headers a handler writes and drops its body.
+type headerRecorder struct {
+	header http.Header
+	status int
+}
+
+func (h *headerRecorder) Header() http.Header { return h.header }
+
+func (h *headerRecorder) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return len(b), nil
+}
+
+func (h *headerRecorder) WriteHeader(status int) {
+	if h.status == 0 {
+		h.status = status
+	}
 }
 
 type api struct {
-	s *Service
-	b *Balances
+	s   *Service
+	b   *Balances
+	mux *http.ServeMux
 }
 
 // WalletResponse is the body of wallet responses.
@@ -100,11 +159,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
+// outcomeUnknownMsg tells the client what to do about an unknown outcome.
+const outcomeUnknownMsg = "the command may or may not have been applied (%v); " +
+	"retry with the same Idempotency-Key to apply it once or get its outcome " +
+	"(without a key, read the wallet before retrying)"
+
 func writeError(w http.ResponseWriter, err error) {
 	var he *httpError
 	if !errors.As(err, &he) {
 		he = &httpError{http.StatusInternalServerError, "internal", err.Error()}
 		switch {
+		// First: an unknown outcome may wrap a context or connection error.
+		case errors.Is(err, pgdcb.ErrOutcomeUnknown):
+			w.Header().Set("Retry-After", "1")
+			he = &httpError{http.StatusServiceUnavailable, "outcome_unknown", fmt.Sprintf(outcomeUnknownMsg, err)}
 		case errors.Is(err, ErrInvalidAmount):
 			he = &httpError{http.StatusBadRequest, "invalid_amount", err.Error()}
 		case errors.Is(err, ErrInvalidWalletID):
@@ -115,12 +183,16 @@ func writeError(w http.ResponseWriter, err error) {
 			he = &httpError{http.StatusConflict, "wallet_exists", err.Error()}
 		case errors.Is(err, ErrInsufficientFunds):
 			he = &httpError{http.StatusConflict, "insufficient_funds", err.Error()}
+		case errors.Is(err, ErrInFlight):
+			he = &httpError{http.StatusConflict, "idempotency_key_in_flight", err.Error() + "; retry later with the same key"}
 		case errors.Is(err, pgdcb.ErrConditionFailed):
 			he = &httpError{http.StatusConflict, "conflict", err.Error()}
 		case errors.Is(err, ErrStale):
 			he = &httpError{http.StatusPreconditionFailed, "stale_etag", err.Error()}
 		case errors.Is(err, ErrSameWallet):
 			he = &httpError{http.StatusUnprocessableEntity, "same_wallet", err.Error()}
+		case errors.Is(err, ErrKeyReused):
+			he = &httpError{http.StatusUnprocessableEntity, "idempotency_key_reused", err.Error()}
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			he = &httpError{http.StatusServiceUnavailable, "unavailable", err.Error()}
 		}
@@ -156,24 +228,120 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	return nil
 }
 
-// options reads If-Match and Idempotency-Key.
-func options(r *http.Request) (*Options, error) {
+// checkContentType refuses a body that is not declared application/json
+// (parameters such as charset are allowed).
+func checkContentType(r *http.Request) error {
+	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if err != nil || mt != "application/json" {
+		return &httpError{http.StatusUnsupportedMediaType, "unsupported_media_type",
+			fmt.Sprintf("request body must be Content-Type: application/json (got %q)", r.Header.Get("Content-Type"))}
+	}
+	return nil
+}
+
+// options reads If-Match and Idempotency-Key; req is the decoded body, part
+// of the request's fingerprint.
+func options(r *http.Request, req any) (*Options, error) {
 	opt := &Options{}
-	if k := r.Header.Get("Idempotency-Key"); k != "" {
+	if vs, ok := r.Header["Idempotency-Key"]; ok {
+		// An sf-string per the draft ("…"), or the bare UUID.
+		k := strings.TrimSpace(strings.Join(vs, ","))
+		if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
+			k = k[1 : len(k)-1]
+		}
 		id, err := uuid.Parse(k)
-		if err != nil {
-			return nil, badRequest("bad_idempotency_key", "Idempotency-Key must be a UUID")
+		if err != nil || len(k) != 36 {
+			return nil, badRequest("bad_idempotency_key", "Idempotency-Key must be one UUID, such as \"0190f5b2-8d3c-7cde-9a41-3f1e2d4c5b6a\"")
 		}
 		opt.CommandID = id
+		opt.Fingerprint = fingerprint(r, req)
 	}
-	if m := strings.TrimSpace(r.Header.Get("If-Match")); m != "" && m != "*" {
-		c, err := cursor.Parse(strings.Trim(m, `"`))
+	if vs, ok := r.Header["If-Match"]; ok {
+		pre, err := parseIfMatch(strings.Join(vs, ","))
 		if err != nil {
-			return nil, badRequest("bad_etag", "If-Match is not an ETag of this API: "+err.Error())
+			return nil, badRequest("bad_etag", "malformed If-Match: "+err.Error())
 		}
-		opt.IfMatch = &c
+		opt.IfMatch = pre
 	}
 	return opt, nil
+}
+
+// fingerprint identifies a request: a hash of its method, path and body as
+// canonical JSON (so spacing and key order do not count).
+func fingerprint(r *http.Request, req any) string {
+	body, _ := json.Marshal(req) // a decoded request always marshals
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %s\n", r.Method, r.URL.Path)
+	h.Write(body)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// parseIfMatch parses an If-Match field value (RFC 9110 §13.1.1):
+//
+//	If-Match   = "*" / #entity-tag
+//	entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE
+//	etagc      = %x21 / %x23-7E / obs-text
+//
+// Several field lines are one comma-joined value; empty list elements are
+// ignored. "*" gives nil (any current representation: the wallet's existence
+// is checked anyway). Otherwise the precondition holds the strong tags that
+// are cursors of this API: a weak tag never matches under the strong
+// comparison, and another well-formed tag matches nothing, so both are
+// dropped (an empty list never matches).
+func parseIfMatch(v string) (*Precondition, error) {
+	if strings.TrimSpace(v) == "*" {
+		return nil, nil
+	}
+	pre := &Precondition{Cursors: []cursor.Cursor{}}
+	i := 0
+	skipOWS := func() {
+		for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
+			i++
+		}
+	}
+	for {
+		// Empty elements: OWS and commas.
+		for i < len(v) && (v[i] == ' ' || v[i] == '\t' || v[i] == ',') {
+			i++
+		}
+		if i == len(v) {
+			return pre, nil
+		}
+		weak := false
+		switch {
+		case v[i] == '*':
+			return nil, errors.New(`"*" must be the only value`)
+		case strings.HasPrefix(v[i:], `W/`):
+			weak = true
+			i += 2
+		}
+		if i == len(v) || v[i] != '"' {
+			return nil, fmt.Errorf("entity-tag at byte %d does not start with a double quote", i)
+		}
+		i++
+		start := i
+		for i < len(v) && v[i] != '"' {
+			if c := v[i]; c < 0x21 || c == 0x7f {
+				return nil, fmt.Errorf("invalid character %q in entity-tag at byte %d", c, i)
+			}
+			i++
+		}
+		if i == len(v) {
+			return nil, errors.New("unterminated entity-tag")
+		}
+		opaque := v[start:i]
+		i++
+		skipOWS()
+		if i < len(v) && v[i] != ',' {
+			return nil, fmt.Errorf("expected a comma after the entity-tag at byte %d", i)
+		}
+		if weak {
+			continue
+		}
+		if c, err := cursor.Parse(opaque); err == nil {
+			pre.Cursors = append(pre.Cursors, c)
+		}
+	}
 }
 
 func etag(c cursor.Cursor) string { return `"` + c.String() + `"` }
@@ -192,11 +360,15 @@ func (a *api) respond(w http.ResponseWriter, status int, res Result) {
 // If-Match / Idempotency-Key options; on bad input it writes the error and
 // returns false.
 func commandRequest(w http.ResponseWriter, r *http.Request, req any) (*Options, bool) {
+	if err := checkContentType(r); err != nil {
+		writeError(w, err)
+		return nil, false
+	}
 	if err := decode(w, r, req); err != nil {
 		writeError(w, err)
 		return nil, false
 	}
-	opt, err := options(r)
+	opt, err := options(r, req)
 	if err != nil {
 		writeError(w, err)
 		return nil, false

@@ -30,19 +30,46 @@ func Model(id string) *eventstore.Model[State] {
 	})
 }
 
-// unseen is a Projector that notes whether any event of its query was not seen
-// by a client's cursor: the If-Match check, done in the decision's own read so
-// that nothing can slip between the check and the decision.
+// unseen is a Projector that notes, for each cursor of an If-Match
+// precondition, whether any event of its query was not seen by that cursor:
+// the If-Match check, done in the decision's own read so that nothing can slip
+// between the check and the decision.
 type unseen struct {
-	q     query.Query
-	after cursor.Cursor
-	stale bool
+	q       query.Query
+	cursors []cursor.Cursor
+	changed []bool
+}
+
+// newUnseen returns the check of opt's precondition on wallet id, nil if
+// there is none.
+func newUnseen(id string, opt *Options) *unseen {
+	if opt == nil || opt.IfMatch == nil {
+		return nil
+	}
+	cs := opt.IfMatch.Cursors
+	return &unseen{q: Query(id), cursors: cs, changed: make([]bool, len(cs))}
 }
 
 func (u *unseen) Query() query.Query { return u.q }
 
 func (u *unseen) Apply(ev eventstore.StoredEvent) {
-	if !u.after.Seen(ev.TransactionID, ev.Position) {
-		u.stale = true
+	for i, c := range u.cursors {
+		if !u.changed[i] && !c.Seen(ev.TransactionID, ev.Position) {
+			u.changed[i] = true
+		}
 	}
+}
+
+// stale reports whether the precondition fails: the wallet changed since
+// every cursor (always, with none). A nil check never fails.
+func (u *unseen) stale() bool {
+	if u == nil {
+		return false
+	}
+	for _, changed := range u.changed {
+		if !changed {
+			return false
+		}
+	}
+	return true
 }

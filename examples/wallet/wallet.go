@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"math"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -26,6 +28,10 @@ type Config struct {
 type Service struct {
 	store *eventstore.Store
 	exec  *commands.Executor
+	// claims bounds the connections held by idempotency-key locks (see claim)
+	// to half the pool, so that lock holders waiting for a connection to run
+	// their command can never take the whole pool.
+	claims chan struct{}
 }
 
 // New returns a Service over a migrated store.
@@ -38,7 +44,7 @@ func New(store *eventstore.Store, cfg *Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{store: store, exec: ex}, nil
+	return &Service{store: store, exec: ex, claims: make(chan struct{}, max(1, store.Pool().Config().MaxConns/2))}, nil
 }
 
 // Executor returns the command executor (its Stats and Collectors).
@@ -49,13 +55,36 @@ func (s *Service) Store() *eventstore.Store { return s.store }
 
 // Options are per-command options; nil means none.
 type Options struct {
-	// CommandID makes the command idempotent (an HTTP Idempotency-Key).
+	// CommandID makes the command idempotent (an HTTP Idempotency-Key): a
+	// second run with the same id appends nothing and returns the first
+	// outcome (Result.Outcome.Duplicate).
 	CommandID uuid.UUID
-	// IfMatch, when set, rejects the command with ErrStale if any event of the
-	// wallet (the source wallet of a transfer) exists that this cursor has not
-	// seen.
-	IfMatch *cursor.Cursor
+	// Fingerprint, with CommandID, identifies the request the id was sent with
+	// (the HTTP API uses a hash of method, path and body). It is recorded in the
+	// command's metadata, so it survives restarts and is shared by every
+	// instance. A later run with the same id and another fingerprint fails with
+	// ErrKeyReused; a run while another with the same id is still executing
+	// fails with ErrInFlight rather than waiting for it (a session advisory
+	// lock, held for the run on a connection of the store's pool). Empty: no
+	// such checks (the first outcome is returned whatever the request).
+	Fingerprint string
+	// IfMatch, when set, is a precondition on the wallet (the source wallet of
+	// a transfer): the command fails with ErrStale unless it holds.
+	IfMatch *Precondition
 }
+
+// Precondition is an If-Match precondition on a wallet. It holds when the
+// wallet has not changed since at least one of Cursors (no event of the
+// wallet exists that the cursor has not seen): RFC 9110's "any listed
+// entity-tag matches". With no cursors it never holds (an If-Match whose tags
+// are all weak or not of this API). It is checked in the command's own
+// decision read, so nothing can slip between the check and the decision.
+type Precondition struct {
+	Cursors []cursor.Cursor
+}
+
+// IfMatch returns the precondition "the wallet is unchanged since any of cs".
+func IfMatch(cs ...cursor.Cursor) *Precondition { return &Precondition{Cursors: cs} }
 
 // Result is the outcome of a wallet command.
 type Result struct {
@@ -145,9 +174,8 @@ func (s *Service) single(ctx context.Context, cmdType, evType, id string, amount
 	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
 		m := Model(id)
 		projectors := []eventstore.Projector{m}
-		var chk *unseen
-		if opt != nil && opt.IfMatch != nil {
-			chk = &unseen{q: Query(id), after: *opt.IfMatch}
+		chk := newUnseen(id, opt)
+		if chk != nil {
 			projectors = append(projectors, chk)
 		}
 		cond, err := dc.Project(ctx, projectors...)
@@ -160,7 +188,7 @@ func (s *Service) single(ctx context.Context, cmdType, evType, id string, amount
 			return nil, cond, st.Err
 		case !st.Open:
 			return nil, cond, ErrWalletNotFound
-		case chk != nil && chk.stale:
+		case chk.stale():
 			return nil, cond, ErrStale
 		}
 		bal := st.Balance
@@ -198,9 +226,8 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
 		src, dst := Model(from), Model(to)
 		projectors := []eventstore.Projector{src, dst}
-		var chk *unseen
-		if opt != nil && opt.IfMatch != nil {
-			chk = &unseen{q: Query(from), after: *opt.IfMatch}
+		chk := newUnseen(from, opt)
+		if chk != nil {
 			projectors = append(projectors, chk)
 		}
 		// One read of both wallets; the condition covers the union of their tags.
@@ -217,7 +244,7 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 			return nil, cond, fmt.Errorf("%w: %s", ErrWalletNotFound, from)
 		case !dst.State.Open:
 			return nil, cond, fmt.Errorf("%w: %s", ErrWalletNotFound, to)
-		case chk != nil && chk.stale:
+		case chk.stale():
 			return nil, cond, ErrStale
 		case src.State.Balance < amount:
 			return nil, cond, ErrInsufficientFunds
@@ -237,16 +264,137 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 	return s.run(ctx, CmdTransfer, cmdData{From: from, To: to, Amount: amount}, opt, h)
 }
 
+// commandMetadata is recorded with a command run with a Fingerprint.
+type commandMetadata struct {
+	Fingerprint string `json:"idempotency_fingerprint,omitempty"`
+}
+
 func (s *Service) run(ctx context.Context, typ string, data cmdData, opt *Options, h commands.Handler) (Result, error) {
 	raw, err := json.Marshal(data)
 	if err != nil {
 		return Result{}, err
 	}
 	c := commands.Command{Type: typ, Data: raw, Handler: h}
+	var fp string
 	if opt != nil {
 		c.ID = opt.CommandID
+		if c.ID != uuid.Nil {
+			fp = opt.Fingerprint
+		}
 	}
+	if fp == "" {
+		out, err := s.exec.Execute(ctx, c)
+		return result(out, err)
+	}
+	if c.Metadata, err = json.Marshal(commandMetadata{Fingerprint: fp}); err != nil {
+		return Result{}, err
+	}
+	release, err := s.claim(ctx, c.ID)
+	if errors.Is(err, ErrInFlight) {
+		// Another run holds the id, or has just finished: if it committed, this
+		// is a replay.
+		rec, events, ferr := s.exec.EventsOfCommand(ctx, c.ID)
+		if errors.Is(ferr, commands.ErrCommandNotFound) {
+			return Result{}, err
+		}
+		if ferr != nil {
+			return Result{}, fmt.Errorf("wallet: looking up command %s: %w", c.ID, ferr)
+		}
+		if err := sameRequest(rec, fp); err != nil {
+			return Result{}, err
+		}
+		return result(commands.Outcome{CommandID: c.ID, TransactionID: rec.TransactionID, Events: events, Duplicate: true}, nil)
+	}
+	if err != nil {
+		return Result{}, err
+	}
+	defer release()
 	out, err := s.exec.Execute(ctx, c)
+	if err == nil && out.Duplicate {
+		rec, ferr := s.exec.Command(ctx, c.ID)
+		if ferr != nil {
+			return Result{}, fmt.Errorf("wallet: looking up command %s: %w", c.ID, ferr)
+		}
+		if err := sameRequest(rec, fp); err != nil {
+			return Result{}, err
+		}
+	}
+	return result(out, err)
+}
+
+// sameRequest returns ErrKeyReused unless the recorded command was run with
+// fingerprint fp.
+func sameRequest(rec commands.Record, fp string) error {
+	var m commandMetadata
+	if len(rec.Metadata) > 0 {
+		if err := json.Unmarshal(rec.Metadata, &m); err != nil {
+			return fmt.Errorf("wallet: command %s: metadata: %w", rec.CommandID, err)
+		}
+	}
+	if m.Fingerprint != fp {
+		return fmt.Errorf("%w (by a %s command)", ErrKeyReused, rec.Type)
+	}
+	return nil
+}
+
+// IdempotencyLockKey is the session advisory lock (two-int4 form, a key space
+// apart from the store's own bigint keys) held while a command id runs with a
+// Fingerprint in the store's schema.
+func IdempotencyLockKey(schema string, id uuid.UUID) (int32, int32) {
+	h := fnv.New64a()
+	h.Write([]byte("pgdcb.wallet.idempotency\x00" + schema + "\x00"))
+	h.Write(id[:])
+	v := h.Sum64()
+	return int32(v >> 32), int32(v)
+}
+
+// claim takes the command id's advisory lock without waiting, on a pooled
+// connection it keeps until release; ErrInFlight if another session holds it.
+// The lock is in the database, so it works across instances, and it goes with
+// the session if the process dies.
+func (s *Service) claim(ctx context.Context, id uuid.UUID) (release func(), err error) {
+	select {
+	case s.claims <- struct{}{}:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	conn, err := s.store.Pool().Acquire(ctx)
+	if err != nil {
+		<-s.claims
+		return nil, fmt.Errorf("wallet: idempotency lock: %w", err)
+	}
+	k1, k2 := IdempotencyLockKey(s.store.Schema(), id)
+	// done returns the connection; closing it first drops the session's locks
+	// when their state is unknown (the pool discards a closed connection).
+	done := func(closeConn bool) {
+		if closeConn {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = conn.Conn().Close(cctx)
+			cancel()
+		}
+		conn.Release()
+		<-s.claims
+	}
+	var got bool
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, k1, k2).Scan(&got); err != nil {
+		done(true)
+		return nil, fmt.Errorf("wallet: idempotency lock: %w", err)
+	}
+	if !got {
+		done(false)
+		return nil, ErrInFlight
+	}
+	return func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		var unlocked bool
+		err := conn.QueryRow(uctx, `SELECT pg_advisory_unlock($1, $2)`, k1, k2).Scan(&unlocked)
+		done(err != nil || !unlocked)
+	}, nil
+}
+
+// result turns an executor's answer into the wallet's.
+func result(out commands.Outcome, err error) (Result, error) {
 	if err != nil {
 		// Business rejections come back as the wallet's own errors.
 		var rej *commands.RejectedError

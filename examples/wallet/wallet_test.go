@@ -136,20 +136,20 @@ func TestIfMatch(t *testing.T) {
 	// A change to another wallet does not make a's cursor stale.
 	_, err = svc.Deposit(ctx, "b", 5, nil)
 	require.NoError(t, err)
-	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: &v.Cursor})
+	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
 	require.NoError(t, err)
 	// Now a changed since v.
 	n := logLen(t, svc)
-	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: &v.Cursor})
+	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
 	require.ErrorIs(t, err, wallet.ErrStale)
-	_, err = svc.Withdraw(ctx, "a", 1, &wallet.Options{IfMatch: &v.Cursor})
+	_, err = svc.Withdraw(ctx, "a", 1, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
 	require.ErrorIs(t, err, wallet.ErrStale)
-	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: &v.Cursor})
+	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
 	require.ErrorIs(t, err, wallet.ErrStale)
 	require.Equal(t, n, logLen(t, svc))
 	v2, err := svc.Wallet(ctx, "a")
 	require.NoError(t, err)
-	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: &v2.Cursor})
+	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: wallet.IfMatch(v2.Cursor)})
 	require.NoError(t, err)
 }
 
@@ -292,4 +292,88 @@ func TestConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
 		require.Zero(t, v.Balance)
 	}
 	replay(t, svc)
+}
+
+// With a Fingerprint, a command id answers only the request it was first run
+// with (ErrKeyReused otherwise), and a run while another session holds the id
+// is refused (ErrInFlight) until the first is recorded, then replayed.
+func TestFingerprintAndInFlight(t *testing.T) {
+	ctx := context.Background()
+	svc := newService(t)
+	for _, id := range []string{"a", "b"} {
+		_, err := svc.Open(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	id := uuid.New()
+	first, err := svc.Deposit(ctx, "a", 5, &wallet.Options{CommandID: id, Fingerprint: "f1"})
+	require.NoError(t, err)
+	require.False(t, first.Outcome.Duplicate)
+	again, err := svc.Deposit(ctx, "a", 5, &wallet.Options{CommandID: id, Fingerprint: "f1"})
+	require.NoError(t, err)
+	require.True(t, again.Outcome.Duplicate)
+	require.Equal(t, first.Outcome.TransactionID, again.Outcome.TransactionID)
+	n := logLen(t, svc)
+	for _, run := range []func() error{
+		func() error {
+			_, err := svc.Deposit(ctx, "a", 5, &wallet.Options{CommandID: id, Fingerprint: "f2"})
+			return err
+		},
+		func() error {
+			_, err := svc.Deposit(ctx, "b", 9, &wallet.Options{CommandID: id, Fingerprint: "f2"})
+			return err
+		},
+		func() error {
+			_, err := svc.Open(ctx, "c", &wallet.Options{CommandID: id, Fingerprint: "f3"})
+			return err
+		},
+	} {
+		require.ErrorIs(t, run(), wallet.ErrKeyReused)
+	}
+	require.Equal(t, n, logLen(t, svc))
+	// Without a fingerprint: the first outcome, whatever the request.
+	res, err := svc.Deposit(ctx, "b", 9, &wallet.Options{CommandID: id})
+	require.NoError(t, err)
+	require.True(t, res.Outcome.Duplicate)
+	require.Equal(t, "a", res.WalletID)
+
+	// Another session holds a fresh id's lock: the run is refused, nothing appended.
+	conn, err := svc.Store().Pool().Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	id2 := uuid.New()
+	k1, k2 := wallet.IdempotencyLockKey(svc.Store().Schema(), id2)
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_lock($1, $2)`, k1, k2)
+	require.NoError(t, err)
+	_, err = svc.Deposit(ctx, "a", 1, &wallet.Options{CommandID: id2, Fingerprint: "g"})
+	require.ErrorIs(t, err, wallet.ErrInFlight)
+	require.Equal(t, n, logLen(t, svc))
+	// Without a fingerprint the lock is not consulted.
+	_, err = svc.Deposit(ctx, "a", 1, &wallet.Options{CommandID: id2})
+	require.NoError(t, err)
+	// Once recorded, a run that finds the lock still held replays (or refuses
+	// another request) instead of answering 409.
+	res, err = svc.Deposit(ctx, "a", 1, &wallet.Options{CommandID: id2, Fingerprint: ""})
+	require.NoError(t, err)
+	require.True(t, res.Outcome.Duplicate)
+	_, err = svc.Deposit(ctx, "a", 1, &wallet.Options{CommandID: id2, Fingerprint: "g"})
+	require.ErrorIs(t, err, wallet.ErrKeyReused, "recorded without a fingerprint: another request")
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, k1, k2)
+	require.NoError(t, err)
+
+	// The same with a recorded fingerprint: replay while the lock is held.
+	id3 := uuid.New()
+	_, err = svc.Deposit(ctx, "a", 1, &wallet.Options{CommandID: id3, Fingerprint: "h"})
+	require.NoError(t, err)
+	// The service released its lock: the id can be claimed here.
+	k1, k2 = wallet.IdempotencyLockKey(svc.Store().Schema(), id3)
+	var got bool
+	require.NoError(t, conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, k1, k2).Scan(&got))
+	require.True(t, got)
+	res, err = svc.Deposit(ctx, "a", 1, &wallet.Options{CommandID: id3, Fingerprint: "h"})
+	require.NoError(t, err)
+	require.True(t, res.Outcome.Duplicate)
+	_, err = svc.Deposit(ctx, "a", 2, &wallet.Options{CommandID: id3, Fingerprint: "h2"})
+	require.ErrorIs(t, err, wallet.ErrKeyReused)
+	_, err = conn.Exec(ctx, `SELECT pg_advisory_unlock($1, $2)`, k1, k2)
+	require.NoError(t, err)
 }

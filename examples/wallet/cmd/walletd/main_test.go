@@ -1,0 +1,243 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/internal/pgserver"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+)
+
+// syncBuffer is a log sink safe for the server's goroutines.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+type answer struct {
+	status int
+	header http.Header
+	body   map[string]any
+}
+
+func call(t *testing.T, method, url, body string, hdr ...string) answer {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	require.NoError(t, err)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for i := 0; i+1 < len(hdr); i += 2 {
+		req.Header.Set(hdr[i], hdr[i+1])
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	raw, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	a := answer{status: resp.StatusCode, header: resp.Header}
+	require.NoError(t, json.Unmarshal(raw, &a.body), "%s %s: body %q", method, url, raw)
+	return a
+}
+
+// walletd's run serves the API over real HTTP on a schema it migrates itself,
+// and on cancellation lets a request in flight finish before returning nil.
+func TestRunServesAndShutsDownGracefully(t *testing.T) {
+	t.Setenv(pgserver.EnvVar, pgtest.DSN(t))
+	schema := pgtest.Schema(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	logs := &syncBuffer{}
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-schema", schema, "-shutdown-timeout", "20s"}, logs,
+			func(addr string) { addrc <- addr })
+	}()
+	var base string
+	select {
+	case addr := <-addrc:
+		base = "http://" + addr
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v\n%s", err, logs)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("walletd did not start\n%s", logs)
+	}
+
+	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"alice"}`).status)
+	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"bob"}`).status)
+	key := uuid.NewString()
+	a := call(t, "POST", base+"/wallets/alice/deposits", `{"amount":100}`, "Idempotency-Key", key)
+	require.Equal(t, 200, a.status)
+	r := call(t, "POST", base+"/wallets/alice/deposits", `{"amount":100}`, "Idempotency-Key", key)
+	require.Equal(t, 200, r.status)
+	require.Equal(t, "true", r.header.Get("Idempotent-Replayed"))
+	require.Equal(t, a.body, r.body)
+	require.Equal(t, 422, call(t, "POST", base+"/wallets/alice/deposits", `{"amount":1}`, "Idempotency-Key", key).status)
+	g := call(t, "GET", base+"/wallets/alice", "")
+	require.Equal(t, 200, g.status)
+	require.EqualValues(t, 100, g.body["balance"])
+	etag := g.header.Get("ETag")
+	require.Equal(t, 200, call(t, "POST", base+"/transfers", `{"from":"alice","to":"bob","amount":30}`, "If-Match", etag).status)
+	stale := call(t, "POST", base+"/wallets/alice/withdrawals", `{"amount":1}`, "If-Match", etag)
+	require.Equal(t, 412, stale.status)
+	require.Equal(t, "stale_etag", stale.body["code"])
+	nf := call(t, "GET", base+"/nope", "")
+	require.Equal(t, 404, nf.status)
+	require.Equal(t, "not_found", nf.body["code"])
+	// The read model runs in the background.
+	require.Eventually(t, func() bool {
+		b := call(t, "GET", base+"/balances/bob", "")
+		return b.status == 200 && b.body["balance"] == float64(30)
+	}, 20*time.Second, 50*time.Millisecond)
+
+	// A request in flight (its body still arriving) when the server is told to
+	// stop completes; run then returns nil.
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest("POST", base+"/wallets/alice/withdrawals", pr)
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/json")
+	req.ContentLength = int64(len(`{"amount":5}`))
+	type result struct {
+		resp *http.Response
+		err  error
+	}
+	got := make(chan result, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		got <- result{resp, err}
+	}()
+	_, err = pw.Write([]byte(`{"amount":`))
+	require.NoError(t, err)
+	time.Sleep(200 * time.Millisecond) // the server has the headers and is reading the body
+	cancel()
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), "shutting down") }, 10*time.Second, 10*time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("run returned with a request in flight: %v", err)
+	case <-time.After(300 * time.Millisecond):
+	}
+	_, err = pw.Write([]byte(`5}`))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	res := <-got
+	require.NoError(t, res.err)
+	defer res.resp.Body.Close()
+	raw, _ := io.ReadAll(res.resp.Body)
+	require.Equal(t, 200, res.resp.StatusCode, "%s", raw)
+	require.Contains(t, string(raw), `"balance":65`)
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("run did not return after shutdown")
+	}
+	require.Contains(t, logs.String(), "walletd stopped")
+	_, err = http.Get(base + "/wallets/alice")
+	require.Error(t, err, "the listener is closed")
+}
+
+func TestRunUsage(t *testing.T) {
+	var out bytes.Buffer
+	require.ErrorIs(t, run(context.Background(), []string{"-h"}, &out, nil), flag.ErrHelp)
+	require.Contains(t, out.String(), "-addr")
+	require.Contains(t, out.String(), pgserver.EnvVar)
+	require.ErrorIs(t, run(context.Background(), []string{"-nope"}, io.Discard, nil), errUsage)
+	require.ErrorIs(t, run(context.Background(), []string{"extra"}, io.Discard, nil), errUsage)
+}
+
+// The built binary stops cleanly on SIGTERM, with exit status 0.
+func TestWalletdBinarySIGTERM(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary")
+	}
+	bin := filepath.Join(t.TempDir(), "walletd")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, "%s", out)
+
+	schema := pgtest.Schema(t)
+	cmd := exec.Command(bin, "-addr", "127.0.0.1:0", "-schema", schema)
+	cmd.Env = append(os.Environ(), pgserver.EnvVar+"="+pgtest.DSN(t))
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill() })
+
+	lines := make(chan string, 100)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	addrRE := regexp.MustCompile(`addr=(http://\S+)`)
+	var base string
+	var log []string
+	deadline := time.After(60 * time.Second)
+	for base == "" {
+		select {
+		case l, ok := <-lines:
+			require.True(t, ok, "walletd exited: %s", strings.Join(log, "\n"))
+			log = append(log, l)
+			if m := addrRE.FindStringSubmatch(l); m != nil {
+				base = m[1]
+			}
+		case <-deadline:
+			t.Fatalf("walletd did not start: %s", strings.Join(log, "\n"))
+		}
+	}
+	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"w1"}`).status)
+	require.Equal(t, 415, call(t, "POST", base+"/wallets/w1/deposits", `{"amount":1}`, "Content-Type", "text/plain").status)
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	waited := make(chan error, 1)
+	go func() {
+		for l := range lines {
+			log = append(log, l)
+		}
+		waited <- cmd.Wait()
+	}()
+	select {
+	case err := <-waited:
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			t.Fatalf("walletd exited with %v: %s", ee, strings.Join(log, "\n"))
+		}
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("walletd did not stop on SIGTERM")
+	}
+	require.Contains(t, strings.Join(log, "\n"), "walletd stopped")
+}
