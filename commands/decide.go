@@ -22,27 +22,42 @@ type DecideContext struct {
 
 	store *eventstore.Store
 	tx    pgx.Tx
+	// readErr is the first error a read through this context returned: the
+	// store failed, so the handler's error (if any) is not a rejection.
+	readErr error
+}
+
+// read records err as the context's read failure.
+func (d *DecideContext) read(err error) error {
+	if err != nil && d.readErr == nil {
+		d.readErr = err
+	}
+	return err
 }
 
 // Project folds the events of the projectors' queries, in one snapshot, and
 // returns the condition to append with (see eventstore.Store.Project).
 func (d *DecideContext) Project(ctx context.Context, projectors ...eventstore.Projector) (appendif.Condition, error) {
-	return d.store.ProjectTx(ctx, d.tx, projectors...)
+	c, err := d.store.ProjectTx(ctx, d.tx, projectors...)
+	return c, d.read(err)
 }
 
 // ReadAll reads the matching events and the decision cursor (see
 // eventstore.Store.ReadAll).
 func (d *DecideContext) ReadAll(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error) {
-	return d.store.ReadAllTx(ctx, d.tx, q, opts)
+	evs, c, err := d.store.ReadAllTx(ctx, d.tx, q, opts)
+	return evs, c, d.read(err)
 }
 
 // ReadLast returns the last matching event and the decision cursor (see
 // eventstore.Store.ReadLast).
 func (d *DecideContext) ReadLast(ctx context.Context, q query.Query) (*eventstore.StoredEvent, cursor.Cursor, error) {
-	return d.store.ReadLastTx(ctx, d.tx, q)
+	ev, c, err := d.store.ReadLastTx(ctx, d.tx, q)
+	return ev, c, d.read(err)
 }
 
 // Head returns a cursor at the end of the log in a fresh snapshot.
 func (d *DecideContext) Head(ctx context.Context) (cursor.Cursor, error) {
-	return d.store.HeadTx(ctx, d.tx)
+	c, err := d.store.HeadTx(ctx, d.tx)
+	return c, d.read(err)
 }

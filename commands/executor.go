@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"net"
 	"sync"
 	"time"
 
@@ -63,6 +65,9 @@ func (e *Executor) Register(cmdType string, h Handler) error {
 // Store returns the executor's store.
 func (e *Executor) Store() *eventstore.Store { return e.store }
 
+// sqlstateUniqueViolation is PostgreSQL's unique_violation.
+const sqlstateUniqueViolation = "23505"
+
 // errDuplicateRow: the commands row's UNIQUE(command_id) refused the insert.
 var errDuplicateRow = errors.New("commands: duplicate command id")
 
@@ -86,6 +91,11 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 	typ := cmd.Type
 	defer func() { e.metrics.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds()) }()
 
+	// uncertain is the first attempt whose commit may have happened
+	// (pgdcb.ErrOutcomeUnknown). From then on, finding the command already
+	// executed means that attempt committed: its outcome is this call's, not
+	// a duplicate's; and giving up means the outcome is still unknown.
+	var uncertain error
 	for attempt := 1; ; attempt++ {
 		out, err := e.attempt(ctx, cmd, h, attempt)
 		if err == nil {
@@ -96,10 +106,36 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		}
 		var rej *RejectedError
 		switch {
+		case errors.Is(err, pgdcb.ErrOutcomeUnknown) || (uncertain != nil && !isDecided(err)):
+			// Retry through the command id: the retry commits, or finds the
+			// first attempt's effect (ErrIdempotent, the commands row). A
+			// retry that cannot reach the server leaves the outcome unknown.
+			if uncertain == nil {
+				uncertain = err
+			}
+			e.cfg.Logger.WarnContext(ctx, "commands: outcome unknown, retrying through the command id",
+				"type", typ, "command_id", cmd.ID, "attempt", attempt, "error", err)
+			if attempt >= e.cfg.MaxAttempts || ctx.Err() != nil {
+				e.fail(typ, "error", err)
+				return Outcome{}, &pgdcb.OutcomeUnknownError{
+					Op:  fmt.Sprintf("command %s (%s) after %d attempts", cmd.ID, typ, attempt),
+					Err: uncertain}
+			}
+			if serr := retry.Sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
+				e.fail(typ, "error", serr)
+				return Outcome{}, &pgdcb.OutcomeUnknownError{
+					Op:  fmt.Sprintf("command %s (%s) after %d attempts", cmd.ID, typ, attempt),
+					Err: uncertain}
+			}
+			e.stats.retries.Add(1)
+			e.metrics.retried.WithLabelValues(typ).Inc()
 		case errors.As(err, &rej):
 			// A rejection of a command that already ran (a retry that now sees the
 			// first execution's effect) answers with the first outcome.
 			if first, ok, ferr := e.firstOutcome(ctx, cmd.ID); ferr == nil && ok {
+				if uncertain != nil {
+					return e.ownOutcome(typ, first, attempt), nil
+				}
 				return e.duplicate(typ, first), nil
 			}
 			e.stats.rejected.Add(1)
@@ -115,6 +151,9 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			if !ok { // the handler's own idempotency query (or an event id) matched
 				e.fail(typ, "rejected", nil)
 				return Outcome{}, err
+			}
+			if uncertain != nil {
+				return e.ownOutcome(typ, first, attempt), nil
 			}
 			return e.duplicate(typ, first), nil
 		case errors.Is(err, pgdcb.ErrConditionFailed):
@@ -146,6 +185,39 @@ func (e *Executor) duplicate(typ string, first Outcome) Outcome {
 	first.Duplicate = true
 	first.Attempts = 0
 	return first
+}
+
+// ownOutcome is the outcome of this call's own earlier attempt, whose commit
+// was in doubt and turned out to have happened.
+func (e *Executor) ownOutcome(typ string, first Outcome, attempt int) Outcome {
+	e.stats.executed.Add(1)
+	e.metrics.executed.WithLabelValues(typ).Inc()
+	e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
+	first.Attempts = attempt
+	return first
+}
+
+// isDecided: err settles a command whatever an earlier attempt did (a
+// rejection, the command found executed, a conflict to decide again on).
+func isDecided(err error) bool {
+	var rej *RejectedError
+	return errors.As(err, &rej) || errors.Is(err, pgdcb.ErrIdempotent) ||
+		errors.Is(err, errDuplicateRow) || errors.Is(err, pgdcb.ErrConditionFailed)
+}
+
+// infrastructure reports whether a Decide error comes from the store or the
+// context rather than from the handler's business rules: such errors are
+// returned as they are, never as a *RejectedError.
+func infrastructure(ctx context.Context, dc *DecideContext, err error) bool {
+	if dc.readErr != nil || ctx.Err() != nil {
+		return true
+	}
+	var pgErr *pgconn.PgError
+	var netErr net.Error
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.As(err, &pgErr) || errors.As(err, &netErr) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, pgdcb.ErrOutcomeUnknown) || pgconn.Timeout(err)
 }
 
 func (e *Executor) fail(typ, reason string, err error) {
@@ -203,6 +275,9 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 	dc := &DecideContext{Command: cmd, Attempt: attempt, store: e.store, tx: tx}
 	events, cond, err := h.Decide(ctx, dc)
 	if err != nil {
+		if infrastructure(ctx, dc, err) {
+			return Outcome{}, fmt.Errorf("commands: %s: decide: %w", cmd.Type, err)
+		}
 		return Outcome{}, &RejectedError{Type: cmd.Type, Attempt: attempt, Err: err}
 	}
 
@@ -248,17 +323,20 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 	).Scan(&out.TransactionID, &at)
 	if err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation {
 			return Outcome{}, errDuplicateRow
 		}
 		return Outcome{}, fmt.Errorf("commands: record command: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == "23505" {
+		if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation {
 			return Outcome{}, errDuplicateRow
 		}
-		return Outcome{}, fmt.Errorf("commands: commit: %w", err)
+		// A lost connection or an ended context around COMMIT: it may have
+		// committed (pgdcb.ErrOutcomeUnknown); Execute retries through the
+		// command id.
+		return Outcome{}, fmt.Errorf("commands: %w", eventstore.OutcomeOf("commit", err))
 	}
 	if len(out.Events) > 0 {
 		e.store.Notify(ctx) // wake tailing readers now rather than at their next poll
