@@ -17,6 +17,11 @@ import (
 // projector batch can neither resurrect the snapshot nor see half a run.
 // Events are otherwise never updated or deleted. Do not append to a run after
 // deleting it.
+//
+// Retention is the schema owner's: call it on a Store whose pool connects as
+// the role that ran the migrations. A role granted with sql.Grant (`pgdcb
+// grant`) gets a permission error (SQLSTATE 42501) and deletes nothing; see
+// docs/SECURITY.md.
 func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
 	if err := validateRunID(runID); err != nil {
 		return 0, err
@@ -45,6 +50,9 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
 func (s *Store) ExportRun(ctx context.Context, runID string, w io.Writer) (int64, error) {
 	if err := validateRunID(runID); err != nil {
 		return 0, err
+	}
+	if w == nil {
+		return 0, invalid("w", "nil io.Writer")
 	}
 	enc := json.NewEncoder(w)
 	var n, after int64
