@@ -16,6 +16,13 @@
 // With [Options.PreferThrowaway] the order of the last three becomes 3, 4, 2.
 // When nothing can be had, the error says what was tried and what is missing.
 //
+// [StartThrowaway] starts a throwaway cluster whatever else is available. A
+// throwaway cluster (and only one) can be crashed ([Server.Crash]: an
+// immediate shutdown, as `pg_ctl stop -m immediate`), stopped cleanly
+// ([Server.Stop]) and started again on the same data directory and port
+// ([Server.Start], [Server.Restart]), for fault tests; on a server from any
+// other source these controls return a *NotThrowawayError.
+//
 // The package is quiet unless [Options.Logger] is set.
 package pgserver
 
@@ -105,6 +112,14 @@ type Options struct {
 	// Default: 60s (3m for containers, which may pull an image).
 	StartTimeout time.Duration
 
+	// Settings are extra server settings of a throwaway cluster, passed as
+	// `-c name=value` after the defaults (fsync=off, synchronous_commit=off,
+	// full_page_writes=off, max_connections=100), which they override; for
+	// example {"synchronous_commit": "on"} for tests that crash the cluster
+	// and count on acknowledged commits surviving. Ignored by the other
+	// sources. Default: none.
+	Settings map[string]string
+
 	// Logger, when set, receives one line per decision. Default: nil (quiet).
 	Logger *slog.Logger
 }
@@ -140,7 +155,8 @@ func (o *Options) log(msg string, args ...any) {
 type Server struct {
 	dsn    string
 	source Source
-	dir    string // throwaway cluster's directory, removed by Close
+	dir    string     // throwaway cluster's directory, removed by Close
+	ctl    controller // throwaway cluster's process control; nil otherwise
 
 	closeFn   func() error
 	closeOnce sync.Once
@@ -166,14 +182,151 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// ErrNoBinaries is matched (errors.Is), besides ErrNoServer, by the error
+// [StartThrowaway] returns when no PostgreSQL binaries (initdb and postgres)
+// are found.
+var ErrNoBinaries = errors.New("pgserver: no PostgreSQL binaries found")
+
 // noServerError lists what Find tried.
-type noServerError struct{ tried []string }
+type noServerError struct {
+	tried      []string
+	noBinaries bool
+}
 
 func (e *noServerError) Error() string {
 	return ErrNoServer.Error() + ": " + strings.Join(e.tried, "; ")
 }
 
-func (e *noServerError) Is(target error) bool { return target == ErrNoServer }
+func (e *noServerError) Is(target error) bool {
+	return target == ErrNoServer || (e.noBinaries && target == ErrNoBinaries)
+}
+
+// StartThrowaway starts a throwaway cluster from local binaries, whatever
+// the other sources offer (Options.URL, EnvVar, the No… switches and the
+// Docker fields are ignored; Settings, BinDirs, StartTimeout and Logger
+// apply). Unlike a server found by [Find] on another source, it can be
+// crashed, stopped and started again ([Server.Crash], [Server.Stop],
+// [Server.Start]). The error matches ErrNoBinaries (and ErrNoServer) when
+// no initdb is found, ErrNoServer alone when the cluster cannot be started.
+func StartThrowaway(ctx context.Context, opts Options) (*Server, error) {
+	opts.NoThrowaway = false
+	s, why, noBinaries := tryThrowaway(ctx, &opts)
+	if s != nil {
+		return s, nil
+	}
+	return nil, &noServerError{tried: []string{why}, noBinaries: noBinaries}
+}
+
+// ErrNotThrowaway is matched (errors.Is) by the error of the cluster controls
+// ([Server.Crash], [Server.Stop], [Server.Start], [Server.Restart],
+// [Server.Owner]) on a server that is not a throwaway cluster started by this
+// process: a server found by URL, environment, on this machine or in a
+// container is never crashed or stopped.
+var ErrNotThrowaway = errors.New("pgserver: not a throwaway cluster")
+
+// NotThrowawayError names the control that was refused and where the server
+// came from. It matches ErrNotThrowaway.
+type NotThrowawayError struct {
+	// Op is the refused control: "Crash", "Stop", "Start", "Restart" or "Owner".
+	Op string
+	// Source is where the server came from.
+	Source Source
+}
+
+func (e *NotThrowawayError) Error() string {
+	return fmt.Sprintf("pgserver: %s refused: the server came from source %q; only a throwaway cluster started by this process can be crashed, stopped or started",
+		e.Op, e.Source)
+}
+
+// Is makes errors.Is(err, ErrNotThrowaway) true.
+func (e *NotThrowawayError) Is(target error) bool { return target == ErrNotThrowaway }
+
+// controller runs the processes of a throwaway cluster.
+type controller interface {
+	crash(ctx context.Context) error
+	stop(ctx context.Context) error
+	start(ctx context.Context) error
+	running() bool
+	dataDir() string
+	owner() (uid, gid int)
+}
+
+// DataDir returns the data directory of a throwaway cluster, "" for a server
+// from any other source.
+func (s *Server) DataDir() string {
+	if s.ctl == nil {
+		return ""
+	}
+	return s.ctl.dataDir()
+}
+
+// Running reports whether a throwaway cluster's postmaster is running (true
+// for a server from any other source: it is not ours to know).
+func (s *Server) Running() bool {
+	if s.ctl == nil {
+		return true
+	}
+	return s.ctl.running()
+}
+
+// Crash stops a throwaway cluster the way a crash would: an immediate
+// shutdown (SIGQUIT to the postmaster, what `pg_ctl stop -m immediate`
+// sends), with no checkpoint, so that the next [Server.Start] runs crash
+// recovery. Clients see their connections drop. It returns once the
+// postmaster has exited (killing it after 10 seconds). Only for a throwaway
+// cluster (else a *NotThrowawayError); an error if it is not running.
+func (s *Server) Crash(ctx context.Context) error {
+	if s.ctl == nil {
+		return &NotThrowawayError{Op: "Crash", Source: s.source}
+	}
+	return s.ctl.crash(ctx)
+}
+
+// Stop shuts a throwaway cluster down cleanly (fast shutdown: SIGINT to the
+// postmaster, what `pg_ctl stop -m fast` sends: sessions are ended, a
+// shutdown checkpoint is written). Only for a throwaway cluster (else a
+// *NotThrowawayError); an error if it is not running.
+func (s *Server) Stop(ctx context.Context) error {
+	if s.ctl == nil {
+		return &NotThrowawayError{Op: "Stop", Source: s.source}
+	}
+	return s.ctl.stop(ctx)
+}
+
+// Start starts a stopped or crashed throwaway cluster again on the same data
+// directory, port and settings (the DSN does not change), and returns once it
+// accepts connections (after crash recovery, if it crashed). ctx and
+// Options.StartTimeout bound the wait. Only for a throwaway cluster (else a
+// *NotThrowawayError); an error if it is already running.
+func (s *Server) Start(ctx context.Context) error {
+	if s.ctl == nil {
+		return &NotThrowawayError{Op: "Start", Source: s.source}
+	}
+	return s.ctl.start(ctx)
+}
+
+// Restart is Stop then Start: a clean restart of a throwaway cluster.
+func (s *Server) Restart(ctx context.Context) error {
+	if s.ctl == nil {
+		return &NotThrowawayError{Op: "Restart", Source: s.source}
+	}
+	if err := s.ctl.stop(ctx); err != nil {
+		return err
+	}
+	return s.ctl.start(ctx)
+}
+
+// Owner returns the OS user and group the throwaway cluster's processes run
+// as (the postgres user when this process runs as root), for example to
+// chown a directory meant as a tablespace. Only for a throwaway cluster (else
+// a *NotThrowawayError).
+func (s *Server) Owner() (uid, gid int, err error) {
+	if s.ctl == nil {
+		return 0, 0, &NotThrowawayError{Op: "Owner", Source: s.source}
+	}
+	uid, gid = s.ctl.owner()
+	return uid, gid, nil
+}
 
 // Find returns a server, following the order described in the package
 // documentation. ctx bounds the search and any start-up; it does not bound

@@ -11,6 +11,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -175,11 +176,18 @@ func TestPreferThrowaway(t *testing.T) {
 }
 
 // TestThrowawayRemovedWhenProgramDies runs a child that starts a cluster and
-// exits without Close: the watchdog must stop the cluster and remove it.
+// exits without Close: the watchdog must stop the cluster and remove it, also
+// when the cluster was crashed and started again (a new postmaster, a new
+// watchdog).
 func TestThrowawayRemovedWhenProgramDies(t *testing.T) {
 	requireBinaries(t)
-	if os.Getenv("PGSERVER_TEST_CHILD") == "1" {
+	if mode := os.Getenv("PGSERVER_TEST_CHILD"); mode != "" {
 		s, err := Find(context.Background(), Options{NoEnv: true, NoLocal: true, NoDocker: true})
+		if err == nil && mode == "restart" {
+			if err = s.Crash(context.Background()); err == nil {
+				err = s.Start(context.Background())
+			}
+		}
 		if err != nil {
 			fmt.Println("ERR", err)
 			os.Exit(1)
@@ -187,19 +195,139 @@ func TestThrowawayRemovedWhenProgramDies(t *testing.T) {
 		fmt.Println("DIR", s.dir)
 		os.Exit(0) // no Close
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestThrowawayRemovedWhenProgramDies$")
-	cmd.Env = append(os.Environ(), "PGSERVER_TEST_CHILD=1")
-	out, err := cmd.Output()
-	require.NoError(t, err, string(out))
-	var dir string
-	for _, line := range strings.Split(string(out), "\n") {
-		if d, ok := strings.CutPrefix(line, "DIR "); ok {
-			dir = d
-		}
+	for _, mode := range []string{"plain", "restart"} {
+		t.Run(mode, func(t *testing.T) {
+			cmd := exec.Command(os.Args[0], "-test.run=^TestThrowawayRemovedWhenProgramDies$")
+			cmd.Env = append(os.Environ(), "PGSERVER_TEST_CHILD="+mode)
+			out, err := cmd.Output()
+			require.NoError(t, err, string(out))
+			var dir string
+			for _, line := range strings.Split(string(out), "\n") {
+				if d, ok := strings.CutPrefix(line, "DIR "); ok {
+					dir = d
+				}
+			}
+			require.NotEmpty(t, dir, string(out))
+			require.Eventually(t, func() bool {
+				_, err := os.Stat(dir)
+				return errors.Is(err, os.ErrNotExist)
+			}, 20*time.Second, 100*time.Millisecond, "watchdog removes %s", dir)
+		})
 	}
-	require.NotEmpty(t, dir, string(out))
-	require.Eventually(t, func() bool {
-		_, err := os.Stat(dir)
-		return errors.Is(err, os.ErrNotExist)
-	}, 20*time.Second, 100*time.Millisecond, "watchdog removes %s", dir)
+}
+
+// countRecoveries counts the crash recoveries the cluster's log reports.
+func countRecoveries(t *testing.T, s *Server) int {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(s.dir, "postgres.log"))
+	require.NoError(t, err)
+	return strings.Count(string(b), "automatic recovery in progress")
+}
+
+// A throwaway cluster can be crashed (immediate shutdown: the next start runs
+// crash recovery), stopped cleanly and started again on the same data
+// directory and port; acknowledged commits survive with synchronous_commit on.
+func TestThrowawayCrashStopStart(t *testing.T) {
+	requireBinaries(t)
+	ctx := t.Context()
+	s, err := StartThrowaway(ctx, Options{Settings: map[string]string{"synchronous_commit": "on"}})
+	require.NoError(t, err)
+	defer s.Close()
+	require.Equal(t, SourceThrowaway, s.Source())
+	require.FileExists(t, filepath.Join(s.DataDir(), "PG_VERSION"))
+	require.Equal(t, 1, queryInt(t, s.DSN(), "SELECT (current_setting('synchronous_commit') = 'on')::int"), "Settings override the defaults")
+	require.Equal(t, 0, queryInt(t, s.DSN(), "SELECT (current_setting('fsync') = 'on')::int"), "other defaults stay")
+	uid, _, err := s.Owner()
+	require.NoError(t, err)
+	fi, err := os.Stat(s.DataDir())
+	require.NoError(t, err)
+	require.Equal(t, uint32(uid), fi.Sys().(*syscall.Stat_t).Uid, "Owner is the data directory's owner")
+
+	exec := func(sql string) {
+		t.Helper()
+		conn, err := pgx.Connect(ctx, s.DSN())
+		require.NoError(t, err)
+		defer conn.Close(ctx)
+		_, err = conn.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	exec("CREATE TABLE t (x int)")
+	exec("INSERT INTO t VALUES (1)")
+	// A session open across the crash sees its connection drop.
+	held, err := pgx.Connect(ctx, s.DSN())
+	require.NoError(t, err)
+	defer held.Close(ctx)
+
+	require.Equal(t, 0, countRecoveries(t, s))
+	require.True(t, s.Running())
+	require.NoError(t, s.Crash(ctx))
+	require.False(t, s.Running())
+	require.Error(t, s.Crash(ctx), "crashing a stopped cluster")
+	require.Error(t, s.Stop(ctx), "stopping a stopped cluster")
+	var one int
+	require.Error(t, held.QueryRow(ctx, "SELECT 1").Scan(&one), "the open session was cut")
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err = pgx.Connect(pctx, s.DSN())
+	cancel()
+	require.Error(t, err, "nothing answers while crashed")
+
+	start := time.Now()
+	require.NoError(t, s.Start(ctx))
+	t.Logf("start after crash: %v", time.Since(start))
+	require.True(t, s.Running())
+	require.Equal(t, 1, countRecoveries(t, s), "Crash is an immediate shutdown: the start ran crash recovery")
+	require.Equal(t, 1, queryInt(t, s.DSN(), "SELECT count(*)::int FROM t"), "the acknowledged insert survived")
+	require.Error(t, s.Start(ctx), "starting a running cluster")
+
+	exec("INSERT INTO t VALUES (2)")
+	require.NoError(t, s.Restart(ctx))
+	require.Equal(t, 1, countRecoveries(t, s), "Stop is clean: no recovery at the next start")
+	require.Equal(t, 2, queryInt(t, s.DSN(), "SELECT count(*)::int FROM t"))
+
+	require.NoError(t, s.Crash(ctx))
+	dir := s.dir
+	require.NoError(t, s.Close(), "Close of a crashed cluster")
+	require.NoDirExists(t, dir)
+	require.Error(t, s.Start(ctx), "starting a closed cluster")
+}
+
+// The controls refuse a server that is not a throwaway cluster (here the
+// server every other test uses, which must keep running).
+func TestControlsRefusedOnOtherSources(t *testing.T) {
+	dsn := someDSN(t)
+	s, err := Find(t.Context(), Options{URL: dsn})
+	require.NoError(t, err)
+	ctx := t.Context()
+	for name, f := range map[string]func() error{
+		"Crash":   func() error { return s.Crash(ctx) },
+		"Stop":    func() error { return s.Stop(ctx) },
+		"Start":   func() error { return s.Start(ctx) },
+		"Restart": func() error { return s.Restart(ctx) },
+		"Owner":   func() error { _, _, err := s.Owner(); return err },
+	} {
+		err := f()
+		require.ErrorIs(t, err, ErrNotThrowaway, name)
+		var nt *NotThrowawayError
+		require.ErrorAs(t, err, &nt)
+		require.Equal(t, name, nt.Op)
+		require.Equal(t, SourceURL, nt.Source)
+	}
+	require.Empty(t, s.DataDir())
+	require.True(t, s.Running())
+	require.Equal(t, 1, queryInt(t, dsn, "SELECT 1"), "still running")
+}
+
+func TestStartThrowawayWithoutBinaries(t *testing.T) {
+	_, err := StartThrowaway(t.Context(), Options{BinDirs: []string{t.TempDir()}})
+	require.ErrorIs(t, err, ErrNoBinaries)
+	require.ErrorIs(t, err, ErrNoServer)
+	require.Contains(t, err.Error(), "no initdb found")
+}
+
+func TestStartThrowawayBadSetting(t *testing.T) {
+	requireBinaries(t)
+	_, err := StartThrowaway(t.Context(), Options{Settings: map[string]string{"fsync=on -c x": "y"}})
+	require.ErrorIs(t, err, ErrNoServer)
+	require.NotErrorIs(t, err, ErrNoBinaries)
+	require.Contains(t, err.Error(), "not a setting name")
 }

@@ -5,7 +5,9 @@ package pgserver
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -15,6 +17,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -37,6 +40,13 @@ func findThrowaway(ctx context.Context, o *Options) (*Server, string) {
 	if o.NoThrowaway {
 		return nil, "throwaway cluster not tried (disabled)"
 	}
+	s, why, _ := tryThrowaway(ctx, o)
+	return s, why
+}
+
+// tryThrowaway makes a cluster from the newest local binaries that work; it
+// says why not otherwise, and whether it was for want of binaries.
+func tryThrowaway(ctx context.Context, o *Options) (_ *Server, why string, noBinaries bool) {
 	bins, notes := findBins(ctx, o)
 	if len(bins) == 0 {
 		places := defaultBinPlaces
@@ -51,20 +61,24 @@ func findThrowaway(ctx context.Context, o *Options) (*Server, string) {
 			msg += " (" + strings.Join(notes, "; ") + ")"
 		}
 		o.log("no throwaway cluster", "why", msg)
-		return nil, msg
+		return nil, msg, true
+	}
+	settings, err := settingArgs(o.Settings)
+	if err != nil {
+		return nil, "throwaway cluster impossible: " + err.Error(), false
 	}
 	cred, err := childCredential()
 	if err != nil {
 		o.log("no throwaway cluster", "err", err)
-		return nil, "throwaway cluster impossible: " + err.Error()
+		return nil, "throwaway cluster impossible: " + err.Error(), false
 	}
 	var fails []string
 	for _, b := range bins {
 		o.log("starting throwaway cluster", "binaries", b.String())
-		s, err := startCluster(ctx, o, b, cred)
+		s, err := startCluster(ctx, o, b, cred, settings)
 		if err == nil {
 			o.log("using throwaway cluster", "server", describe(s.dsn), "dir", s.dir)
-			return s, ""
+			return s, "", false
 		}
 		o.log("throwaway cluster failed", "binaries", b.String(), "err", err)
 		fails = append(fails, fmt.Sprintf("%s: %v", b, err))
@@ -72,7 +86,26 @@ func findThrowaway(ctx context.Context, o *Options) (*Server, string) {
 			break
 		}
 	}
-	return nil, "throwaway cluster failed with " + strings.Join(fails, "; ")
+	return nil, "throwaway cluster failed with " + strings.Join(fails, "; "), false
+}
+
+var settingNameRE = regexp.MustCompile(`^[a-z_][a-z0-9_.]*$`)
+
+// settingArgs renders Options.Settings as postgres arguments, sorted by name.
+func settingArgs(m map[string]string) ([]string, error) {
+	names := make([]string, 0, len(m))
+	for k := range m {
+		if !settingNameRE.MatchString(k) {
+			return nil, fmt.Errorf("Options.Settings: %q is not a setting name", k)
+		}
+		names = append(names, k)
+	}
+	sort.Strings(names)
+	var args []string
+	for _, k := range names {
+		args = append(args, "-c", k+"="+m[k])
+	}
+	return args, nil
 }
 
 var versionRE = regexp.MustCompile(`(\d+)(?:\.(\d+))?`)
@@ -207,8 +240,9 @@ func procAttr(cred *syscall.Credential) *syscall.SysProcAttr {
 
 // startCluster runs initdb in a new temporary directory and starts postgres
 // on a free port of 127.0.0.1.
-func startCluster(ctx context.Context, o *Options, b pgBin, cred *syscall.Credential) (_ *Server, err error) {
-	ctx, cancel := context.WithTimeout(ctx, o.startTimeout(60*time.Second))
+func startCluster(ctx context.Context, o *Options, b pgBin, cred *syscall.Credential, settings []string) (_ *Server, err error) {
+	timeout := o.startTimeout(60 * time.Second)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
 	dir, err := os.MkdirTemp(tempBase(cred), "pgdcb-pg-")
@@ -243,8 +277,12 @@ func startCluster(ctx context.Context, o *Options, b pgBin, cred *syscall.Creden
 		if err != nil {
 			return nil, err
 		}
-		s, bindFailed, err := launch(ctx, b, dir, data, port, cred)
+		c := &cluster{bin: b, dir: dir, data: data, port: port, cred: cred,
+			settings: settings, startTimeout: timeout}
+		bindFailed, err := c.launch(ctx)
 		if err == nil {
+			s := &Server{dsn: c.dsn(), source: SourceThrowaway, dir: dir, ctl: c}
+			s.closeFn = c.close
 			return s, nil
 		}
 		if !bindFailed || attempt == 3 {
@@ -263,47 +301,196 @@ func freePort() (int, error) {
 	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
-// launch starts postgres and waits until it accepts connections.
-func launch(ctx context.Context, b pgBin, dir, data string, port int, cred *syscall.Credential) (_ *Server, bindFailed bool, _ error) {
-	logPath := filepath.Join(dir, "postgres.log")
-	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o644)
-	if err != nil {
-		return nil, false, err
+// cluster is a throwaway cluster's directory and its running postmaster.
+type cluster struct {
+	bin          pgBin
+	dir, data    string
+	port         int
+	cred         *syscall.Credential
+	settings     []string
+	startTimeout time.Duration
+
+	mu     sync.Mutex
+	proc   *os.Process   // the postmaster; nil when stopped
+	exited chan struct{} // closed when proc has exited
+	wd     *exec.Cmd     // the watchdog of proc
+	closed bool
+}
+
+func (c *cluster) dsn() string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", c.port)
+}
+
+func (c *cluster) dataDir() string { return c.data }
+
+func (c *cluster) owner() (uid, gid int) {
+	if c.cred == nil {
+		return os.Getuid(), os.Getgid()
 	}
-	cmd := exec.Command(b.postgres, "-D", data, "-p", strconv.Itoa(port),
+	return int(c.cred.Uid), int(c.cred.Gid)
+}
+
+func (c *cluster) running() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc == nil {
+		return false
+	}
+	select {
+	case <-c.exited:
+		return false
+	default:
+		return true
+	}
+}
+
+func (c *cluster) crash(ctx context.Context) error {
+	return c.halt(ctx, "Crash", syscall.SIGQUIT, 10*time.Second)
+}
+
+func (c *cluster) stop(ctx context.Context) error {
+	return c.halt(ctx, "Stop", syscall.SIGINT, 60*time.Second)
+}
+
+// halt sends sig to the postmaster and waits for it to exit, killing it
+// after grace (or when ctx ends).
+func (c *cluster) halt(ctx context.Context, op string, sig syscall.Signal, grace time.Duration) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return fmt.Errorf("pgserver: %s: the cluster was closed", op)
+	}
+	if c.proc == nil {
+		return fmt.Errorf("pgserver: %s: the cluster is not running", op)
+	}
+	c.stopWatchdog()
+	err := c.signalAndWait(ctx, sig, grace)
+	c.proc, c.exited = nil, nil
+	if err != nil {
+		return fmt.Errorf("pgserver: %s: %w", op, err)
+	}
+	return nil
+}
+
+// signalAndWait sends sig to the postmaster and waits for it to exit; after
+// grace, or when ctx ends, it kills it. Called with c.mu held.
+func (c *cluster) signalAndWait(ctx context.Context, sig syscall.Signal, grace time.Duration) error {
+	select {
+	case <-c.exited:
+		return nil // it had exited by itself
+	default:
+	}
+	if err := c.proc.Signal(sig); err != nil {
+		return fmt.Errorf("signalling the postmaster: %w", err)
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-c.exited:
+		return nil
+	case <-t.C:
+	case <-ctx.Done():
+	}
+	_ = c.proc.Kill()
+	<-c.exited
+	if ctx.Err() != nil {
+		return fmt.Errorf("postmaster killed: %w", ctx.Err())
+	}
+	return fmt.Errorf("postmaster did not exit within %s after %v; killed", grace, sig)
+}
+
+func (c *cluster) stopWatchdog() {
+	if c.wd != nil {
+		_ = c.wd.Process.Kill()
+		c.wd = nil
+	}
+}
+
+func (c *cluster) start(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, c.startTimeout)
+	defer cancel()
+	c.mu.Lock()
+	running := c.proc != nil
+	closed := c.closed
+	c.mu.Unlock()
+	switch {
+	case closed:
+		return errors.New("pgserver: Start: the cluster was closed")
+	case running:
+		return errors.New("pgserver: Start: the cluster is already running")
+	}
+	if _, err := c.launch(ctx); err != nil {
+		return fmt.Errorf("pgserver: Start: %w", err)
+	}
+	return nil
+}
+
+// close stops the cluster (immediately: its data is thrown away) and removes
+// its directory.
+func (c *cluster) close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.stopWatchdog()
+	if c.proc != nil {
+		_ = c.signalAndWait(context.Background(), syscall.SIGQUIT, 10*time.Second)
+		c.proc, c.exited = nil, nil
+	}
+	c.mu.Unlock()
+	if err := os.RemoveAll(c.dir); err != nil {
+		return fmt.Errorf("pgserver: removing throwaway cluster: %w", err)
+	}
+	return nil
+}
+
+// launch starts postgres and waits until it accepts connections.
+func (c *cluster) launch(ctx context.Context) (bindFailed bool, _ error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.proc != nil {
+		return false, errors.New("already running")
+	}
+	logPath := filepath.Join(c.dir, "postgres.log")
+	logf, err := os.OpenFile(logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return false, err
+	}
+	logStart, _ := logf.Seek(0, io.SeekEnd)
+	args := []string{"-D", c.data, "-p", strconv.Itoa(c.port),
 		"-c", "listen_addresses=127.0.0.1",
 		"-c", "unix_socket_directories=",
 		"-c", "max_connections=100",
 		"-c", "fsync=off",
 		"-c", "synchronous_commit=off",
 		"-c", "full_page_writes=off",
-	)
-	cmd.Dir = dir
+	}
+	cmd := exec.Command(c.bin.postgres, append(args, c.settings...)...)
+	cmd.Dir = c.dir
 	cmd.Env = childEnv()
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	cmd.SysProcAttr = procAttr(cred)
+	cmd.SysProcAttr = procAttr(c.cred)
 	err = cmd.Start()
 	logf.Close()
 	if err != nil {
-		return nil, false, fmt.Errorf("starting postgres: %w", err)
+		return false, fmt.Errorf("starting postgres: %w", err)
 	}
 	exited := make(chan struct{})
 	go func() {
 		_ = cmd.Wait()
 		close(exited)
 	}()
-	stop := func() {
-		_ = cmd.Process.Signal(syscall.SIGQUIT) // immediate shutdown: the data is thrown away
-		select {
-		case <-exited:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-exited
+	c.proc, c.exited = cmd.Process, exited
+	// startLog is what this start wrote to the log (older starts' lines are
+	// no help in an error message).
+	startLog := func() []byte {
+		b, _ := os.ReadFile(logPath)
+		if int64(len(b)) >= logStart {
+			b = b[logStart:]
 		}
+		return b
 	}
 
-	dsn := fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+	dsn := c.dsn()
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
@@ -312,30 +499,19 @@ func launch(ctx context.Context, b pgBin, dir, data string, port int, cred *sysc
 		}
 		select {
 		case <-exited:
-			log, _ := os.ReadFile(logPath)
+			c.proc, c.exited = nil, nil
+			log := startLog()
 			bind := bytes.Contains(log, []byte("could not bind")) || bytes.Contains(log, []byte("already in use"))
-			return nil, bind, fmt.Errorf("postgres exited at start-up: %s", tail(log))
+			return bind, fmt.Errorf("postgres exited at start-up: %s", tail(log))
 		case <-ctx.Done():
-			stop()
-			log, _ := os.ReadFile(logPath)
-			return nil, false, fmt.Errorf("postgres did not accept connections in time (%w): %s", ctx.Err(), tail(log))
+			_ = c.signalAndWait(context.Background(), syscall.SIGQUIT, 10*time.Second)
+			c.proc, c.exited = nil, nil
+			return false, fmt.Errorf("postgres did not accept connections in time (%w): %s", ctx.Err(), tail(startLog()))
 		case <-tick.C:
 		}
 	}
-
-	wd := startWatchdog(cmd.Process.Pid, dir)
-	s := &Server{dsn: dsn, source: SourceThrowaway, dir: dir}
-	s.closeFn = func() error {
-		if wd != nil {
-			_ = wd.Process.Kill()
-		}
-		stop()
-		if err := os.RemoveAll(dir); err != nil {
-			return fmt.Errorf("pgserver: removing throwaway cluster: %w", err)
-		}
-		return nil
-	}
-	return s, false, nil
+	c.wd = startWatchdog(cmd.Process.Pid, c.dir)
+	return false, nil
 }
 
 // watchdogScript stops the cluster and removes its directory once the process

@@ -1,0 +1,179 @@
+package faults_test
+
+import (
+	"context"
+	"fmt"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// Scenario 1. Eight writers (Append of 1 event, Append of 100, AppendIf on
+// distinct boundaries and on one contended counter) run while the server is
+// crashed twice (immediate shutdown, down for 300 ms, started again: crash
+// recovery) and for a while after each start.
+//
+// For 150 ms before each crash, commits wait after their WAL is written for
+// a synchronous standby that does not exist, as they would for a standby or
+// a slow disk: the crash then finds commits that are durable but not
+// acknowledged, whose callers get a connection error. Without that window
+// (fsync is off here) it is a few microseconds wide and a crash seldom hits
+// it.
+func TestCrashUnderWriters(t *testing.T) {
+	s := cluster(t)
+	began := time.Now()
+	e := newEnv(t)
+	store := e.store(t, newPool(t, "faults_writer", 8, nil), nil)
+	led := &ledger{}
+	w := startWriters(store, 8, led)
+	defer w.halt()
+
+	var recovery time.Duration
+	time.Sleep(1200 * time.Millisecond)
+	for round := range 2 {
+		holdCommits(t, e)
+		time.Sleep(150 * time.Millisecond)
+		releaseCommitsAtNextStart(t, e)
+		require.NoError(t, s.Crash(t.Context()), "crash %d", round)
+		time.Sleep(300 * time.Millisecond) // writers meet a refused connection
+		restart := time.Now()
+		require.NoError(t, s.Start(t.Context()), "start %d", round)
+		require.Eventually(t, func() bool { _, ok := led.ackedAfter(restart); return ok },
+			30*time.Second, 5*time.Millisecond, "an append succeeds after start %d", round)
+		d, _ := led.ackedAfter(restart)
+		recovery = max(recovery, d)
+		time.Sleep(900 * time.Millisecond)
+	}
+	w.halt()
+
+	v := verify(t, e, led)
+	v.f.Scenario = "1 crash, 8 writers"
+	v.f.Recovery = recovery
+	v.f.Elapsed = time.Since(began)
+	k := requireCounterOrReport(t, e, &v)
+	v.f.Note = fmt.Sprintf("counter=%d, failed decision reads=%d; errors: %s", k, w.readFails.Load(), kinds(errorsOf(led.all())))
+	record(t, v.f)
+	requireClean(t, v)
+	require.Positive(t, k, "the contended counter moved")
+	require.Positive(t, v.f.Definite, "some writes met the crash")
+	require.Positive(t, v.f.UnknownCommitted+v.f.DefiniteCommitted, "the crashes met commits that were durable but not acknowledged")
+}
+
+// requireCounterOrReport checks the counter after the figures are recorded
+// whatever it finds, so that a failure still leaves its line in the summary.
+func requireCounterOrReport(t *testing.T, e *env, v *verdict) int {
+	t.Helper()
+	var k int
+	ok := t.Run("counter", func(t *testing.T) { k = requireCounter(t, e) })
+	if !ok {
+		v.problem("the counter has gaps or repeats")
+	}
+	return k
+}
+
+// holdCommits makes every commit wait, once its WAL is written, for a
+// synchronous standby that does not exist (until releaseCommits, or a restart
+// after releaseCommitsAtNextStart). A held commit is durable: a crash or a
+// terminated backend leaves it committed, its caller without an answer.
+func holdCommits(t *testing.T, e *env) {
+	t.Helper()
+	t.Cleanup(func() { releaseCommits(t, e) })
+	require.NoError(t, serverExec(t.Context(),
+		`ALTER SYSTEM SET synchronous_standby_names = 'faults_no_such_standby'`, `SELECT pg_reload_conf()`))
+}
+
+// releaseCommitsAtNextStart removes the setting from the configuration file
+// without reloading it: commits stay held until the server restarts.
+func releaseCommitsAtNextStart(t *testing.T, e *env) {
+	t.Helper()
+	require.NoError(t, serverExec(t.Context(), `ALTER SYSTEM RESET synchronous_standby_names`))
+}
+
+// releaseCommits lets held commits complete.
+func releaseCommits(t *testing.T, e *env) {
+	t.Helper()
+	if !srv.Running() {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	require.NoError(t, serverExec(ctx, `ALTER SYSTEM RESET synchronous_standby_names`, `SELECT pg_reload_conf()`))
+}
+
+// Scenario 2. The same writers while an admin session terminates one of
+// their busy backends every 3 ms for 2.5 s. Twice, commits are held for
+// 150 ms after their WAL is written (see holdCommits), and the backends
+// waiting so are terminated: each has committed, and its caller gets a
+// connection error.
+func TestTerminateWriters(t *testing.T) {
+	cluster(t)
+	began := time.Now()
+	e := newEnv(t)
+	store := e.store(t, newPool(t, "faults_writer_t", 8, nil), nil)
+	led := &ledger{}
+	w := startWriters(store, 8, led)
+	defer w.halt()
+
+	time.Sleep(300 * time.Millisecond)
+	var terminated atomic.Int64
+	start := time.Now()
+	deadline := start.Add(2500 * time.Millisecond)
+	holds := []time.Duration{700 * time.Millisecond, 1700 * time.Millisecond}
+	held := time.Time{}
+	heldTerminated := 0
+	for time.Now().Before(deadline) {
+		switch {
+		case held.IsZero() && len(holds) > 0 && time.Since(start) >= holds[0]:
+			holdCommits(t, e)
+			held, holds = time.Now(), holds[1:]
+		case !held.IsZero() && time.Since(held) >= 150*time.Millisecond:
+			// Terminate every writer whose commit is held, then let the
+			// others' commits complete.
+			var n int
+			err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM (
+				SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE application_name = 'faults_writer_t' AND wait_event = 'SyncRep') t`).Scan(&n)
+			require.NoError(t, err)
+			terminated.Add(int64(n))
+			heldTerminated += n
+			releaseCommits(t, e)
+			held = time.Time{}
+		}
+		if held.IsZero() {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Second)
+			var n int
+			err := e.admin.QueryRow(ctx, `SELECT count(*) FROM (
+				SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+				WHERE application_name = 'faults_writer_t' AND state = 'active'
+				ORDER BY random() LIMIT 1) t`).Scan(&n)
+			cancel()
+			require.NoError(t, err)
+			terminated.Add(int64(n))
+		}
+		time.Sleep(3 * time.Millisecond)
+	}
+	if !held.IsZero() {
+		releaseCommits(t, e)
+	}
+	last := time.Now()
+	require.Eventually(t, func() bool { _, ok := led.ackedAfter(last); return ok },
+		30*time.Second, 5*time.Millisecond, "appends succeed once the terminations stop")
+	recovery, _ := led.ackedAfter(last)
+	time.Sleep(300 * time.Millisecond)
+	w.halt()
+
+	v := verify(t, e, led)
+	v.f.Scenario = "2 pg_terminate_backend"
+	v.f.Recovery = recovery
+	v.f.Elapsed = time.Since(began)
+	k := requireCounterOrReport(t, e, &v)
+	v.f.Note = fmt.Sprintf("backends terminated=%d (%d with a held commit), counter=%d, failed decision reads=%d; errors: %s",
+		terminated.Load(), heldTerminated, k, w.readFails.Load(), kinds(errorsOf(led.all())))
+	record(t, v.f)
+	requireClean(t, v)
+	require.Positive(t, terminated.Load(), "backends were terminated")
+	require.Positive(t, heldTerminated, "backends were terminated after their commit")
+	require.Positive(t, k, "the contended counter moved")
+}
