@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -58,7 +59,9 @@ func (c Condition) Validate() error {
 	return nil
 }
 
-// ConditionFailedError reports a failed FailIfEventsMatch check.
+// ConditionFailedError reports a failed FailIfEventsMatch check. Error()
+// cuts the query and the cursor it repeats to a few hundred bytes each; the
+// fields hold them whole.
 type ConditionFailedError struct {
 	// Query is the FailIfEventsMatch query that matched.
 	Query query.Query
@@ -71,16 +74,17 @@ type ConditionFailedError struct {
 func (e *ConditionFailedError) Error() string {
 	after := "the start of the log"
 	if e.After != nil {
-		after = "cursor " + e.After.String()
+		after = "cursor " + clip.String(e.After.String())
 	}
 	return fmt.Sprintf("pgdcb: append condition failed: event at position %d matches %s and was not seen by %s",
-		e.ConflictPosition, e.Query, after)
+		e.ConflictPosition, clip.String(e.Query.String()), after)
 }
 
 // Is makes errors.Is(err, pgdcb.ErrConditionFailed) true.
 func (e *ConditionFailedError) Is(target error) bool { return target == pgdcb.ErrConditionFailed }
 
-// IdempotentError reports that the operation was already applied.
+// IdempotentError reports that the operation was already applied. Error()
+// cuts the query it repeats to a few hundred bytes; Query holds it whole.
 type IdempotentError struct {
 	// Query is the idempotency query that matched, if that was the reason.
 	Query query.Query
@@ -93,10 +97,10 @@ type IdempotentError struct {
 
 func (e *IdempotentError) Error() string {
 	if e.EventID != "" {
-		return fmt.Sprintf("pgdcb: operation already applied: event id %s is already stored", e.EventID)
+		return fmt.Sprintf("pgdcb: operation already applied: event id %s is already stored", clip.String(e.EventID))
 	}
 	return fmt.Sprintf("pgdcb: operation already applied: event at position %d matches idempotency query %s",
-		e.ExistingPosition, e.Query)
+		e.ExistingPosition, clip.String(e.Query.String()))
 }
 
 // Is makes errors.Is(err, pgdcb.ErrIdempotent) true.

@@ -3,6 +3,8 @@ package commands
 import (
 	"log/slog"
 	"time"
+
+	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 )
 
 // Defaults of Config.
@@ -12,21 +14,38 @@ const (
 	DefaultBackoffMax  = 100 * time.Millisecond
 )
 
-// Config configures an Executor. nil or the zero value means every default.
+// Config configures an Executor. nil or the zero value means every default:
+// in every numeric and duration field 0 means the default; New refuses
+// negative values with a *pgdcb.InvalidArgumentError.
 type Config struct {
 	// MaxAttempts is how many decisions one Execute makes before giving up on
-	// conflicts (pgdcb.ErrConditionFailed). Default 10. 1 disables retries.
+	// conflicts (pgdcb.ErrConditionFailed). 0: the default, 10. 1 disables
+	// retries.
 	MaxAttempts int
 	// BackoffBase is the wait before the second attempt; it doubles with each
 	// further attempt up to BackoffMax. Each wait is jittered uniformly in
-	// [d/2, d]. Default 2ms.
+	// [d/2, d]. 0: the default, 2ms.
 	BackoffBase time.Duration
-	// BackoffMax caps the wait between attempts. Default 100ms.
+	// BackoffMax caps the wait between attempts (a BackoffMax below
+	// BackoffBase is raised to it). 0: the default, 100ms.
 	BackoffMax time.Duration
 	// MetricsNamespace prefixes the Prometheus metric names. Default "pgdcb".
 	MetricsNamespace string
 	// Logger receives debug logs (conflicts, retries). Default: none.
 	Logger *slog.Logger
+}
+
+// validate refuses negative numbers and durations with a
+// *pgdcb.InvalidArgumentError naming the field. New calls it first.
+func (c *Config) validate() error {
+	if c == nil {
+		return nil
+	}
+	return cfgcheck.NonNegative(
+		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts),
+		cfgcheck.Duration("BackoffBase", c.BackoffBase, DefaultBackoffBase),
+		cfgcheck.Duration("BackoffMax", c.BackoffMax, DefaultBackoffMax),
+	)
 }
 
 func (c *Config) withDefaults() Config {

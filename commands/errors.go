@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	pgdcb "github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/clip"
 )
 
 var (
@@ -24,7 +25,7 @@ type InvalidCommandError struct {
 }
 
 func (e *InvalidCommandError) Error() string {
-	return fmt.Sprintf("commands: invalid command %q: %s", e.Type, e.Reason)
+	return fmt.Sprintf("commands: invalid command %s: %s", clip.Quote(e.Type), clip.Reason(e.Reason))
 }
 
 // Is makes errors.Is(err, ErrInvalidCommand) true.

@@ -17,6 +17,7 @@ import (
 
 	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
@@ -39,6 +40,9 @@ type Executor struct {
 func New(store *eventstore.Store, cfg *Config) (*Executor, error) {
 	if store == nil {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidCommand)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
 	c := cfg.withDefaults()
 	return &Executor{
@@ -239,11 +243,13 @@ func (e *Executor) prepare(cmd *Command) (Handler, error) {
 	if cmd.Data == nil {
 		cmd.Data = json.RawMessage(`{}`)
 	}
-	if !json.Valid(cmd.Data) {
-		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "data is not valid JSON"}
+	if err := pgjson.Validate(cmd.Data); err != nil {
+		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "data is not valid JSON for PostgreSQL's jsonb: " + err.Error()}
 	}
-	if len(cmd.Metadata) > 0 && !json.Valid(cmd.Metadata) {
-		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "metadata is not valid JSON"}
+	if len(cmd.Metadata) > 0 {
+		if err := pgjson.Validate(cmd.Metadata); err != nil {
+			return nil, &InvalidCommandError{Type: cmd.Type, Reason: "metadata is not valid JSON for PostgreSQL's jsonb: " + err.Error()}
+		}
 	}
 	if cmd.ID == uuid.Nil {
 		id, err := uuid.NewV7()

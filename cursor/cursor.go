@@ -17,6 +17,7 @@ import (
 	"strings"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/clip"
 )
 
 // Snapshot is a PostgreSQL pg_snapshot: transactions with id < Xmin are finished,
@@ -59,24 +60,24 @@ func (s *Snapshot) String() string {
 func ParseSnapshot(text string) (*Snapshot, error) {
 	parts := strings.Split(text, ":")
 	if len(parts) != 3 {
-		return nil, fmt.Errorf("snapshot %q: want xmin:xmax:xip", text)
+		return nil, fmt.Errorf("snapshot %s: want xmin:xmax:xip", clip.Quote(text))
 	}
 	xmin, err1 := strconv.ParseUint(parts[0], 10, 64)
 	xmax, err2 := strconv.ParseUint(parts[1], 10, 64)
 	if err1 != nil || err2 != nil || xmin > xmax {
-		return nil, fmt.Errorf("snapshot %q: bad xmin or xmax", text)
+		return nil, fmt.Errorf("snapshot %s: bad xmin or xmax", clip.Quote(text))
 	}
 	s := &Snapshot{Xmin: xmin, Xmax: xmax}
 	if parts[2] != "" {
 		for _, p := range strings.Split(parts[2], ",") {
 			x, err := strconv.ParseUint(p, 10, 64)
 			if err != nil || x < xmin || x >= xmax {
-				return nil, fmt.Errorf("snapshot %q: bad in-progress id %q", text, p)
+				return nil, fmt.Errorf("snapshot %s: bad in-progress id %s", clip.Quote(text), clip.Quote(p))
 			}
 			s.Xip = append(s.Xip, x)
 		}
 		if !slices.IsSorted(s.Xip) {
-			return nil, fmt.Errorf("snapshot %q: in-progress ids not ascending", text)
+			return nil, fmt.Errorf("snapshot %s: in-progress ids not ascending", clip.Quote(text))
 		}
 	}
 	return s, nil
@@ -124,18 +125,16 @@ func Compare(tx1 uint64, pos1 int64, tx2 uint64, pos2 int64) int {
 	return 0
 }
 
-// InvalidCursorError says why a cursor string could not be decoded.
+// InvalidCursorError says why a cursor string could not be decoded. Error()
+// quotes the input cut to a few hundred bytes (with its length); Input holds
+// it whole.
 type InvalidCursorError struct {
 	Input  string
 	Reason string
 }
 
 func (e *InvalidCursorError) Error() string {
-	in := e.Input
-	if len(in) > 64 {
-		in = in[:64] + "…"
-	}
-	return fmt.Sprintf("pgdcb: invalid cursor %q: %s", in, e.Reason)
+	return "pgdcb: invalid cursor " + clip.Quote(e.Input) + ": " + clip.Reason(e.Reason)
 }
 
 // Is makes errors.Is(err, pgdcb.ErrInvalidCursor) true.

@@ -1,7 +1,9 @@
 package cursor_test
 
 import (
+	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/require"
 
@@ -70,4 +72,18 @@ func FuzzParse(f *testing.F) {
 		require.NoError(t, err)
 		require.Equal(t, c, again)
 	})
+}
+
+func TestInvalidCursorMessageIsBounded(t *testing.T) {
+	in := strings.Repeat("é", 1<<19)
+	_, err := cursor.Parse(in)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidCursor)
+	require.Less(t, len(err.Error()), 1024)
+	require.True(t, utf8.ValidString(err.Error()), "cut between runes")
+	var ce *cursor.InvalidCursorError
+	require.ErrorAs(t, err, &ce)
+	require.Equal(t, in, ce.Input)
+	_, err = cursor.ParseSnapshot(strings.Repeat("1", 1<<20))
+	require.Error(t, err)
+	require.Less(t, len(err.Error()), 1024)
 }

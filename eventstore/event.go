@@ -8,19 +8,25 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
 // Event is an event to append.
 type Event struct {
-	// Type names what happened: 1..64 bytes.
+	// Type names what happened: 1..64 bytes of UTF-8 without NUL.
 	Type string
 	// Tags identify what the event is about (the consistency boundary).
 	Tags tags.Set
-	// Data is the JSON payload, opaque to the store. Required.
+	// Data is the JSON payload, opaque to the store. Required. It must be
+	// JSON that PostgreSQL's jsonb accepts (no \u0000, no lone surrogate,
+	// valid UTF-8, numbers within numeric's range) and nest at most 512 deep;
+	// the append checks it before sending anything.
 	Data json.RawMessage
-	// Metadata is optional JSON (correlation id, causation id, …).
+	// Metadata is optional JSON (correlation id, causation id, …), with
+	// Data's rules.
 	Metadata json.RawMessage
 	// ID is an optional client-chosen id; appending an id that is already stored
 	// fails with ErrIdempotent, which makes blind retries safe. uuid.Nil: none.
@@ -35,7 +41,7 @@ func NewEvent(eventType string, data any, tagStrings ...string) (Event, error) {
 	}
 	raw, err := json.Marshal(data)
 	if err != nil {
-		return Event{}, &InvalidEventError{Type: eventType, Reason: "data: " + err.Error()}
+		return Event{}, &InvalidEventError{Type: eventType, Field: "data", Reason: err.Error()}
 	}
 	return Event{Type: eventType, Tags: ts, Data: raw}, nil
 }
@@ -60,48 +66,94 @@ type StoredEvent struct {
 	OccurredAt    time.Time
 }
 
-// InvalidEventError names the event that was refused and why. Nothing of its
-// batch was written.
+// InvalidEventError names the event that was refused, the field and why.
+// Nothing of its batch was written. Error() cuts what it repeats of the
+// input to a few hundred bytes; the fields hold it whole.
 type InvalidEventError struct {
-	Index  int // place in the batch; -1 for the batch as a whole
-	Type   string
+	// Index is the event's place in the batch; -1 for the batch as a whole.
+	Index int
+	// Type is the event's type as given.
+	Type string
+	// Field names what was refused: "type", "size" (the event's bytes, see
+	// Config.MaxEventBytes), "data", "metadata" or "id"; for the batch
+	// (Index -1) "batch".
+	Field string
+	// Reason says what is wrong with it.
 	Reason string
 }
 
 func (e *InvalidEventError) Error() string {
-	if e.Index < 0 {
-		return "pgdcb: invalid batch: " + e.Reason
+	field := ""
+	if e.Field != "" {
+		field = e.Field + ": "
 	}
-	return fmt.Sprintf("pgdcb: invalid event %d (type %q): %s", e.Index, e.Type, e.Reason)
+	if e.Index < 0 {
+		return "pgdcb: invalid batch: " + field + clip.Reason(e.Reason)
+	}
+	return fmt.Sprintf("pgdcb: invalid event %d (type %s): %s%s", e.Index, clip.Quote(e.Type), field, clip.Reason(e.Reason))
 }
 
 // Is makes errors.Is(err, pgdcb.ErrInvalidEvent) true.
 func (e *InvalidEventError) Is(target error) bool { return target == pgdcb.ErrInvalidEvent }
 
+// Size is what an event counts against Config.MaxEventBytes and
+// MaxBatchBytes: the bytes of its type, its tags (each `key=value`), its data
+// and its metadata.
+func (e Event) Size() int {
+	return len(e.Type) + e.Tags.Size() + len(e.Data) + len(e.Metadata)
+}
+
+// validate checks a batch in Go before anything is sent: every string the
+// server would refuse (invalid UTF-8, NUL), every JSON text jsonb would
+// refuse (see package internal/pgjson), the sizes, duplicate event ids.
 func (s *Store) validate(events []Event) error {
 	if len(events) == 0 {
-		return &InvalidEventError{Index: -1, Reason: "no events"}
+		return &InvalidEventError{Index: -1, Field: "batch", Reason: "no events"}
 	}
 	if len(events) > s.cfg.MaxBatchSize {
-		return &InvalidEventError{Index: -1, Reason: fmt.Sprintf("%d events, more than MaxBatchSize %d", len(events), s.cfg.MaxBatchSize)}
+		return &InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf("%d events, more than MaxBatchSize %d", len(events), s.cfg.MaxBatchSize)}
 	}
-	seen := make(map[uuid.UUID]int)
+	// Sizes first: cheap, and a 50 MB payload is refused before it is read.
+	total := 0
 	for i, e := range events {
 		if err := query.ValidateType(e.Type); err != nil {
-			return &InvalidEventError{Index: i, Type: e.Type, Reason: err.Error()}
+			reason := err.Error()
+			if te, ok := err.(*query.InvalidTypeError); ok {
+				reason = te.Reason
+			}
+			return &InvalidEventError{Index: i, Type: e.Type, Field: "type", Reason: reason}
 		}
+		size := e.Size()
+		if size > s.cfg.MaxEventBytes {
+			return &InvalidEventError{Index: i, Type: e.Type, Field: "size", Reason: fmt.Sprintf(
+				"%d bytes (type, tags, data and metadata), more than MaxEventBytes %d", size, s.cfg.MaxEventBytes)}
+		}
+		total += size
+		if total > s.cfg.MaxBatchBytes {
+			return &InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf(
+				"more than MaxBatchBytes %d bytes (type, tags, data and metadata of its events; %d by event %d)",
+				s.cfg.MaxBatchBytes, total, i)}
+		}
+	}
+	var seen map[uuid.UUID]int
+	for i, e := range events {
 		if len(e.Data) == 0 {
-			return &InvalidEventError{Index: i, Type: e.Type, Reason: "data is empty (use {} or null for no payload)"}
+			return &InvalidEventError{Index: i, Type: e.Type, Field: "data", Reason: "empty (use {} or null for no payload)"}
 		}
-		if !json.Valid(e.Data) {
-			return &InvalidEventError{Index: i, Type: e.Type, Reason: "data is not valid JSON"}
+		if err := pgjson.Validate(e.Data); err != nil {
+			return &InvalidEventError{Index: i, Type: e.Type, Field: "data", Reason: "not valid JSON for PostgreSQL's jsonb: " + err.Error()}
 		}
-		if len(e.Metadata) > 0 && !json.Valid(e.Metadata) {
-			return &InvalidEventError{Index: i, Type: e.Type, Reason: "metadata is not valid JSON"}
+		if len(e.Metadata) > 0 {
+			if err := pgjson.Validate(e.Metadata); err != nil {
+				return &InvalidEventError{Index: i, Type: e.Type, Field: "metadata", Reason: "not valid JSON for PostgreSQL's jsonb: " + err.Error()}
+			}
 		}
 		if e.ID != uuid.Nil {
+			if seen == nil {
+				seen = make(map[uuid.UUID]int)
+			}
 			if j, dup := seen[e.ID]; dup {
-				return &InvalidEventError{Index: i, Type: e.Type, Reason: fmt.Sprintf("event id %s repeats event %d of the batch", e.ID, j)}
+				return &InvalidEventError{Index: i, Type: e.Type, Field: "id", Reason: fmt.Sprintf("event id %s repeats event %d of the batch", e.ID, j)}
 			}
 			seen[e.ID] = i
 		}

@@ -39,10 +39,10 @@ func TestBadInputIsRefusedAndNothingWritten(t *testing.T) {
 		{"over max", []eventstore.Event{good, good, good, good}, pgdcb.ErrInvalidEvent, "MaxBatchSize 3"},
 		{"empty type", []eventstore.Event{good, {Type: "", Data: json.RawMessage(`{}`)}}, pgdcb.ErrInvalidEvent, "event 1"},
 		{"long type", []eventstore.Event{{Type: strings.Repeat("t", 65), Data: json.RawMessage(`{}`)}}, pgdcb.ErrInvalidEvent, "longer than 64"},
-		{"data not JSON", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`{nope`)}}, pgdcb.ErrInvalidEvent, `event 1 (type "X"): data is not valid JSON`},
-		{"no data", []eventstore.Event{{Type: "X"}}, pgdcb.ErrInvalidEvent, "data is empty"},
+		{"data not JSON", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`{nope`)}}, pgdcb.ErrInvalidEvent, `event 1 (type "X"): data: not valid JSON`},
+		{"no data", []eventstore.Event{{Type: "X"}}, pgdcb.ErrInvalidEvent, "data: empty"},
 		{"metadata not JSON", []eventstore.Event{{Type: "X", Data: json.RawMessage(`1`), Metadata: json.RawMessage(`[`)}}, pgdcb.ErrInvalidEvent, "metadata"},
-		{"NUL escape jsonb refuses", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`"\u0000"`)}}, pgdcb.ErrInvalidEvent, "unsupported"},
+		{"NUL escape jsonb refuses", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`"\u0000"`)}}, pgdcb.ErrInvalidEvent, `data: not valid JSON for PostgreSQL's jsonb: \u0000 escape`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -103,8 +103,8 @@ func TestAppendOutcomeUnknownWhenBackendTerminated(t *testing.T) {
 	for {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
-			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%append_events%'
-			  AND pid <> pg_backend_pid()`).Scan(&n))
+			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.append_events%'
+			  AND pid <> pg_backend_pid()`, s.QuotedSchema()).Scan(&n))
 		if n > 0 {
 			break
 		}

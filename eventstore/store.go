@@ -16,21 +16,36 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
-// Config configures a Store. The zero value (or nil) means every default.
+// Config configures a Store. The zero value (or nil) means every default: in
+// every numeric field 0 means the default; New refuses negative values with
+// a *pgdcb.InvalidArgumentError.
 type Config struct {
 	// Schema holds the store's tables; a plain lower-case identifier.
 	// Default "pgdcb". Apply the schema with sql.Migrate first.
 	Schema string
-	// MaxBatchSize is the most events one append may carry. Default 1000.
+	// MaxBatchSize is the most events one append may carry. 0: the default,
+	// 1000.
 	MaxBatchSize int
 	// MaxLockKeys is the most advisory lock keys one append takes; an append
 	// that needs more takes the global key in exclusive mode instead (it then
 	// waits for, and blocks, every other append: keep such batches rare).
-	// Bounds the server's shared lock table. Default 128.
+	// Bounds the server's shared lock table. 0: the default, 128.
 	MaxLockKeys int
+	// MaxEventBytes is the most bytes one event may take: its type, its tags
+	// (each `key=value`), its data and its metadata (see Event.Size). An
+	// append with a larger event is refused before anything is sent. 0: the
+	// default, 1 MiB; at most MaxBytesLimit.
+	MaxEventBytes int
+	// MaxBatchBytes is the most bytes one append may carry, summed over its
+	// events as for MaxEventBytes; checked before anything is sent. 0: the
+	// default, 16 MiB (or MaxEventBytes when that is larger); at most
+	// MaxBytesLimit.
+	MaxBatchBytes int
 	// NotifyDisabled turns off the NOTIFY sent after an append commits (for
 	// example behind PgBouncer in transaction mode, where LISTEN cannot work;
 	// tailing readers then poll). Default false: appends notify (see Notify).
@@ -39,10 +54,16 @@ type Config struct {
 	Logger *slog.Logger
 }
 
-// Defaults of Config.
+// Defaults and bounds of Config.
 const (
-	DefaultMaxBatchSize = 1000
-	DefaultMaxLockKeys  = 128
+	DefaultMaxBatchSize  = 1000
+	DefaultMaxLockKeys   = 128
+	DefaultMaxEventBytes = 1 << 20
+	DefaultMaxBatchBytes = 16 << 20
+	// MaxBytesLimit bounds MaxEventBytes and MaxBatchBytes: 256 MiB, the
+	// size at which PostgreSQL refuses a jsonb value (54000) in any case; a
+	// batch is held in memory several times over on its way to the server.
+	MaxBytesLimit = 256 << 20
 )
 
 // Store is a DCB event store in one PostgreSQL schema.
@@ -55,6 +76,7 @@ type Store struct {
 
 	notifyPending atomic.Bool
 	notifyRunning atomic.Bool
+
 }
 
 // New returns a Store over the pool. It does not touch the database; call
@@ -68,14 +90,37 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if cfg != nil {
 		c = *cfg
 	}
+	if err := cfgcheck.NonNegative(
+		cfgcheck.Int("MaxBatchSize", c.MaxBatchSize, DefaultMaxBatchSize),
+		cfgcheck.Int("MaxLockKeys", c.MaxLockKeys, DefaultMaxLockKeys),
+		cfgcheck.Int("MaxEventBytes", c.MaxEventBytes, DefaultMaxEventBytes),
+		cfgcheck.Int("MaxBatchBytes", c.MaxBatchBytes, DefaultMaxBatchBytes),
+	); err != nil {
+		return nil, err
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"MaxEventBytes", c.MaxEventBytes}, {"MaxBatchBytes", c.MaxBatchBytes}} {
+		if f.v > MaxBytesLimit {
+			return nil, &pgdcb.InvalidArgumentError{Name: "Config." + f.name,
+				Reason: fmt.Sprintf("must be at most MaxBytesLimit %d (got %d)", MaxBytesLimit, f.v)}
+		}
+	}
 	if c.Schema == "" {
 		c.Schema = pgdcbsql.DefaultSchema
 	}
-	if c.MaxBatchSize <= 0 {
+	if c.MaxBatchSize == 0 {
 		c.MaxBatchSize = DefaultMaxBatchSize
 	}
-	if c.MaxLockKeys <= 0 {
+	if c.MaxLockKeys == 0 {
 		c.MaxLockKeys = DefaultMaxLockKeys
+	}
+	if c.MaxEventBytes == 0 {
+		c.MaxEventBytes = DefaultMaxEventBytes
+	}
+	if c.MaxBatchBytes == 0 {
+		c.MaxBatchBytes = max(DefaultMaxBatchBytes, c.MaxEventBytes)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -88,6 +133,9 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	s.sql = newStatements(q)
 	return s, nil
 }
+
+// Config returns the store's configuration with every default filled in.
+func (s *Store) Config() Config { return s.cfg }
 
 // NotifyChannel is the LISTEN channel appends to the schema notify on.
 func NotifyChannel(schema string) string { return "pgdcb_events_" + schema }

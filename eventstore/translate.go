@@ -4,12 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/internal/clip"
 )
 
 // translate is the one place where server errors become pgdcb errors.
@@ -37,23 +37,10 @@ func translate(op string, err error) error {
 		// Input is checked before it is sent (see Store.validate); this is the
 		// fallback for what the server refuses all the same.
 		if op == "append" {
-			return &InvalidEventError{Index: -1, Reason: "refused by the server: " + truncateForError(pgErr.Message)}
+			return &InvalidEventError{Index: -1, Reason: "refused by the server: " + clip.String(pgErr.Message)}
 		}
 	case "42883", "42P01", "3F000": // undefined function / table / schema
 		return fmt.Errorf("%w: %s", pgdcb.ErrNotMigrated, pgErr.Message)
 	}
 	return err
-}
-
-// truncateForError bounds server text repeated in an error.
-func truncateForError(msg string) string {
-	const max = 200
-	if len(msg) <= max {
-		return msg
-	}
-	cut := max
-	for cut > 0 && !utf8.RuneStart(msg[cut]) {
-		cut--
-	}
-	return msg[:cut] + "…"
 }

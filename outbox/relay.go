@@ -12,6 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -55,32 +57,38 @@ func (f PublisherFunc) Publish(ctx context.Context, msgs []Message) error { retu
 const (
 	DefaultBatchSize      = 100
 	DefaultPublishTimeout = 30 * time.Second
+	// RetryForever, as Config.MaxAttempts, makes the relay retry a failing
+	// delivery for ever: it never becomes FAILED.
+	RetryForever = projection.RetryForever
 )
 
-// Config configures a Relay. nil or the zero value means every default.
+// Config configures a Relay. nil or the zero value means every default: in
+// every numeric and duration field 0 means the default; New refuses negative
+// values with a *pgdcb.InvalidArgumentError.
 type Config struct {
-	// BatchSize is the most messages per Publish call. Default 100.
+	// BatchSize is the most messages per Publish call. 0: the default, 100.
 	BatchSize int
 	// PublishTimeout bounds one Publish call (a timeout counts as a failed
-	// attempt). Default 30s.
+	// attempt). 0: the default, 30s.
 	PublishTimeout time.Duration
-	// PollInterval: see projection.Config. Default 1s.
+	// PollInterval: see projection.Config. 0: the default, 1s.
 	PollInterval time.Duration
 	// NotifyDisabled: polling only. Default false.
 	NotifyDisabled bool
-	// ElectionInterval: see projection.Config. Default 1s.
+	// ElectionInterval: see projection.Config. 0: the default, 1s.
 	ElectionInterval time.Duration
 	// HeartbeatInterval: how often heartbeat_at is written while running.
-	// Default 5s.
+	// 0: the default, 5s.
 	HeartbeatInterval time.Duration
 	// RetryMin and RetryMax bound the backoff between failed attempts.
-	// Defaults 100ms and 30s.
+	// 0: the defaults, 100ms and 30s.
 	RetryMin, RetryMax time.Duration
 	// MaxAttempts consecutive failed deliveries make the relay FAILED; it then
-	// waits for Resume and continues from the same checkpoint. Default 10;
-	// negative: retry for ever.
+	// waits for Resume and continues from the same checkpoint. 0: the
+	// default, 10. RetryForever: retry for ever, never FAILED.
 	MaxAttempts int
-	// Identity names this process in the checkpoint. Default "<hostname>/<pid>".
+	// Identity names this process in the checkpoint: UTF-8 without NUL.
+	// Default "<hostname>/<pid>".
 	Identity string
 	// Metrics records batches, errors, lag and leadership. Default none.
 	Metrics *subscription.Metrics
@@ -106,16 +114,17 @@ func CheckpointName(topic, publisherName string) string {
 
 // New returns a relay of topic through pub; publisherName tells apart several
 // publishers of one topic (each has its own checkpoint). It fails with
-// ErrInvalidTopic on a bad name or query.
+// ErrInvalidTopic on a bad name or query, and with a
+// *pgdcb.InvalidArgumentError naming a Config field out of range.
 func New(store *eventstore.Store, topic Topic, publisherName string, pub Publisher, cfg *Config) (*Relay, error) {
 	if store == nil || pub == nil {
 		return nil, errors.New("pgdcb: outbox.New: nil store or publisher")
 	}
 	if !nameRE.MatchString(topic.Name) {
-		return nil, fmt.Errorf("%w: topic name %q must be 1..64 characters of [a-z0-9_-]", ErrInvalidTopic, topic.Name)
+		return nil, fmt.Errorf("%w: topic name %s must be 1..64 characters of [a-z0-9_-]", ErrInvalidTopic, clip.Quote(topic.Name))
 	}
 	if !nameRE.MatchString(publisherName) {
-		return nil, fmt.Errorf("%w: publisher name %q must be 1..64 characters of [a-z0-9_-]", ErrInvalidTopic, publisherName)
+		return nil, fmt.Errorf("%w: publisher name %s must be 1..64 characters of [a-z0-9_-]", ErrInvalidTopic, clip.Quote(publisherName))
 	}
 	if topic.Query.IsEmpty() {
 		return nil, fmt.Errorf("%w: topic %q has an empty query", ErrInvalidTopic, topic.Name)
@@ -127,10 +136,17 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 	if cfg != nil {
 		c = *cfg
 	}
-	if c.BatchSize <= 0 {
+	// The fields passed on are checked by projection.New, under the same names.
+	if err := cfgcheck.NonNegative(
+		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
+		cfgcheck.Duration("PublishTimeout", c.PublishTimeout, DefaultPublishTimeout),
+	); err != nil {
+		return nil, fmt.Errorf("pgdcb: outbox.New: %w", err)
+	}
+	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
 	}
-	if c.PublishTimeout <= 0 {
+	if c.PublishTimeout == 0 {
 		c.PublishTimeout = DefaultPublishTimeout
 	}
 	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub}

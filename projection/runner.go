@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"log/slog"
+	"math"
 	"os"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -32,6 +34,9 @@ const (
 	DefaultRetryMin          = 100 * time.Millisecond
 	DefaultRetryMax          = 30 * time.Second
 	DefaultMaxAttempts       = 10
+	// RetryForever, as Config.MaxAttempts, makes a projection retry a failing
+	// batch for ever: it never becomes FAILED.
+	RetryForever = math.MaxInt
 )
 
 // ErrInvalidName: a projection name is empty, longer than 200 bytes, not
@@ -45,29 +50,35 @@ var ErrInvalidName = errors.New("pgdcb: projection: invalid name")
 // or roll back tx.
 type Handler func(ctx context.Context, tx pgx.Tx, events []eventstore.StoredEvent) error
 
-// Config configures a Runner. nil or the zero value means every default.
+// Config configures a Runner. nil or the zero value means every default: in
+// every numeric and duration field 0 means the default; New refuses negative
+// values with a *pgdcb.InvalidArgumentError.
 type Config struct {
-	// BatchSize is the most events per batch (and per transaction). Default 500.
+	// BatchSize is the most events per batch (and per transaction). 0: the
+	// default, 500.
 	BatchSize int
 	// PollInterval is how often the log is read when no notification came
-	// (and how quickly PAUSED/FAILED → ACTIVE is noticed). Default 1s.
+	// (and how quickly PAUSED/FAILED → ACTIVE is noticed). 0: the default, 1s.
 	PollInterval time.Duration
 	// NotifyDisabled turns LISTEN off: polling only. Default false.
 	NotifyDisabled bool
 	// ElectionInterval is how often a standby runner tries to become leader:
-	// the most a takeover waits after the leader's connection died. Default 1s.
+	// the most a takeover waits after the leader's connection died. 0: the
+	// default, 1s.
 	ElectionInterval time.Duration
 	// HeartbeatInterval is how often the leader writes heartbeat_at (and an
-	// idle checkpoint move). Default 5s.
+	// idle checkpoint move). 0: the default, 5s.
 	HeartbeatInterval time.Duration
 	// RetryMin and RetryMax bound the capped exponential backoff after a
-	// failed batch. Defaults 100ms and 30s.
+	// failed batch. 0: the defaults, 100ms and 30s (a RetryMax below
+	// RetryMin is raised to it).
 	RetryMin, RetryMax time.Duration
 	// MaxAttempts is how many consecutive failures make the projection
-	// FAILED (it then waits for Resume). Default 10; negative: never FAILED.
+	// FAILED (it then waits for Resume). 0: the default, 10. RetryForever:
+	// never FAILED, retry for ever.
 	MaxAttempts int
-	// Identity names this process in the checkpoint's leader column. Default
-	// "<hostname>/<pid>".
+	// Identity names this process in the checkpoint's leader column: UTF-8
+	// without NUL. Default "<hostname>/<pid>".
 	Identity string
 	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
 	Reset ResetFunc
@@ -75,6 +86,29 @@ type Config struct {
 	Metrics *subscription.Metrics
 	// Logger receives debug logs. Default: none.
 	Logger *slog.Logger
+}
+
+// validate refuses negative numbers and durations, and an Identity the
+// server cannot store.
+func (c *Config) validate() error {
+	if c == nil {
+		return nil
+	}
+	if err := cfgcheck.NonNegative(
+		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
+		cfgcheck.Duration("PollInterval", c.PollInterval, subscription.DefaultPollInterval),
+		cfgcheck.Duration("ElectionInterval", c.ElectionInterval, DefaultElectionInterval),
+		cfgcheck.Duration("HeartbeatInterval", c.HeartbeatInterval, DefaultHeartbeatInterval),
+		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
+		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts).Note("RetryForever never gives up"),
+	); err != nil {
+		return err
+	}
+	if !utf8.ValidString(c.Identity) || strings.IndexByte(c.Identity, 0) >= 0 {
+		return &pgdcb.InvalidArgumentError{Name: "Config.Identity", Reason: "must be UTF-8 without NUL"}
+	}
+	return nil
 }
 
 func (c *Config) withDefaults() Config {
@@ -103,8 +137,11 @@ func (c *Config) withDefaults() Config {
 	if o.RetryMax < o.RetryMin {
 		o.RetryMax = o.RetryMin
 	}
-	if o.MaxAttempts == 0 {
+	switch {
+	case o.MaxAttempts == 0:
 		o.MaxAttempts = DefaultMaxAttempts
+	case o.MaxAttempts > math.MaxInt32:
+		o.MaxAttempts = -1 // RetryForever: recordFailure never marks FAILED
 	}
 	if o.Identity == "" {
 		host, _ := os.Hostname()
@@ -132,7 +169,8 @@ type Runner struct {
 }
 
 // New returns a Runner of the projection name over the events matching q.
-// It fails with ErrInvalidName or an error matching pgdcb.ErrInvalidQuery.
+// It fails with ErrInvalidName, an error matching pgdcb.ErrInvalidQuery, or a
+// *pgdcb.InvalidArgumentError naming a Config field out of range.
 func New(store *eventstore.Store, name string, q query.Query, h Handler, cfg *Config) (*Runner, error) {
 	if store == nil {
 		return nil, errors.New("pgdcb: projection.New: nil store")
@@ -147,6 +185,9 @@ func New(store *eventstore.Store, name string, q query.Query, h Handler, cfg *Co
 		return nil, fmt.Errorf("pgdcb: projection.New %q: %w: the query is empty (it matches nothing)", name, pgdcb.ErrInvalidQuery)
 	}
 	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgdcb: projection.New %q: %w", name, err)
+	}
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("pgdcb: projection.New %q: %w", name, err)
 	}
 	r := &Runner{store: store, name: name, q: q, h: h, cfg: cfg.withDefaults()}

@@ -8,12 +8,13 @@
 package query
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
@@ -23,7 +24,9 @@ const MaxTypeLen = 64
 // ErrInvalidQuery is matched by every *InvalidQueryError.
 var ErrInvalidQuery = pgdcb.ErrInvalidQuery
 
-// InvalidQueryError says which item of a query is invalid and why.
+// InvalidQueryError says which item of a query is invalid and why. Error()
+// cuts what it repeats of the input to a few hundred bytes; the fields hold
+// it whole.
 type InvalidQueryError struct {
 	Item   int // index of the offending item, -1 for the query as a whole
 	Reason string
@@ -31,9 +34,9 @@ type InvalidQueryError struct {
 
 func (e *InvalidQueryError) Error() string {
 	if e.Item < 0 {
-		return "pgdcb: invalid query: " + e.Reason
+		return "pgdcb: invalid query: " + clip.Reason(e.Reason)
 	}
-	return fmt.Sprintf("pgdcb: invalid query: item %d: %s", e.Item, e.Reason)
+	return fmt.Sprintf("pgdcb: invalid query: item %d: %s", e.Item, clip.Reason(e.Reason))
 }
 
 // Is makes errors.Is(err, ErrInvalidQuery) true.
@@ -106,17 +109,37 @@ func (q Query) Validate() error {
 	return nil
 }
 
-// ValidateType checks an event type: 1..MaxTypeLen bytes of valid text.
+// ValidateType checks an event type: 1..MaxTypeLen bytes of valid UTF-8
+// without NUL. It returns nil or an *InvalidTypeError.
 func ValidateType(t string) error {
+	var reason string
 	switch {
 	case t == "":
-		return errors.New("empty event type")
+		reason = "empty"
 	case len(t) > MaxTypeLen:
-		return fmt.Errorf("event type %q longer than %d bytes", t, MaxTypeLen)
+		reason = fmt.Sprintf("longer than %d bytes", MaxTypeLen)
+	case !utf8.ValidString(t):
+		reason = "not valid UTF-8"
 	case strings.IndexByte(t, 0) >= 0:
-		return fmt.Errorf("event type %q contains NUL", t)
+		reason = "contains NUL"
+	default:
+		return nil
 	}
-	return nil
+	return &InvalidTypeError{Type: t, Reason: reason}
+}
+
+// InvalidTypeError says why an event type was refused. Error() quotes the
+// type cut to a few hundred bytes; Type holds it whole.
+type InvalidTypeError struct {
+	Type   string
+	Reason string // "empty", "longer than 64 bytes", "not valid UTF-8", "contains NUL"
+}
+
+func (e *InvalidTypeError) Error() string {
+	if e.Type == "" {
+		return "empty event type"
+	}
+	return "event type " + clip.Quote(e.Type) + " " + e.Reason
 }
 
 // Matches reports whether an event of the given type and tags matches the item.
@@ -137,7 +160,9 @@ func (q Query) Matches(eventType string, eventTags tags.Set) bool {
 	return false
 }
 
-// String renders the query for logs and errors.
+// String renders the whole query, for logs and errors: for a large query it
+// is large (errors of this library that repeat it cut it to a few hundred
+// bytes).
 func (q Query) String() string {
 	if len(q.items) == 0 {
 		return "none"

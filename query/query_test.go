@@ -46,3 +46,22 @@ func TestValidateNamesItem(t *testing.T) {
 	require.Contains(t, err.Error(), "item 1")
 	require.ErrorIs(t, query.New(query.Item{Types: []string{""}}).Validate(), pgdcb.ErrInvalidQuery)
 }
+
+// Types are 1..64 bytes of UTF-8 without NUL; errors quote at most a few
+// hundred bytes of them.
+func TestValidateType(t *testing.T) {
+	require.NoError(t, query.ValidateType("Opened"))
+	for _, bad := range []string{"", strings.Repeat("t", 65), "Bad\xff", "Bad\x00"} {
+		err := query.ValidateType(bad)
+		var te *query.InvalidTypeError
+		require.ErrorAs(t, err, &te, bad)
+		require.Equal(t, bad, te.Type)
+		require.ErrorIs(t, query.New(query.Item{Types: []string{bad}}).Validate(), pgdcb.ErrInvalidQuery)
+	}
+	require.EqualError(t, query.ValidateType("Bad\xff"), `event type "Bad\xff" not valid UTF-8`)
+	long := strings.Repeat("é", 1<<19)
+	err := query.New(query.Item{Types: []string{long}}).Validate()
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	require.Less(t, len(err.Error()), 1024)
+	require.Contains(t, err.Error(), "(1048576 bytes)")
+}

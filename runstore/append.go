@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/pgdcb/pgdcb/appendif"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -26,11 +28,18 @@ import (
 //     no event of the run appeared that the decision did not see; otherwise
 //     the store reads the run's last runSeq again and retries.
 //
+// An append whose outcome is unknown (the connection was lost around its
+// commit, see pgdcb.ErrOutcomeUnknown) is retried with the same runSeq: the
+// idempotency query tells whether it committed, and the event is stored once.
+// If the retries cannot reach the server before ctx ends (or after
+// MaxAppendAttempts), the error matches pgdcb.ErrOutcomeUnknown; calling
+// AppendEvent again with the same event settles it.
+//
 // The decision is the process's hint for the run (its own last append), so a
 // single writer per run pays one round trip; for a run it has not seen (or a
 // stale hint) a read of the run's last runSeq costs one more.
 func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (AppendResult, error) {
-	ev, ts, err := prepare(ev)
+	ev, ts, err := s.prepare(ev)
 	if err != nil {
 		return AppendResult{}, err
 	}
@@ -60,6 +69,9 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 		}
 		after = &c
 	}
+	// uncertain is the first attempt whose outcome was unknown
+	// (pgdcb.ErrOutcomeUnknown): the idempotency query settles it on retry.
+	var uncertain error
 	for attempt := 1; ; attempt++ {
 		ev.RunSeq = last + 1
 		data, err := json.Marshal(ev)
@@ -92,8 +104,33 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 				// Deleted by retention between the check and this read.
 				return AppendResult{}, fmt.Errorf("runstore: duplicate of an event deleted meanwhile: %w", err)
 			}
+			if uncertain != nil {
+				// This call's own earlier attempt committed (or a duplicate
+				// racing it did): either way the event is stored once.
+				s.metrics.appends.WithLabelValues("persisted").Inc()
+				return AppendResult{RunSeq: seq, Persisted: true}, nil
+			}
 			s.metrics.appends.WithLabelValues("idempotent").Inc()
 			return AppendResult{RunSeq: seq, Idempotent: true}, nil
+		case errors.Is(err, pgdcb.ErrOutcomeUnknown) || (uncertain != nil && !errors.Is(err, pgdcb.ErrConditionFailed)):
+			// The append may have committed: retry the same runSeq after the
+			// same cursor; the idempotency query answers whether it did. A
+			// retry that cannot reach the server leaves the outcome unknown.
+			if uncertain == nil {
+				uncertain = err
+			}
+			s.cache.drop(ev.RunID)
+			s.metrics.retries.Inc()
+			if attempt >= s.cfg.MaxAppendAttempts || ctx.Err() != nil {
+				return AppendResult{}, &pgdcb.OutcomeUnknownError{
+					Op:  fmt.Sprintf("runstore: append to run %q (idempotency key %q) after %d attempts", ev.RunID, ev.IdempotencyKey, attempt),
+					Err: uncertain}
+			}
+			if serr := retry.Sleep(ctx, retry.Delay(attempt, time.Millisecond, 100*time.Millisecond)); serr != nil {
+				return AppendResult{}, &pgdcb.OutcomeUnknownError{
+					Op:  fmt.Sprintf("runstore: append to run %q (idempotency key %q) after %d attempts", ev.RunID, ev.IdempotencyKey, attempt),
+					Err: uncertain}
+			}
 		case errors.Is(err, pgdcb.ErrConditionFailed):
 			s.cache.drop(ev.RunID)
 			s.metrics.retries.Inc()

@@ -3,6 +3,8 @@ package runstore
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pgdcb/pgdcb/internal/clip"
 )
 
 // Sentinel errors of the package; typed errors match them through errors.Is.
@@ -18,20 +20,30 @@ var (
 )
 
 // ValidationError names the field that was refused and why. It matches
-// ErrInvalidInput with errors.Is.
+// ErrInvalidInput with errors.Is. Every input error of the package's calls is
+// one; Error() cuts what it repeats of the input to a few hundred bytes.
 type ValidationError struct {
-	// Field is the contract's field name: "runId", "eventType", "limit", ….
+	// Field is the contract's field name: "runId", "eventType", "limit", …;
+	// "Config.<Name>" for a field of Config, "eventstore" or "w" for New's
+	// and ExportRun's arguments.
 	Field string
 	// Reason says what is wrong with it.
 	Reason string
+	// Err is the underlying error, if any: for a Config field, a
+	// *pgdcb.InvalidArgumentError (so the error matches
+	// pgdcb.ErrInvalidArgument too).
+	Err error
 }
 
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("runstore: invalid %s: %s", e.Field, e.Reason)
+	return fmt.Sprintf("runstore: invalid %s: %s", e.Field, clip.Reason(e.Reason))
 }
 
 // Is makes errors.Is(err, ErrInvalidInput) true.
 func (e *ValidationError) Is(target error) bool { return target == ErrInvalidInput }
+
+// Unwrap returns Err.
+func (e *ValidationError) Unwrap() error { return e.Err }
 
 func invalid(field, format string, a ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, a...)}

@@ -23,8 +23,8 @@ type seqCache struct {
 	runs map[string]seqHint
 }
 
-func newSeqCache(size int) *seqCache {
-	if size < 0 {
+func newSeqCache(size int, disabled bool) *seqCache {
+	if disabled {
 		return nil
 	}
 	return &seqCache{max: size, runs: make(map[string]seqHint)}

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 )
 
 // StateStore is the State Store contract (contracts/state-store, v1.0).
@@ -60,29 +62,38 @@ const (
 	LagTarget = time.Second
 )
 
-// Config configures a Store. nil or the zero value means every default.
+// Config configures a Store. nil or the zero value means every default: in
+// every numeric and duration field 0 means the default; New refuses negative
+// values (a *ValidationError naming "Config.<Field>" that wraps a
+// *pgdcb.InvalidArgumentError).
 type Config struct {
 	// Reducer folds run events into snapshots, for the projector and for
 	// ProjectSnapshot. Default DefaultReducer.
 	Reducer Reducer
-	// MaxFetchLimit is the largest FetchOptions.Limit accepted. Default 10000.
+	// MaxFetchLimit is the largest FetchOptions.Limit accepted. 0: the
+	// default, 10000.
 	MaxFetchLimit int
 	// SeqCacheSize is how many runs' last (runSeq, log point) the store
 	// remembers, so that an append to a run this process wrote last costs one
-	// round trip. Default 10000; negative disables the cache.
+	// round trip. 0: the default, 10000. To run without the cache, set
+	// SeqCacheDisabled.
 	SeqCacheSize int
+	// SeqCacheDisabled turns the runSeq cache off: every append to a run
+	// reads its last runSeq first (one more round trip). Default false.
+	SeqCacheDisabled bool
 	// MaxAppendAttempts bounds the retries of one AppendEvent that keeps losing
 	// the race for the next runSeq to other writers of the same run; the last
-	// failure is returned (matching pgdcb.ErrConditionFailed). Default 1000.
+	// failure is returned (matching pgdcb.ErrConditionFailed). 0: the
+	// default, 1000.
 	MaxAppendAttempts int
-	// ProjectorName is the snapshot projector's row in the checkpoints table.
-	// Default "runstore.snapshots".
+	// ProjectorName is the snapshot projector's row in the checkpoints table:
+	// UTF-8 without NUL. Default "runstore.snapshots".
 	ProjectorName string
 	// ProjectorBatch is how many log events the projector reads per
-	// transaction. Default 1000.
+	// transaction. 0: the default, 1000.
 	ProjectorBatch int
 	// PollInterval is how long the projector's Run waits for a notification
-	// before it polls again. Default 100ms.
+	// before it polls again. 0: the default, 100ms.
 	PollInterval time.Duration
 	// Logger receives debug logs. Default: none.
 	Logger *slog.Logger
@@ -115,25 +126,39 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	if cfg != nil {
 		c = *cfg
 	}
+	if err := cfgcheck.NonNegative(
+		cfgcheck.Int("MaxFetchLimit", c.MaxFetchLimit, DefaultMaxFetchLimit),
+		cfgcheck.Int("SeqCacheSize", c.SeqCacheSize, DefaultSeqCacheSize).Note("set SeqCacheDisabled to run without the cache"),
+		cfgcheck.Int("MaxAppendAttempts", c.MaxAppendAttempts, DefaultMaxAppendAttempts),
+		cfgcheck.Int("ProjectorBatch", c.ProjectorBatch, DefaultProjectorBatch),
+		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
+	); err != nil {
+		ia := err.(*pgdcb.InvalidArgumentError)
+		return nil, &ValidationError{Field: ia.Name, Reason: ia.Reason, Err: ia}
+	}
+	if err := checkText(c.ProjectorName); err != nil {
+		ia := &pgdcb.InvalidArgumentError{Name: "Config.ProjectorName", Reason: err.Error()}
+		return nil, &ValidationError{Field: ia.Name, Reason: ia.Reason, Err: ia}
+	}
 	if c.Reducer == nil {
 		c.Reducer = DefaultReducer
 	}
-	if c.MaxFetchLimit <= 0 {
+	if c.MaxFetchLimit == 0 {
 		c.MaxFetchLimit = DefaultMaxFetchLimit
 	}
 	if c.SeqCacheSize == 0 {
 		c.SeqCacheSize = DefaultSeqCacheSize
 	}
-	if c.MaxAppendAttempts <= 0 {
+	if c.MaxAppendAttempts == 0 {
 		c.MaxAppendAttempts = DefaultMaxAppendAttempts
 	}
 	if c.ProjectorName == "" {
 		c.ProjectorName = DefaultProjectorName
 	}
-	if c.ProjectorBatch <= 0 {
+	if c.ProjectorBatch == 0 {
 		c.ProjectorBatch = DefaultProjectorBatch
 	}
-	if c.PollInterval <= 0 {
+	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
 	}
 	log := c.Logger
@@ -144,7 +169,7 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 		es:      es,
 		cfg:     c,
 		sql:     newStatements(es.QuotedSchema()),
-		cache:   newSeqCache(c.SeqCacheSize),
+		cache:   newSeqCache(c.SeqCacheSize, c.SeqCacheDisabled),
 		metrics: newMetrics(),
 		log:     log,
 	}

@@ -15,7 +15,7 @@ func TestConformance(t *testing.T) {
 // Without the runSeq hint cache every append takes the fallback read.
 func TestConformanceNoCache(t *testing.T) {
 	conformance.RunWithOptions(t, func(t *testing.T) runstore.StateStore {
-		return newStore(t, &runstore.Config{SeqCacheSize: -1})
+		return newStore(t, &runstore.Config{SeqCacheDisabled: true})
 	}, &conformance.Options{Rounds: 1})
 }
 

@@ -2,10 +2,15 @@ package runstore
 
 import (
 	"encoding/json"
+	"math"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
+	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -16,6 +21,60 @@ const (
 	TagStepID         = "step_id"
 	TagIdempotencyKey = "idempotency_key"
 )
+
+// prepare is the package-level prepare plus the size check against the event
+// store's MaxEventBytes: every input the event store would refuse is refused
+// here first, as a *ValidationError naming the contract's field.
+func (s *Store) prepare(ev CanonicalEngineEvent) (CanonicalEngineEvent, tags.Set, error) {
+	ev, ts, err := prepare(ev)
+	if err != nil {
+		return ev, ts, err
+	}
+	if err := checkSize(ev, ts, s.es.Config().MaxEventBytes); err != nil {
+		return ev, tags.Set{}, err
+	}
+	return ev, ts, nil
+}
+
+// checkSize refuses an event whose stored form (the event as JSON, with the
+// largest runSeq, plus its type, tags and the marker) would exceed the event
+// store's MaxEventBytes, naming its largest field. It encodes the event only
+// when a bound without encoding does not settle it.
+func checkSize(ev CanonicalEngineEvent, ts tags.Set, limit int) error {
+	fixed := len(ev.EventType) + ts.Size() + len(marker)
+	// JSON escapes a byte of a string into at most 6 bytes; RawMessages are
+	// compacted, never grown; the names and punctuation of the 15 fields and
+	// a 19-digit runSeq take less than 512 bytes.
+	strs := len(ev.RunID) + len(ev.EventID) + len(ev.StepID) + len(ev.EngineAttemptID) +
+		len(ev.LogicalAttemptID) + len(ev.EventType) + len(ev.IdempotencyKey) + len(ev.EmittedAt) +
+		len(ev.AdapterVersion) + len(ev.CausedBySignalID) + len(ev.ParentEventID)
+	if fixed+6*strs+len(ev.EventData)+len(ev.EngineRunRef)+512 <= limit {
+		return nil
+	}
+	ev.RunSeq = math.MaxInt64
+	data, err := json.Marshal(ev)
+	if err != nil {
+		return invalid("eventData", "cannot be encoded: %v", err)
+	}
+	size := fixed + len(data)
+	if size <= limit {
+		return nil
+	}
+	field, n := "eventData", len(ev.EventData)
+	for _, f := range []struct {
+		name string
+		n    int
+	}{
+		{"engineRunRef", len(ev.EngineRunRef)}, {"engineAttemptId", len(ev.EngineAttemptID)},
+		{"logicalAttemptId", len(ev.LogicalAttemptID)}, {"adapterVersion", len(ev.AdapterVersion)},
+	} {
+		if f.n > n {
+			field, n = f.name, f.n
+		}
+	}
+	return invalid(field, "the event takes %d bytes stored (%s %d), more than the event store's MaxEventBytes %d",
+		size, field, n, limit)
+}
 
 // prepare validates ev and returns its normalised copy and its tags. Nothing
 // is written when it fails.
@@ -64,19 +123,30 @@ func prepare(ev CanonicalEngineEvent) (CanonicalEngineEvent, tags.Set, error) {
 			return ev, tags.Set{}, invalid("parentEventId", "%v", err)
 		}
 	}
+	for _, f := range []struct{ name, v string }{
+		{"engineAttemptId", ev.EngineAttemptID},
+		{"logicalAttemptId", ev.LogicalAttemptID},
+		{"adapterVersion", ev.AdapterVersion},
+	} {
+		if err := checkText(f.v); err != nil {
+			return ev, tags.Set{}, invalid(f.name, "%v", err)
+		}
+	}
 	if len(ev.EventData) == 0 {
 		ev.EventData = json.RawMessage("null")
-	} else if !json.Valid(ev.EventData) {
-		return ev, tags.Set{}, invalid("eventData", "not valid JSON")
+	} else if err := pgjson.Validate(ev.EventData); err != nil {
+		return ev, tags.Set{}, invalid("eventData", "not valid JSON for PostgreSQL's jsonb: %v", err)
 	}
-	if len(ev.EngineRunRef) > 0 && !json.Valid(ev.EngineRunRef) {
-		return ev, tags.Set{}, invalid("engineRunRef", "not valid JSON")
+	if len(ev.EngineRunRef) > 0 {
+		if err := pgjson.Validate(ev.EngineRunRef); err != nil {
+			return ev, tags.Set{}, invalid("engineRunRef", "not valid JSON for PostgreSQL's jsonb: %v", err)
+		}
 	}
 	if ev.EmittedAt == "" {
 		return ev, tags.Set{}, invalid("emittedAt", "missing")
 	}
 	if _, err := parseTime(ev.EmittedAt); err != nil {
-		return ev, tags.Set{}, invalid("emittedAt", "not an ISO 8601 (RFC 3339) timestamp: %q", ev.EmittedAt)
+		return ev, tags.Set{}, invalid("emittedAt", "not an ISO 8601 (RFC 3339) timestamp: %s", clip.Quote(ev.EmittedAt))
 	}
 	set, err := tags.NewSet(ts...)
 	if err != nil {
@@ -100,12 +170,23 @@ func checkUUID(s string) error {
 
 type uuidError struct{ s string }
 
-func (e *uuidError) Error() string { return "not a UUID: " + quote(e.s) }
+func (e *uuidError) Error() string { return "not a UUID: " + clip.Quote(e.s) }
 
-func quote(s string) string {
-	b, _ := json.Marshal(s)
-	return string(b)
+// checkText refuses what JSON encoding would silently change (invalid UTF-8
+// becomes U+FFFD) or what jsonb cannot store (NUL, encoded as \u0000).
+func checkText(s string) error {
+	switch {
+	case !utf8.ValidString(s):
+		return &textError{s, "is not valid UTF-8"}
+	case strings.IndexByte(s, 0) >= 0:
+		return &textError{s, "contains NUL"}
+	}
+	return nil
 }
+
+type textError struct{ s, reason string }
+
+func (e *textError) Error() string { return clip.Quote(e.s) + " " + e.reason }
 
 // parseTime parses the RFC 3339 profile of ISO 8601, with or without
 // fractional seconds.

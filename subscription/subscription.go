@@ -10,6 +10,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -23,27 +24,44 @@ const (
 	DefaultName         = "subscription"
 )
 
-// Config configures a Subscription. nil or the zero value means every default.
+// Config configures a Subscription. nil or the zero value means every default:
+// in every numeric and duration field 0 means the default; New refuses
+// negative values with a *pgdcb.InvalidArgumentError.
 type Config struct {
 	// Name labels the subscription in logs and metrics. Default "subscription".
 	Name string
-	// BatchSize is the most events handed to the handler at once. Default 1000.
+	// BatchSize is the most events handed to the handler at once. 0: the
+	// default, 1000.
 	BatchSize int
 	// PollInterval is how often the log is read when no notification came.
-	// Polling alone is enough; NOTIFY only makes the reader faster. Default 1s.
+	// Polling alone is enough; NOTIFY only makes the reader faster. 0: the
+	// default, 1s.
 	PollInterval time.Duration
 	// NotifyDisabled turns LISTEN off (polling only), for example behind
 	// PgBouncer in transaction mode. Default false: LISTEN on a dedicated
 	// connection.
 	NotifyDisabled bool
 	// RetryMin and RetryMax bound the capped exponential backoff after a
-	// failed read (the server or the connection went away). Defaults 100ms and
-	// 10s.
+	// failed read (the server or the connection went away). 0: the defaults,
+	// 100ms and 10s (a RetryMax below RetryMin is raised to it).
 	RetryMin, RetryMax time.Duration
 	// Metrics records batches, errors and lag. Default none.
 	Metrics *Metrics
 	// Logger receives debug logs. Default: none.
 	Logger *slog.Logger
+}
+
+// validate refuses negative numbers and durations.
+func (c *Config) validate() error {
+	if c == nil {
+		return nil
+	}
+	return cfgcheck.NonNegative(
+		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
+		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
+		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
+	)
 }
 
 func (c *Config) withDefaults() Config {
@@ -112,7 +130,8 @@ type Subscription struct {
 }
 
 // New returns a subscription to the events matching q. It fails with an error
-// matching pgdcb.ErrInvalidQuery when q is invalid.
+// matching pgdcb.ErrInvalidQuery when q is invalid, and with a
+// *pgdcb.InvalidArgumentError when a Config field is negative.
 func New(store *eventstore.Store, q query.Query, cfg *Config) (*Subscription, error) {
 	if store == nil {
 		return nil, errors.New("pgdcb: subscription.New: nil store")
@@ -121,6 +140,9 @@ func New(store *eventstore.Store, q query.Query, cfg *Config) (*Subscription, er
 		return nil, fmt.Errorf("pgdcb: subscription.New: %w: the query is empty (it matches nothing)", pgdcb.ErrInvalidQuery)
 	}
 	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgdcb: subscription.New: %w", err)
+	}
+	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("pgdcb: subscription.New: %w", err)
 	}
 	return &Subscription{store: store, q: q, cfg: cfg.withDefaults()}, nil

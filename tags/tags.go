@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/clip"
 )
 
 // Limits of a tag's parts, in bytes.
@@ -23,14 +24,16 @@ const (
 // ErrInvalidTag is matched (errors.Is) by every *InvalidTagError.
 var ErrInvalidTag = pgdcb.ErrInvalidTag
 
-// InvalidTagError names the offending tag and why it was refused.
+// InvalidTagError names the offending tag and why it was refused. Error()
+// quotes the tag cut to a few hundred bytes (with its length); Tag holds it
+// whole.
 type InvalidTagError struct {
 	Tag    string // the tag as given
 	Reason string
 }
 
 func (e *InvalidTagError) Error() string {
-	return fmt.Sprintf("pgdcb: invalid tag %q: %s", e.Tag, e.Reason)
+	return "pgdcb: invalid tag " + clip.Quote(e.Tag) + ": " + clip.Reason(e.Reason)
 }
 
 // Is makes errors.Is(err, ErrInvalidTag) true.
@@ -133,7 +136,7 @@ func NewSet(ts ...Tag) (Set, error) {
 	c = slices.Compact(c)
 	for i := 1; i < len(c); i++ {
 		if c[i-1].Key() == c[i].Key() {
-			return Set{}, &InvalidTagError{Tag: c[i].s, Reason: fmt.Sprintf("duplicate key %q (also in %q)", c[i].Key(), c[i-1].s)}
+			return Set{}, &InvalidTagError{Tag: c[i].s, Reason: fmt.Sprintf("duplicate key %q (also in %s)", c[i].Key(), clip.Quote(c[i-1].s))}
 		}
 	}
 	return Set{tags: c}, nil
@@ -175,6 +178,15 @@ func (s Set) Strings() []string {
 		out[i] = t.s
 	}
 	return out
+}
+
+// Size is the sum of the tags' lengths in bytes (each `key=value`).
+func (s Set) Size() int {
+	n := 0
+	for _, t := range s.tags {
+		n += len(t.s)
+	}
+	return n
 }
 
 // Has reports whether t is in the set.

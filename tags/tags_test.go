@@ -81,3 +81,19 @@ func FuzzParse(f *testing.F) {
 		require.Equal(t, tg, again)
 	})
 }
+
+// A 1 MB tag gives a message under 1 KB; the field keeps the tag whole.
+func TestErrorMessageIsBounded(t *testing.T) {
+	long := "k=" + strings.Repeat("v", 1<<20)
+	_, err := tags.Parse(long)
+	require.ErrorIs(t, err, tags.ErrInvalidTag)
+	require.Less(t, len(err.Error()), 1024)
+	require.Contains(t, err.Error(), "(1048578 bytes)")
+	var te *tags.InvalidTagError
+	require.ErrorAs(t, err, &te)
+	require.Equal(t, long, te.Tag)
+	_, err = tags.ParseSet("k=1", "k="+strings.Repeat("é", 100))
+	require.ErrorIs(t, err, tags.ErrInvalidTag)
+	require.Less(t, len(err.Error()), 1024)
+	require.Equal(t, 3+2+200, tags.MustParseSet("a=1", "b="+strings.Repeat("é", 100)).Size())
+}

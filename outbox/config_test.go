@@ -1,0 +1,40 @@
+package outbox_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+func TestNewRefusesNegativeConfig(t *testing.T) {
+	s := newStore(t)
+	pub := outbox.PublisherFunc(func(context.Context, []outbox.Message) error { return nil })
+	topic := outbox.Topic{Name: "t", Query: query.All()}
+	for _, c := range []struct {
+		field string
+		cfg   outbox.Config
+	}{
+		{"BatchSize", outbox.Config{BatchSize: -1}},
+		{"PublishTimeout", outbox.Config{PublishTimeout: -time.Second}},
+		{"PollInterval", outbox.Config{PollInterval: -1}},
+		{"ElectionInterval", outbox.Config{ElectionInterval: -1}},
+		{"HeartbeatInterval", outbox.Config{HeartbeatInterval: -1}},
+		{"RetryMin", outbox.Config{RetryMin: -1}},
+		{"RetryMax", outbox.Config{RetryMax: -1}},
+		{"MaxAttempts", outbox.Config{MaxAttempts: -1}},
+	} {
+		_, err := outbox.New(s, topic, "p", pub, &c.cfg)
+		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+		var ia *pgdcb.InvalidArgumentError
+		require.ErrorAs(t, err, &ia)
+		require.Equal(t, "Config."+c.field, ia.Name)
+	}
+	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{MaxAttempts: outbox.RetryForever})
+	require.NoError(t, err)
+}

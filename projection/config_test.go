@@ -1,0 +1,66 @@
+package projection_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+func TestNewRefusesNegativeConfig(t *testing.T) {
+	s, _ := newStore(t)
+	h := insertRows(s.QuotedSchema())
+	for _, c := range []struct {
+		field string
+		cfg   projection.Config
+	}{
+		{"BatchSize", projection.Config{BatchSize: -1}},
+		{"PollInterval", projection.Config{PollInterval: -time.Second}},
+		{"ElectionInterval", projection.Config{ElectionInterval: -1}},
+		{"HeartbeatInterval", projection.Config{HeartbeatInterval: -1}},
+		{"RetryMin", projection.Config{RetryMin: -1}},
+		{"RetryMax", projection.Config{RetryMax: -1}},
+		{"MaxAttempts", projection.Config{MaxAttempts: -1}},
+		{"Identity", projection.Config{Identity: "host\xff"}},
+		{"Identity", projection.Config{Identity: "host\x00"}},
+	} {
+		_, err := projection.New(s, "p", query.All(), h, &c.cfg)
+		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+		var ia *pgdcb.InvalidArgumentError
+		require.ErrorAs(t, err, &ia)
+		require.Equal(t, "Config."+c.field, ia.Name)
+	}
+	_, err := projection.New(s, "p", query.All(), h, &projection.Config{MaxAttempts: -1})
+	require.Contains(t, err.Error(), "RetryForever", "the error says how to never give up")
+}
+
+// MaxAttempts RetryForever: a handler that always fails keeps being retried,
+// and the projection never becomes FAILED (what a negative MaxAttempts did).
+func TestRetryForever(t *testing.T) {
+	ctx := context.Background()
+	s, _ := newStore(t)
+	cfg := *fast
+	cfg.MaxAttempts = projection.RetryForever
+	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+		return errors.New("always")
+	}, &cfg)
+	require.NoError(t, err)
+	appendN(t, s, "P", 1, 1)
+	stop := start(t, r)
+	defer stop()
+	require.Eventually(t, func() bool {
+		st, err := r.Status(ctx)
+		return err == nil && st.ErrorCount >= 3*projection.DefaultMaxAttempts
+	}, wait, 5*time.Millisecond)
+	st, err := r.Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, projection.Active, st.State)
+}
