@@ -12,7 +12,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 15m
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check vet staticcheck gotest demo bench bench-quick bench-go explain
+.PHONY: test lint fmt-check vet staticcheck gotest faults demo bench bench-quick bench-go explain
 
 ## test: gofmt check, go vet, staticcheck, then the race-enabled tests
 test: lint gotest
@@ -40,6 +40,11 @@ staticcheck: | $(STATICCHECK)
 gotest:
 	@echo "==> go test $(TESTFLAGS) ./..."
 	@$(GO) test $(TESTFLAGS) ./...
+
+## faults: the fault suite alone (it also runs in test), printing its figures
+faults:
+	@echo "==> go test -race -count=1 -v ./internal/faults/ (crashes a throwaway cluster it starts)"
+	@$(GO) test -race -count=1 -v ./internal/faults/ 2>&1 | grep -E '^(---|ok|FAIL|PASS)|figures|^\||^  [0-9]'
 
 ## demo: run the wallet demo against PGDCB_DATABASE_URL or a found server
 demo:
