@@ -6,19 +6,25 @@
 
 GO          ?= go
 GOBIN       := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
-STATICCHECK := $(GOBIN)/staticcheck
+# staticcheck 2026.2.2 is module version v0.8.2 of honnef.co/go/tools.
+STATICCHECK_VERSION := v0.8.2
+STATICCHECK := $(GOBIN)/staticcheck-$(STATICCHECK_VERSION)
 TESTFLAGS   ?= -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check vet staticcheck gotest faults demo bench bench-quick bench-go explain
+.PHONY: test lint fmt-check tidy-check vet staticcheck gotest faults demo bench bench-quick bench-go explain
 
 ## test: gofmt check, go vet, staticcheck, then the race-enabled tests
 test: lint gotest
 
-## lint: gofmt check, go vet and staticcheck, no tests
-lint: fmt-check vet staticcheck
+## lint: gofmt check, a tidy module, go vet and staticcheck, no tests
+lint: fmt-check tidy-check vet staticcheck
+
+tidy-check:
+	@echo "==> go mod tidy -diff"
+	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; $(GO) mod tidy -diff; exit 1; }
 
 fmt-check:
 	@echo "==> gofmt -l ."
@@ -31,7 +37,7 @@ vet:
 
 $(STATICCHECK):
 	@echo "==> installing staticcheck into $(GOBIN)"
-	@GOBIN=$(GOBIN) $(GO) install honnef.co/go/tools/cmd/staticcheck@latest
+	@tmp="$$(mktemp -d)" && GOBIN="$$tmp" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && mv "$$tmp/staticcheck" $(STATICCHECK) && rmdir "$$tmp"
 
 staticcheck: | $(STATICCHECK)
 	@echo "==> staticcheck ./..."
