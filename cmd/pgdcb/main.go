@@ -1,19 +1,29 @@
-// Command pgdcb administers a pgdcb event store: applies migrations, reports
-// their status, and reads or appends events from the shell.
+// Command pgdcb administers a pgdcb event store from the shell: migrations and
+// their status, reading, appending, exporting, importing and following events,
+// projections, and the repair of a restored log.
 //
-//	pgdcb [-dsn URL] [-schema NAME] migrate
-//	pgdcb [-dsn URL] [-schema NAME] status
-//	pgdcb [-dsn URL] [-schema NAME] rebase-xids
-//	pgdcb [-dsn URL] [-schema NAME] head
-//	pgdcb [-dsn URL] [-schema NAME] read [-type T]... [-tag k=v]... [-after CURSOR] [-limit N] [-backwards]
-//	pgdcb [-dsn URL] [-schema NAME] append -type T [-tag k=v]... [-data JSON]
+//	pgdcb [-dsn URL] [-schema NAME] [-json] COMMAND [flags] [args]
+//	pgdcb help [COMMAND]
 //
-// The DSN defaults to $PGDCB_DATABASE_URL.
+// Run `pgdcb -h` for the commands and `pgdcb COMMAND -h` for one command's
+// flags. The global flags may also follow the command (`pgdcb migrate -dsn
+// URL`); every other flag must precede the command's arguments, and arguments
+// a command does not take are refused.
+//
+// The DSN defaults to $PGDCB_DATABASE_URL. migrate, rebase-xids and grant run
+// as the schema's owner; grant gives an application role what it needs and
+// nothing more (see sql.Grant and docs/SECURITY.md).
+//
+// Exit codes: 0 success; 1 operational failure (connection, server, I/O);
+// 2 usage error (unknown command or flag, extra argument, invalid tag, query,
+// cursor, event or argument); 3 the schema needs attention (migrations pending,
+// schema check failed, transaction ids ahead of the server); 4 an append
+// condition failed (-if-none); 5 the append was already applied
+// (-idempotency or a duplicate event id).
 package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,190 +31,311 @@ import (
 	"os"
 	"os/signal"
 	"strings"
+	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
-	"github.com/pgdcb/pgdcb/tags"
+)
+
+// Exit codes.
+const (
+	exitOK        = 0
+	exitFailure   = 1
+	exitUsage     = 2
+	exitSchema    = 3
+	exitCondition = 4
+	exitApplied   = 5
 )
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
-	defer stop()
-	if err := run(ctx, os.Args[1:], os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "pgdcb:", err)
-		stop()
-		os.Exit(1)
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdin, os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run runs the command line args and returns the exit code; errors go to
+// stderr with one "pgdcb:" prefix and the name of the failed operation.
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	err := execute(ctx, args, stdin, stdout, stderr)
+	if err == nil {
+		return exitOK
+	}
+	fmt.Fprintln(stderr, "pgdcb: "+message(err))
+	var u *usageError
+	if errors.As(err, &u) {
+		fmt.Fprintf(stderr, "Run 'pgdcb %s-h' for usage.\n", u.cmdPrefix())
+	}
+	return exitCode(err)
+}
+
+// message is err's text with the library's "pgdcb: " prefixes removed, so
+// that the output has one.
+func message(err error) string {
+	s := err.Error()
+	s = strings.TrimPrefix(s, "pgdcb: ")
+	return strings.ReplaceAll(s, ": pgdcb: ", ": ")
+}
+
+func exitCode(err error) int {
+	var u *usageError
+	switch {
+	case errors.As(err, &u):
+		return exitUsage
+	case errors.Is(err, errSchemaAttention), errors.Is(err, pgdcb.ErrNotMigrated), errors.Is(err, pgdcb.ErrTransactionIDsAhead):
+		return exitSchema
+	case errors.Is(err, pgdcb.ErrConditionFailed):
+		return exitCondition
+	case errors.Is(err, pgdcb.ErrIdempotent):
+		return exitApplied
+	case errors.Is(err, pgdcb.ErrInvalidArgument), errors.Is(err, pgdcb.ErrInvalidTag),
+		errors.Is(err, pgdcb.ErrInvalidQuery), errors.Is(err, pgdcb.ErrInvalidCursor),
+		errors.Is(err, pgdcb.ErrInvalidEvent), errors.Is(err, pgdcb.ErrInvalidSchema):
+		return exitUsage
+	}
+	return exitFailure
+}
+
+// errSchemaAttention: status found the schema not current or not healthy.
+var errSchemaAttention = errors.New("the schema needs attention")
+
+// usageError is a command line the program cannot run. Its text does not
+// name the command (wrap does); cmd is for the hint to its usage.
+type usageError struct {
+	cmd string // "" for the top level
+	err error
+}
+
+func (e *usageError) Error() string { return e.err.Error() }
+func (e *usageError) Unwrap() error { return e.err }
+func (e *usageError) cmdPrefix() string {
+	if e.cmd == "" {
+		return ""
+	}
+	return e.cmd + " "
+}
+
+func usagef(format string, args ...any) error {
+	return &usageError{err: fmt.Errorf(format, args...)}
+}
+
+// opError names the command (and, inside it, the step) that failed.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e *opError) Error() string { return e.op + ": " + e.err.Error() }
+func (e *opError) Unwrap() error { return e.err }
+
+func wrap(op string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return &opError{op, err}
+}
+
+// env is what a command runs with.
+type env struct {
+	ctx            context.Context
+	dsn, schema    string
+	json           bool
+	args           []string
+	stdin          io.Reader
+	stdout, stderr io.Writer
+	pool           *pgxpool.Pool
+}
+
+// connect opens the pool and checks that the server answers.
+func (e *env) connect() error {
+	if e.dsn == "" {
+		return &usageError{err: errors.New("no database: pass -dsn URL or set PGDCB_DATABASE_URL")}
+	}
+	if err := pgdcbsql.ValidateSchema(e.schema); err != nil {
+		return &usageError{err: err}
+	}
+	pool, err := pgxpool.New(e.ctx, e.dsn)
+	if err != nil {
+		return wrap("connect", err)
+	}
+	if err := pool.Ping(e.ctx); err != nil {
+		pool.Close()
+		return wrap("connect", err)
+	}
+	e.pool = pool
+	return nil
+}
+
+// store opens the event store and checks its schema.
+func (e *env) store() (*eventstore.Store, error) {
+	store, err := eventstore.New(e.pool, &eventstore.Config{Schema: e.schema})
+	if err != nil {
+		return nil, err
+	}
+	if err := store.CheckSchema(e.ctx); err != nil {
+		return nil, wrap("check schema", err)
+	}
+	return store, nil
+}
+
+// command is one subcommand.
+type command struct {
+	name    string
+	args    string // the synopsis after the name
+	summary string
+	detail  string // more lines for `pgdcb NAME -h`
+	noDB    bool
+	// minArgs and maxArgs bound the positional arguments.
+	minArgs, maxArgs int
+	// flags declares the command's flags and returns its body.
+	flags func(fs *flag.FlagSet) func(e *env) error
+}
+
+var commands []*command
+
+func init() {
+	commands = []*command{
+		versionCmd, migrateCmd, statusCmd, grantCmd, rebaseCmd, headCmd,
+		readCmd, appendCmd, exportCmd, importCmd, tailCmd, projectionsCmd,
 	}
 }
 
-type multi []string
+func lookup(name string) *command {
+	for _, c := range commands {
+		if c.name == name {
+			return c
+		}
+	}
+	return nil
+}
 
-func (m *multi) String() string     { return strings.Join(*m, ",") }
-func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+const exitCodesText = `Exit codes:
+  0  success
+  1  operational failure (connection, server, I/O)
+  2  usage error (unknown command or flag, extra argument; invalid tag, query, cursor, event)
+  3  the schema needs attention (migrations pending, schema check failed, transaction ids ahead)
+  4  append condition failed (-if-none)
+  5  append already applied (-idempotency, or an event id already stored)
+`
 
-var errUsage = errors.New("usage: pgdcb [-dsn URL] [-schema NAME] migrate|status|rebase-xids|head|read|append [flags]")
+const querySyntaxText = `Query syntax (-query, -if-none, -idempotency): items separated by ';' (OR),
+each TYPES:TAGS with comma-separated types (any of) and tags (all of); either
+side may be empty, e.g. 'Opened,Closed:account=1;:region=eu' or 'Opened'.
+'*' is every event. A value starting with '[' is JSON:
+[{"types":["Opened"],"tags":["account=1"]}].
+`
 
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	global := flag.NewFlagSet("pgdcb", flag.ContinueOnError)
-	global.SetOutput(stderr)
-	dsn := global.String("dsn", os.Getenv("PGDCB_DATABASE_URL"), "PostgreSQL URL (default $PGDCB_DATABASE_URL)")
-	schema := global.String("schema", pgdcbsql.DefaultSchema, "schema of the store")
+func printUsage(w io.Writer) {
+	fmt.Fprint(w, `pgdcb administers a pgdcb event store on PostgreSQL.
+
+Usage:
+  pgdcb [-dsn URL] [-schema NAME] [-json] COMMAND [flags] [args]
+  pgdcb help [COMMAND]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(w, "  %-12s %s\n", c.name, c.summary)
+	}
+	fmt.Fprint(w, `  help         this text, or a command's usage
+
+Global flags (before or after the command):
+  -dsn URL      PostgreSQL URL (default $PGDCB_DATABASE_URL)
+  -schema NAME  schema of the store (default "`+pgdcbsql.DefaultSchema+`")
+  -json         machine-readable output (read, export and tail always write NDJSON)
+
+`+exitCodesText)
+}
+
+func printCommandUsage(w io.Writer, c *command) {
+	fmt.Fprintf(w, "Usage: pgdcb [global flags] %s %s\n\n%s\n", c.name, c.args, c.summary)
+	if c.detail != "" {
+		fmt.Fprintf(w, "\n%s", c.detail)
+	}
+	fs := newFlagSet(c.name, &env{schema: pgdcbsql.DefaultSchema})
+	c.flags(fs)
+	fmt.Fprintln(w, "\nFlags:")
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+}
+
+// newFlagSet returns a silent flag set with the global flags bound to e.
+func newFlagSet(name string, e *env) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	fs.StringVar(&e.dsn, "dsn", e.dsn, "PostgreSQL URL (default $PGDCB_DATABASE_URL)")
+	fs.StringVar(&e.schema, "schema", e.schema, "schema of the store")
+	fs.BoolVar(&e.json, "json", e.json, "machine-readable output")
+	return fs
+}
+
+func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	e := &env{ctx: ctx, dsn: os.Getenv("PGDCB_DATABASE_URL"), schema: pgdcbsql.DefaultSchema, stdin: stdin, stdout: stdout, stderr: stderr}
+	global := newFlagSet("pgdcb", e)
 	if err := global.Parse(args); err != nil {
-		return err
+		if errors.Is(err, flag.ErrHelp) {
+			printUsage(stdout)
+			return nil
+		}
+		return &usageError{err: err}
 	}
 	if global.NArg() == 0 {
-		return errUsage
+		return &usageError{err: errors.New("no command given")}
 	}
-	if *dsn == "" {
-		return errors.New("no database: pass -dsn or set PGDCB_DATABASE_URL")
-	}
-	if err := pgdcbsql.ValidateSchema(*schema); err != nil {
-		return err
-	}
-	pool, err := pgxpool.New(ctx, *dsn)
-	if err != nil {
-		return err
-	}
-	defer pool.Close()
-	cmd, rest := global.Arg(0), global.Args()[1:]
-	switch cmd {
-	case "migrate":
-		done, err := pgdcbsql.Migrate(ctx, pool, *schema)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "schema %s: applied %d step(s) %v\n", *schema, len(done), done)
-		return nil
-	case "status":
-		st, err := pgdcbsql.Status(ctx, pool, *schema)
-		if err != nil {
-			return err
-		}
-		for _, s := range st {
-			state := "pending"
-			if s.Applied {
-				state = "applied " + s.AppliedAt.Format("2006-01-02 15:04:05Z07:00")
+	name, rest := global.Arg(0), global.Args()[1:]
+	if name == "help" {
+		switch len(rest) {
+		case 0:
+			printUsage(stdout)
+			return nil
+		case 1:
+			c := lookup(rest[0])
+			if c == nil {
+				return &usageError{err: fmt.Errorf("help: unknown command %q", rest[0])}
 			}
-			fmt.Fprintf(stdout, "%03d %-24s %s\n", s.Version, s.Name, state)
-		}
-		if err := pgdcbsql.CheckCurrent(ctx, pool, *schema); err != nil {
+			printCommandUsage(stdout, c)
 			return nil
 		}
-		if err := pgdcbsql.CheckTransactionIDs(ctx, pool, *schema); err != nil {
-			fmt.Fprintf(stdout, "transaction ids: %v\n", err)
+		return &usageError{err: fmt.Errorf("help: unexpected arguments %q", rest[1:])}
+	}
+	c := lookup(name)
+	if c == nil {
+		return &usageError{err: fmt.Errorf("unknown command %q", name)}
+	}
+	fs := newFlagSet(name, e)
+	body := c.flags(fs)
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			printCommandUsage(stdout, c)
 			return nil
 		}
-		fmt.Fprintln(stdout, "transaction ids: below the server's counter")
-		return nil
-	case "rebase-xids":
-		if err := pgdcbsql.CheckCurrent(ctx, pool, *schema); err != nil {
-			return err
-		}
-		res, err := pgdcbsql.RebaseTransactionIDs(ctx, pool, *schema)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "schema %s: %d transaction ids rebased (%d burned first)\n", *schema, res.IDs, res.Burned)
-		return nil
+		return wrap(name, &usageError{cmd: name, err: err})
 	}
-	store, err := eventstore.New(pool, &eventstore.Config{Schema: *schema})
-	if err != nil {
-		return err
+	e.args = fs.Args()
+	err := runCommand(c, e, body)
+	var u *usageError
+	if errors.As(err, &u) {
+		u.cmd = name
 	}
-	if err := store.CheckSchema(ctx); err != nil {
-		return err
-	}
-	switch cmd {
-	case "head":
-		c, err := store.Head(ctx)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "%s\ttransaction_id=%d position=%d\n", c, c.TransactionID, c.Position)
-		return nil
-	case "read":
-		return readCmd(ctx, store, rest, stdout, stderr)
-	case "append":
-		return appendCmd(ctx, store, rest, stdout, stderr)
-	}
-	return fmt.Errorf("unknown command %q: %w", cmd, errUsage)
+	return wrap(name, err)
 }
 
-type jsonEvent struct {
-	Position      int64           `json:"position"`
-	TransactionID uint64          `json:"transaction_id"`
-	Type          string          `json:"type"`
-	Tags          []string        `json:"tags"`
-	Data          json.RawMessage `json:"data"`
-	Metadata      json.RawMessage `json:"metadata,omitempty"`
-	OccurredAt    string          `json:"occurred_at"`
-}
-
-func readCmd(ctx context.Context, store *eventstore.Store, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("read", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var types, tagArgs multi
-	fs.Var(&types, "type", "event type (repeat: any of)")
-	fs.Var(&tagArgs, "tag", "tag key=value (repeat: all of)")
-	after := fs.String("after", "", "cursor to read after")
-	limit := fs.Int("limit", 0, "most events (0: all)")
-	backwards := fs.Bool("backwards", false, "newest first")
-	if err := fs.Parse(args); err != nil {
-		return err
+func runCommand(c *command, e *env, body func(*env) error) error {
+	if n := len(e.args); n < c.minArgs || n > c.maxArgs {
+		if n > c.maxArgs {
+			return usagef("unexpected arguments %q (flags go before arguments)", e.args[c.maxArgs:])
+		}
+		return usagef("missing arguments: %s", c.args)
 	}
-	q := query.All()
-	if len(types) > 0 || len(tagArgs) > 0 {
-		ts, err := tags.ParseSet(tagArgs...)
-		if err != nil {
+	if !c.noDB {
+		if err := e.connect(); err != nil {
 			return err
 		}
-		q = query.New(query.Item{Types: types, Tags: ts})
+		defer e.pool.Close()
 	}
-	opts := &eventstore.ReadOptions{Limit: *limit, Backwards: *backwards}
-	if *after != "" {
-		c, err := cursor.Parse(*after)
-		if err != nil {
-			return err
-		}
-		opts.After = &c
-	}
-	es := store.Read(ctx, q, opts)
-	enc := json.NewEncoder(stdout)
-	for ev, err := range es.All() {
-		if err != nil {
-			return err
-		}
-		if err := enc.Encode(jsonEvent{ev.Position, ev.TransactionID, ev.Type, ev.Tags.Strings(), ev.Data, ev.Metadata, ev.OccurredAt.Format("2006-01-02T15:04:05.000000Z07:00")}); err != nil {
-			return err
-		}
-	}
-	c, _ := es.Cursor()
-	fmt.Fprintf(stderr, "cursor %s\n", c)
-	return nil
-}
-
-func appendCmd(ctx context.Context, store *eventstore.Store, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("append", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	var tagArgs multi
-	typ := fs.String("type", "", "event type")
-	fs.Var(&tagArgs, "tag", "tag key=value (repeat)")
-	data := fs.String("data", "{}", "JSON payload")
-	if err := fs.Parse(args); err != nil {
-		return err
-	}
-	ts, err := tags.ParseSet(tagArgs...)
-	if err != nil {
-		return err
-	}
-	res, err := store.Append(ctx, []eventstore.Event{{Type: *typ, Tags: ts, Data: json.RawMessage(*data)}})
-	if err != nil {
-		return err
-	}
-	fmt.Fprintf(stdout, "appended at position %d (transaction %d)\n", res.Positions[0], res.TransactionID)
-	return nil
+	return body(e)
 }

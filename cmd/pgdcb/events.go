@@ -1,0 +1,536 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+type multi []string
+
+func (m *multi) String() string     { return strings.Join(*m, ",") }
+func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
+
+// parseQuery reads the command line's query syntax (see querySyntaxText).
+func parseQuery(s string) (query.Query, error) {
+	s = strings.TrimSpace(s)
+	if s == "*" {
+		return query.All(), nil
+	}
+	var items []query.Item
+	if strings.HasPrefix(s, "[") {
+		var raw []struct {
+			Types []string `json:"types"`
+			Tags  []string `json:"tags"`
+		}
+		dec := json.NewDecoder(strings.NewReader(s))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&raw); err != nil {
+			return query.Query{}, fmt.Errorf("%w: %q: %v", pgdcb.ErrInvalidQuery, s, err)
+		}
+		for _, r := range raw {
+			ts, err := tags.ParseSet(r.Tags...)
+			if err != nil {
+				return query.Query{}, err
+			}
+			items = append(items, query.Item{Types: r.Types, Tags: ts})
+		}
+	} else {
+		for _, part := range strings.Split(s, ";") {
+			typesPart, tagsPart, _ := strings.Cut(strings.TrimSpace(part), ":")
+			ts, err := tags.ParseSet(splitList(tagsPart)...)
+			if err != nil {
+				return query.Query{}, err
+			}
+			items = append(items, query.Item{Types: splitList(typesPart), Tags: ts})
+		}
+	}
+	q := query.New(items...)
+	if q.IsEmpty() {
+		return query.Query{}, fmt.Errorf("%w: %q has no item", pgdcb.ErrInvalidQuery, s)
+	}
+	if err := q.Validate(); err != nil {
+		return query.Query{}, err
+	}
+	return q, nil
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseCursorFlag(name, s string) (cursor.Cursor, error) {
+	if s == "" {
+		return cursor.Start, nil
+	}
+	c, err := cursor.Parse(s)
+	if err != nil {
+		return cursor.Cursor{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return c, nil
+}
+
+// jsonEvent is one line of read, export and tail, and what append -stdin and
+// import read (they ignore position, transaction_id and occurred_at).
+type jsonEvent struct {
+	Position      int64           `json:"position,omitempty"`
+	TransactionID uint64          `json:"transaction_id,omitempty"`
+	Type          string          `json:"type"`
+	Tags          []string        `json:"tags"`
+	Data          json.RawMessage `json:"data"`
+	Metadata      json.RawMessage `json:"metadata,omitempty"`
+	ID            string          `json:"id,omitempty"`
+	OccurredAt    string          `json:"occurred_at,omitempty"`
+}
+
+func toJSON(ev eventstore.StoredEvent) jsonEvent {
+	j := jsonEvent{ev.Position, ev.TransactionID, ev.Type, ev.Tags.Strings(), ev.Data, ev.Metadata, "", ev.OccurredAt.Format("2006-01-02T15:04:05.000000Z07:00")}
+	if j.Tags == nil {
+		j.Tags = []string{}
+	}
+	if ev.ID != uuid.Nil {
+		j.ID = ev.ID.String()
+	}
+	return j
+}
+
+func (j jsonEvent) event() (eventstore.Event, error) {
+	ts, err := tags.ParseSet(j.Tags...)
+	if err != nil {
+		return eventstore.Event{}, err
+	}
+	ev := eventstore.Event{Type: j.Type, Tags: ts, Data: j.Data, Metadata: j.Metadata}
+	if len(ev.Data) == 0 || string(ev.Data) == "null" {
+		ev.Data = json.RawMessage("{}")
+	}
+	if string(ev.Metadata) == "null" {
+		ev.Metadata = nil
+	}
+	if j.ID != "" {
+		id, err := uuid.Parse(j.ID)
+		if err != nil {
+			return eventstore.Event{}, fmt.Errorf("%w: id %q: %v", pgdcb.ErrInvalidEvent, j.ID, err)
+		}
+		ev.ID = id
+	}
+	return ev, nil
+}
+
+// readNDJSON calls fn with each non-blank line's event, in order.
+func readNDJSON(r io.Reader, fn func(line int, j jsonEvent, ev eventstore.Event) error) error {
+	br := bufio.NewReaderSize(r, 1<<16)
+	for line := 1; ; line++ {
+		b, err := br.ReadBytes('\n')
+		if err != nil && !errors.Is(err, io.EOF) {
+			return fmt.Errorf("read stdin: %w", err)
+		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			var j jsonEvent
+			if uerr := json.Unmarshal(t, &j); uerr != nil {
+				return fmt.Errorf("%w: stdin line %d: %v", pgdcb.ErrInvalidEvent, line, uerr)
+			}
+			ev, verr := j.event()
+			if verr != nil {
+				return fmt.Errorf("stdin line %d: %w", line, verr)
+			}
+			if ferr := fn(line, j, ev); ferr != nil {
+				return ferr
+			}
+		}
+		if err != nil {
+			return nil
+		}
+	}
+}
+
+var readCmd = &command{
+	name: "read", args: "[-type T]... [-tag k=v]... [-query Q] [-after CURSOR] [-limit N] [-backwards]",
+	summary: "read events as NDJSON; the cursor goes to stderr",
+	detail:  querySyntaxText,
+	flags: func(fs *flag.FlagSet) func(e *env) error {
+		var types, tagArgs multi
+		fs.Var(&types, "type", "event type (repeat: any of)")
+		fs.Var(&tagArgs, "tag", "tag key=value (repeat: all of)")
+		qs := fs.String("query", "", "query (instead of -type/-tag)")
+		after := fs.String("after", "", "cursor to read after")
+		limit := fs.Int("limit", 0, "most events (0: all)")
+		backwards := fs.Bool("backwards", false, "newest first")
+		return func(e *env) error {
+			if *limit < 0 {
+				return &pgdcb.InvalidArgumentError{Name: "-limit", Reason: fmt.Sprintf("must not be negative (got %d; 0 means all)", *limit)}
+			}
+			q := query.All()
+			switch {
+			case *qs != "" && (len(types) > 0 || len(tagArgs) > 0):
+				return usagef("-query excludes -type and -tag")
+			case *qs != "":
+				var err error
+				if q, err = parseQuery(*qs); err != nil {
+					return err
+				}
+			case len(types) > 0 || len(tagArgs) > 0:
+				ts, err := tags.ParseSet(tagArgs...)
+				if err != nil {
+					return err
+				}
+				q = query.New(query.Item{Types: types, Tags: ts})
+			}
+			opts := &eventstore.ReadOptions{Limit: *limit, Backwards: *backwards}
+			if *after != "" {
+				c, err := parseCursorFlag("-after", *after)
+				if err != nil {
+					return err
+				}
+				opts.After = &c
+			}
+			store, err := e.store()
+			if err != nil {
+				return err
+			}
+			es := store.Read(e.ctx, q, opts)
+			enc := json.NewEncoder(e.stdout)
+			for ev, err := range es.All() {
+				if err != nil {
+					return err
+				}
+				if err := enc.Encode(toJSON(ev)); err != nil {
+					return err
+				}
+			}
+			c, _ := es.Cursor()
+			fmt.Fprintf(e.stderr, "cursor %s\n", c)
+			return nil
+		}
+	},
+}
+
+var appendCmd = &command{
+	name: "append", args: "(-type T [-tag k=v]... [-data JSON] [-metadata JSON] [-id UUID] | -stdin) [-if-none Q [-after CURSOR]] [-idempotency Q]",
+	summary: "append one event from flags, or NDJSON events from stdin, optionally conditional",
+	detail: `With -stdin, each line is one event {"type","tags","data","metadata","id"}
+(read's and export's lines are accepted as they are); all of them are appended
+in one transaction, so at most the store's batch limits (1000 events, 16 MiB;
+use import for more). -if-none Q fails the append (exit 4) if an event matching Q
+exists that -after CURSOR has not seen (without -after: any). -idempotency Q
+makes it a no-op (exit 5) if an event matching Q exists anywhere.
+
+` + querySyntaxText,
+	flags: func(fs *flag.FlagSet) func(e *env) error {
+		var tagArgs multi
+		typ := fs.String("type", "", "event type")
+		fs.Var(&tagArgs, "tag", "tag key=value (repeat)")
+		data := fs.String("data", "{}", "JSON payload")
+		meta := fs.String("metadata", "", "JSON metadata")
+		id := fs.String("id", "", "event id (a UUID; appending a stored id exits 5)")
+		stdin := fs.Bool("stdin", false, "read NDJSON events from stdin")
+		ifNone := fs.String("if-none", "", "condition: fail if an event matching this query exists after -after")
+		after := fs.String("after", "", "cursor of the decision (with -if-none)")
+		idem := fs.String("idempotency", "", "idempotency query: no-op if a matching event exists")
+		return func(e *env) error {
+			var events []eventstore.Event
+			switch {
+			case *stdin && (*typ != "" || len(tagArgs) > 0 || *meta != "" || *id != ""):
+				return usagef("-stdin excludes -type, -tag, -data, -metadata and -id")
+			case *stdin:
+				if err := readNDJSON(e.stdin, func(_ int, _ jsonEvent, ev eventstore.Event) error {
+					events = append(events, ev)
+					return nil
+				}); err != nil {
+					return err
+				}
+				if len(events) == 0 {
+					return usagef("no events on stdin")
+				}
+			case *typ == "":
+				return usagef("-type or -stdin is required")
+			default:
+				j := jsonEvent{Type: *typ, Tags: tagArgs, Data: json.RawMessage(*data), ID: *id}
+				if *meta != "" {
+					j.Metadata = json.RawMessage(*meta)
+				}
+				ev, err := j.event()
+				if err != nil {
+					return err
+				}
+				events = append(events, ev)
+			}
+			if *after != "" && *ifNone == "" {
+				return usagef("-after needs -if-none")
+			}
+			var cond *appendif.Condition
+			if *ifNone != "" {
+				q, err := parseQuery(*ifNone)
+				if err != nil {
+					return fmt.Errorf("-if-none: %w", err)
+				}
+				var ap *cursor.Cursor
+				if *after != "" {
+					c, err := parseCursorFlag("-after", *after)
+					if err != nil {
+						return err
+					}
+					ap = &c
+				}
+				c := appendif.FailIf(q, ap)
+				cond = &c
+			}
+			if *idem != "" {
+				q, err := parseQuery(*idem)
+				if err != nil {
+					return fmt.Errorf("-idempotency: %w", err)
+				}
+				if cond == nil {
+					cond = &appendif.Condition{}
+				}
+				c := cond.WithIdempotency(q)
+				cond = &c
+			}
+			store, err := e.store()
+			if err != nil {
+				return err
+			}
+			var res eventstore.AppendResult
+			if cond != nil {
+				res, err = store.AppendIf(e.ctx, events, *cond)
+			} else {
+				res, err = store.Append(e.ctx, events)
+			}
+			if err != nil {
+				return err
+			}
+			c := cursor.Cursor{TransactionID: res.TransactionID, Position: res.Positions[len(res.Positions)-1]}
+			if e.json {
+				return e.writeJSON(map[string]any{"transaction_id": res.TransactionID, "positions": res.Positions, "cursor": c.String()})
+			}
+			if len(res.Positions) == 1 {
+				_, err = fmt.Fprintf(e.stdout, "appended at position %d (transaction %d), cursor %s\n", res.Positions[0], res.TransactionID, c)
+			} else {
+				_, err = fmt.Fprintf(e.stdout, "appended %d events at positions %d..%d (transaction %d), cursor %s\n", len(res.Positions), res.Positions[0], c.Position, res.TransactionID, c)
+			}
+			return err
+		}
+	},
+}
+
+func queryFlag(fs *flag.FlagSet) *string {
+	return fs.String("query", "*", "events to select (query syntax; '*': all)")
+}
+
+var exportCmd = &command{
+	name: "export", args: "[-query Q] [-after CURSOR] [-batch N] [-progress N]",
+	summary: "stream events as NDJSON from a cursor; progress and the final cursor on stderr",
+	detail: `Reads in pages that never skip a transaction still running (as tail does),
+so 'export -after CURSOR' with the cursor of the last export continues it.
+The lines are import's and append -stdin's input.
+
+` + querySyntaxText,
+	flags: func(fs *flag.FlagSet) func(e *env) error {
+		qs := queryFlag(fs)
+		after := fs.String("after", "", "cursor to export after (default: the start)")
+		batch := fs.Int("batch", 1000, "events per page")
+		progress := fs.Int("progress", 10000, "report progress on stderr every N events (0: never)")
+		return func(e *env) error {
+			q, err := parseQuery(*qs)
+			if err != nil {
+				return err
+			}
+			from, err := parseCursorFlag("-after", *after)
+			if err != nil {
+				return err
+			}
+			if *batch <= 0 || *progress < 0 {
+				return &pgdcb.InvalidArgumentError{Name: "-batch/-progress", Reason: "-batch must be positive, -progress not negative"}
+			}
+			store, err := e.store()
+			if err != nil {
+				return err
+			}
+			bw := bufio.NewWriter(e.stdout)
+			enc := json.NewEncoder(bw)
+			var n int64
+			start := time.Now()
+			for {
+				b, err := store.ReadTail(e.ctx, q, from, *batch)
+				if err != nil {
+					return fmt.Errorf("after %d events (cursor %s): %w", n, from, err)
+				}
+				for _, ev := range b.Events {
+					if err := enc.Encode(toJSON(ev)); err != nil {
+						return err
+					}
+					n++
+					if *progress > 0 && n%int64(*progress) == 0 {
+						fmt.Fprintf(e.stderr, "pgdcb: export: %d events (%s)\n", n, time.Since(start).Round(time.Millisecond))
+					}
+				}
+				from = b.Cursor
+				if err := bw.Flush(); err != nil {
+					return err
+				}
+				if len(b.Events) < *batch {
+					break
+				}
+			}
+			if e.json {
+				return json.NewEncoder(e.stderr).Encode(map[string]any{"exported": n, "cursor": from.String()})
+			}
+			fmt.Fprintf(e.stderr, "pgdcb: export: %d events; cursor %s\n", n, from)
+			return nil
+		}
+	},
+}
+
+var importCmd = &command{
+	name: "import", args: "[-force] [-batch N] [-progress N] < FILE",
+	summary: "append export's NDJSON from stdin, in order, in batches",
+	detail: `Keeps each event's type, tags, data, metadata and id, and the order; the
+log assigns new positions, transaction ids and times, and batches do not follow
+the source's transactions. Refuses a non-empty log unless -force. An import
+that fails midway says how far it got; events with ids can be re-imported
+with -force (stored ids then exit 5).
+`,
+	flags: func(fs *flag.FlagSet) func(e *env) error {
+		force := fs.Bool("force", false, "import into a log that already holds events")
+		batch := fs.Int("batch", 500, "events per Append")
+		progress := fs.Int("progress", 10000, "report progress on stderr every N events (0: never)")
+		return func(e *env) error {
+			if *batch <= 0 || *progress < 0 {
+				return &pgdcb.InvalidArgumentError{Name: "-batch/-progress", Reason: "-batch must be positive, -progress not negative"}
+			}
+			store, err := e.store()
+			if err != nil {
+				return err
+			}
+			head, err := store.Head(e.ctx)
+			if err != nil {
+				return err
+			}
+			if (head.TransactionID != 0 || head.Position != 0) && !*force {
+				return fmt.Errorf("refused: the log is not empty (head %s); pass -force to append after it", head)
+			}
+			var (
+				pending  []eventstore.Event
+				n, last  int64
+				batches  int
+				lastLine int
+				cur      = head
+			)
+			start := time.Now()
+			flush := func() error {
+				if len(pending) == 0 {
+					return nil
+				}
+				res, err := store.Append(e.ctx, pending)
+				if err != nil {
+					return fmt.Errorf("after %d events imported (stdin through line %d): %w", n, lastLine, err)
+				}
+				n += int64(len(pending))
+				batches++
+				pending = pending[:0]
+				cur = cursor.Cursor{TransactionID: res.TransactionID, Position: res.Positions[len(res.Positions)-1]}
+				if *progress > 0 && n/int64(*progress) > last {
+					last = n / int64(*progress)
+					fmt.Fprintf(e.stderr, "pgdcb: import: %d events (%s)\n", n, time.Since(start).Round(time.Millisecond))
+				}
+				return nil
+			}
+			err = readNDJSON(e.stdin, func(line int, _ jsonEvent, ev eventstore.Event) error {
+				if len(pending) >= *batch {
+					if err := flush(); err != nil {
+						return err
+					}
+				}
+				pending = append(pending, ev)
+				lastLine = line
+				return nil
+			})
+			if err == nil {
+				err = flush()
+			}
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.writeJSON(map[string]any{"imported": n, "batches": batches, "cursor": cur.String()})
+			}
+			_, err = fmt.Fprintf(e.stdout, "imported %d events in %d batch(es); cursor %s\n", n, batches, cur)
+			return err
+		}
+	},
+}
+
+var tailCmd = &command{
+	name: "tail", args: "[-query Q] [-after CURSOR] [-poll D]",
+	summary: "follow events as NDJSON until interrupted; reconnects by itself",
+	detail: `Prints the matching events after the cursor, then waits for new ones
+(LISTEN/NOTIFY and polling), never skipping a late commit. On Ctrl-C or
+SIGTERM it stops, prints the cursor to resume from on stderr and exits 0.
+A lost connection is retried with backoff.
+
+` + querySyntaxText,
+	flags: func(fs *flag.FlagSet) func(e *env) error {
+		qs := queryFlag(fs)
+		after := fs.String("after", "", "cursor to follow from (default: the start)")
+		poll := fs.Duration("poll", time.Second, "poll interval when no notification comes")
+		return func(e *env) error {
+			q, err := parseQuery(*qs)
+			if err != nil {
+				return err
+			}
+			from, err := parseCursorFlag("-after", *after)
+			if err != nil {
+				return err
+			}
+			if *poll <= 0 {
+				return &pgdcb.InvalidArgumentError{Name: "-poll", Reason: "must be positive"}
+			}
+			store, err := e.store()
+			if err != nil {
+				return err
+			}
+			sub, err := subscription.New(store, q, &subscription.Config{Name: "pgdcb-tail", PollInterval: *poll})
+			if err != nil {
+				return err
+			}
+			enc := json.NewEncoder(e.stdout)
+			cur := from
+			err = sub.Run(e.ctx, from, func(_ context.Context, b subscription.Batch) error {
+				for _, ev := range b.Events {
+					if err := enc.Encode(toJSON(ev)); err != nil {
+						return err
+					}
+				}
+				cur = b.Cursor
+				return nil
+			})
+			if err != nil && e.ctx.Err() == nil {
+				return fmt.Errorf("%w (resume with -after %s)", err, cur)
+			}
+			fmt.Fprintf(e.stderr, "cursor %s\n", cur)
+			return nil
+		}
+	},
+}
