@@ -76,7 +76,6 @@ type Store struct {
 
 	notifyPending atomic.Bool
 	notifyRunning atomic.Bool
-
 }
 
 // New returns a Store over the pool. It does not touch the database; call
