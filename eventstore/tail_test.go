@@ -68,7 +68,7 @@ func TestTailShortPageMovesCursor(t *testing.T) {
 		// the append's transaction.
 		open, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		require.NoError(t, open.QueryRow(ctx, "SELECT 1 FROM (SELECT pg_current_xact_id()) x").Scan(new(int)))
+		require.NoError(t, open.QueryRow(ctx, "SELECT pg_current_xact_id() IS NOT NULL").Scan(new(bool)))
 
 		// Read in pages of 2 while the transaction is open: the second page
 		// holds one event and must move the cursor over it.

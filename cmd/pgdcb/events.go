@@ -342,8 +342,11 @@ func queryFlag(fs *flag.FlagSet) *string {
 var exportCmd = &command{
 	name: "export", args: "[-query Q] [-after CURSOR] [-batch N] [-progress N]",
 	summary: "stream events as NDJSON from a cursor; progress and the final cursor on stderr",
-	detail: `Reads in pages that never skip a transaction still running (as tail does),
-so 'export -after CURSOR' with the cursor of the last export continues it.
+	detail: `Exports every matching event committed before it started, in pages that
+never skip a transaction still running (as tail does), so 'export -after
+CURSOR' with the cursor of the last export continues it. While an older
+transaction anywhere in the cluster is still open, events behind it cannot be
+read yet: export waits for it (and says so on stderr after a second).
 The lines are import's and append -stdin's input.
 
 ` + querySyntaxText,
@@ -370,13 +373,20 @@ The lines are import's and append -stdin's input.
 			}
 			bw := bufio.NewWriter(e.stdout)
 			enc := json.NewEncoder(bw)
+			// Everything committed before now is exported: up to the head.
+			head, err := store.Head(e.ctx)
+			if err != nil {
+				return fmt.Errorf("read the head: %w", err)
+			}
 			var n int64
 			start := time.Now()
+			waited, told := time.Duration(0), false
 			for {
 				b, err := store.ReadTail(e.ctx, q, from, *batch)
 				if err != nil {
 					return fmt.Errorf("after %d events (cursor %s): %w", n, from, err)
 				}
+				behind := cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, head.TransactionID, head.Position) < 0
 				for _, ev := range b.Events {
 					if err := enc.Encode(toJSON(ev)); err != nil {
 						return err
@@ -390,9 +400,24 @@ The lines are import's and append -stdin's input.
 				if err := bw.Flush(); err != nil {
 					return err
 				}
-				if len(b.Events) < *batch {
+				if len(b.Events) == *batch {
+					continue
+				}
+				if !behind {
 					break
 				}
+				// Short of the head: an open transaction holds the horizon.
+				if waited >= time.Second && !told {
+					fmt.Fprintf(e.stderr, "pgdcb: export: waiting for transaction %d, still open, to end (events after it cannot be read yet)\n", b.Horizon)
+					told = true
+				}
+				d := min(10*time.Millisecond+waited/10, 200*time.Millisecond)
+				select {
+				case <-e.ctx.Done():
+					return fmt.Errorf("after %d events (cursor %s): %w", n, from, e.ctx.Err())
+				case <-time.After(d):
+				}
+				waited += d
 			}
 			if e.json {
 				return json.NewEncoder(e.stderr).Encode(map[string]any{"exported": n, "cursor": from.String()})
