@@ -9,6 +9,7 @@ type Metrics struct {
 	appends   *prometheus.CounterVec
 	retries   prometheus.Counter
 	projected prometheus.Counter
+	ahead     prometheus.Counter
 	lag       prometheus.Gauge
 	lagAlert  prometheus.Gauge
 	threshold prometheus.Gauge
@@ -29,6 +30,10 @@ func newMetrics() *Metrics {
 		projected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgdcb_runstore_projector_events_total",
 			Help: "Log events the snapshot projector has read (runstore events are applied).",
+		}),
+		ahead: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgdcb_runstore_projector_ahead_events_total",
+			Help: "Log events the snapshot projector read beyond a held horizon to extend runs' snapshots contiguously.",
 		}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pgdcb_runstore_projector_lag_seconds",
@@ -59,6 +64,7 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.appends.Describe(ch)
 	m.retries.Describe(ch)
 	m.projected.Describe(ch)
+	m.ahead.Describe(ch)
 	m.lag.Describe(ch)
 	m.lagAlert.Describe(ch)
 	m.threshold.Describe(ch)
@@ -70,6 +76,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.appends.Collect(ch)
 	m.retries.Collect(ch)
 	m.projected.Collect(ch)
+	m.ahead.Collect(ch)
 	m.lag.Collect(ch)
 	m.lagAlert.Collect(ch)
 	m.threshold.Collect(ch)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -22,12 +23,17 @@ import (
 // Several instances may run; they take turns on an advisory lock.
 type SnapshotProjector struct {
 	s *Store
+
+	// ahead is where the last pass beyond the horizon stopped (a decision
+	// cursor, with its snapshot); see processBatch.
+	aheadMu sync.Mutex
+	ahead   *cursor.Cursor
 }
 
 // Lag is the projector's distance behind the log.
 type Lag struct {
-	// Lag is the age of the oldest committed event not yet projected (0 when
-	// caught up).
+	// Lag is the age of the oldest committed run event that its run's
+	// snapshot does not hold yet (0 when caught up).
 	Lag time.Duration
 	// Alert is Lag > LagAlertThreshold (the contract's PROJECTOR_LAG_HIGH).
 	Alert bool
@@ -49,6 +55,7 @@ func (p *SnapshotProjector) Run(ctx context.Context) error {
 		// The connection goes back to the pool: stop listening on it.
 		_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
 	}()
+	var lagAt time.Time
 	for {
 		n, err := p.ProcessBatch(ctx)
 		if err != nil {
@@ -57,8 +64,13 @@ func (p *SnapshotProjector) Run(ctx context.Context) error {
 			}
 			return err
 		}
-		if _, err := p.Lag(ctx); err != nil && ctx.Err() != nil {
-			return ctx.Err()
+		if time.Since(lagAt) >= time.Second {
+			// Measured at most once a second: with the horizon held the
+			// measurement reads the events past the checkpoint.
+			lagAt = time.Now()
+			if _, err := p.Lag(ctx); err != nil && ctx.Err() != nil {
+				return ctx.Err()
+			}
 		}
 		if n == p.s.cfg.ProjectorBatch {
 			continue // more to read
@@ -103,41 +115,88 @@ func (p *SnapshotProjector) processBatch(ctx context.Context) (int, eventstore.T
 	if err != nil {
 		return 0, eventstore.TailBatch{}, fmt.Errorf("runstore: projector read: %w", err)
 	}
-	if batch.Cursor == after {
-		return 0, batch, nil // nothing new below the horizon
+	// Committed events beyond the horizon: an open transaction somewhere in
+	// the cluster holds the tail back. A run's events commit in runSeq order
+	// (runSeq is assigned under the run's lock), so an event that extends its
+	// run's snapshot contiguously can be applied now; the checkpoint stays
+	// at the horizon, so nothing is skipped, and apply ignores what a
+	// snapshot already holds when the tail reaches it.
+	held := len(batch.Events) < s.cfg.ProjectorBatch && batch.Horizon > 0 &&
+		batch.Head.TransactionID >= batch.Horizon
+	if batch.Cursor == after && !held {
+		return 0, batch, nil // nothing new
 	}
-	// Decode this batch's run events, grouped by run in log (= runSeq) order.
+	if batch.Cursor != after {
+		if err := p.apply(ctx, tx, batch.Events, false); err != nil {
+			return 0, batch, err
+		}
+		if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cfg.ProjectorName, batch.Cursor.TransactionID, batch.Cursor.Position); err != nil {
+			return 0, batch, fmt.Errorf("runstore: projector checkpoint: %w", err)
+		}
+	}
+	var next *cursor.Cursor
+	if held {
+		if next, err = p.applyAhead(ctx, tx, batch.Cursor); err != nil {
+			return 0, batch, err
+		}
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return 0, batch, fmt.Errorf("runstore: projector commit: %w", err)
+	}
+	p.aheadMu.Lock()
+	p.ahead = next
+	p.aheadMu.Unlock()
+	s.metrics.projected.Add(float64(len(batch.Events)))
+	return len(batch.Events), batch, nil
+}
+
+// applyAhead applies the committed run events after the tail's cursor that
+// extend their runs' snapshots contiguously, reading on from where the last
+// such pass stopped. It returns where this one stopped.
+func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail cursor.Cursor) (*cursor.Cursor, error) {
+	p.aheadMu.Lock()
+	from := tail
+	if a := p.ahead; a != nil && cursor.Compare(a.TransactionID, a.Position, tail.TransactionID, tail.Position) > 0 {
+		from = *a // with its snapshot: its in-progress transactions are read again
+	}
+	p.aheadMu.Unlock()
+	evs, c, err := p.s.es.ReadAllTx(ctx, tx, query.All(), &eventstore.ReadOptions{After: &from, Limit: p.s.cfg.ProjectorBatch})
+	if err != nil {
+		return nil, fmt.Errorf("runstore: projector read beyond the horizon: %w", err)
+	}
+	if err := p.apply(ctx, tx, evs, true); err != nil {
+		return nil, err
+	}
+	p.s.metrics.ahead.Add(float64(len(evs)))
+	return &c, nil
+}
+
+// apply decodes the run events among evs, grouped by run in log (= runSeq)
+// order, and folds them into their snapshots. contiguous: apply a run's
+// events only while each is the next runSeq of its snapshot.
+func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent, contiguous bool) error {
 	byRun := map[string][]CanonicalEngineEvent{}
 	var runs []string
-	for _, se := range batch.Events {
+	for _, se := range evs {
 		if !isRunEvent(se) {
 			continue
 		}
 		ev, err := decodeEvent(se.Data, se.OccurredAt)
 		if err != nil {
-			return 0, batch, fmt.Errorf("runstore: projector: event at %d: %w", se.Position, err)
+			return fmt.Errorf("runstore: projector: event at %d: %w", se.Position, err)
 		}
 		if _, ok := byRun[ev.RunID]; !ok {
 			runs = append(runs, ev.RunID)
 		}
 		byRun[ev.RunID] = append(byRun[ev.RunID], ev)
 	}
-	if len(runs) > 0 {
-		if err := p.applyRuns(ctx, tx, runs, byRun); err != nil {
-			return 0, batch, err
-		}
+	if len(runs) == 0 {
+		return nil
 	}
-	if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cfg.ProjectorName, batch.Cursor.TransactionID, batch.Cursor.Position); err != nil {
-		return 0, batch, fmt.Errorf("runstore: projector checkpoint: %w", err)
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, batch, fmt.Errorf("runstore: projector commit: %w", err)
-	}
-	s.metrics.projected.Add(float64(len(batch.Events)))
-	return len(batch.Events), batch, nil
+	return p.applyRuns(ctx, tx, runs, byRun, contiguous)
 }
 
-func (p *SnapshotProjector) applyRuns(ctx context.Context, tx pgx.Tx, runs []string, byRun map[string][]CanonicalEngineEvent) error {
+func (p *SnapshotProjector) applyRuns(ctx context.Context, tx pgx.Tx, runs []string, byRun map[string][]CanonicalEngineEvent, contiguous bool) error {
 	s := p.s
 	snaps := make(map[string]*RunSnapshot, len(runs))
 	rows, err := tx.Query(ctx, s.sql.loadSnapshots, runs)
@@ -172,6 +231,12 @@ func (p *SnapshotProjector) applyRuns(ctx context.Context, tx pgx.Tx, runs []str
 		}
 		changed := false
 		for _, ev := range byRun[id] {
+			if contiguous && ev.RunSeq != snap.LastEventSeq+1 {
+				if ev.RunSeq <= snap.LastEventSeq {
+					continue // already applied
+				}
+				break // a gap: the tail brings the rest in order
+			}
 			changed = s.apply(snap, ev) || changed
 		}
 		if !changed {
@@ -259,8 +324,8 @@ func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 	}
 }
 
-// Lag measures the projector's lag (the age of the oldest committed event
-// past its checkpoint) and updates its gauges.
+// Lag measures the projector's lag (the age of the oldest committed run
+// event that its run's snapshot does not hold yet) and updates its gauges.
 func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
 	s := p.s
 	after, err := p.checkpoint(ctx, s.es.Pool())

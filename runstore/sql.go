@@ -65,10 +65,16 @@ func newStatements(schema string) statements {
 				last_event_seq = excluded.last_event_seq, snapshot_data = excluded.snapshot_data,
 				started_at = excluded.started_at, completed_at = excluded.completed_at,
 				projected_at = now(), version = ` + schema + `.run_snapshots.version + 1`,
-		// The first event after the checkpoint in log order (events_log_order
-		// range scan, one row): its age is the projector's lag.
+		// The first run event after the checkpoint, in log order, that its
+		// run's snapshot does not hold yet (events_log_order range scan from
+		// the checkpoint, a run_snapshots primary-key probe per run event):
+		// its age is the projector's lag. Events the projector applied
+		// beyond a held horizon do not count; the scan covers the events
+		// between the checkpoint and the first one missing.
 		lag: `SELECT e.occurred_at, now() FROM ` + ev + ` e
-			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint)
+			LEFT JOIN ` + schema + `.run_snapshots r ON r.run_id = e.data->>'runId'
+			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint) AND ` + markerPred + `
+			  AND (r.run_id IS NULL OR (e.data->>'runSeq')::bigint > r.last_event_seq)
 			ORDER BY e.transaction_id, e.position LIMIT 1`,
 		// Serialises projector instances (and DeleteRun) without giving the
 		// transaction an xid (a row lock would, and would hold the tailing
