@@ -1,6 +1,11 @@
 package runstore
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
 
 // Metrics are the store's Prometheus collectors; register them yourself:
 //
@@ -13,7 +18,15 @@ type Metrics struct {
 	lag       prometheus.Gauge
 	lagAlert  prometheus.Gauge
 	threshold prometheus.Gauge
+	scrapeErr prometheus.Counter
+
+	// lagOf measures the lag from the store at scrape time (nil in tests of
+	// the metrics alone).
+	lagOf func(context.Context) (Lag, error)
 }
+
+// scrapeTimeout bounds the lag query a scrape runs.
+const scrapeTimeout = 2 * time.Second
 
 var _ prometheus.Collector = (*Metrics)(nil)
 
@@ -43,6 +56,10 @@ func newMetrics() *Metrics {
 			Name: "pgdcb_runstore_projector_lag_high",
 			Help: "1 when the projector lag is above the contract's alert threshold (PROJECTOR_LAG_HIGH, > 5 s), else 0.",
 		}),
+		scrapeErr: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "pgdcb_runstore_projector_lag_scrape_errors_total",
+			Help: "Scrapes whose lag query failed (the lag gauges then keep their last value).",
+		}),
 		threshold: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pgdcb_runstore_projector_lag_alert_threshold_seconds",
 			Help: "The contract's projector lag alert threshold (PROJECTOR_LAG_HIGH).",
@@ -68,10 +85,23 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.lag.Describe(ch)
 	m.lagAlert.Describe(ch)
 	m.threshold.Describe(ch)
+	m.scrapeErr.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
+//
+// The lag gauges are measured from the store at scrape time, not only by the
+// projector, so PROJECTOR_LAG_HIGH fires when the projector is stopped or
+// stuck. Prometheus gives Collect no context: the query runs under its own
+// timeout of two seconds.
 func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
+	if m.lagOf != nil {
+		ctx, cancel := context.WithTimeout(context.TODO(), scrapeTimeout)
+		if _, err := m.lagOf(ctx); err != nil { // sets the gauges
+			m.scrapeErr.Inc()
+		}
+		cancel()
+	}
 	m.threshold.Set(LagAlertThreshold.Seconds())
 	m.appends.Collect(ch)
 	m.retries.Collect(ch)
@@ -80,6 +110,7 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.lag.Collect(ch)
 	m.lagAlert.Collect(ch)
 	m.threshold.Collect(ch)
+	m.scrapeErr.Collect(ch)
 }
 
 // Metrics returns the store's collectors (one prometheus.Collector).

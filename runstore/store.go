@@ -174,6 +174,7 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 		log:     log,
 	}
 	s.proj = &SnapshotProjector{s: s}
+	s.metrics.lagOf = s.proj.Lag
 	return s, nil
 }
 
