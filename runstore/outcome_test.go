@@ -11,23 +11,14 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/appendif"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 func outcomeStores(t *testing.T) (*eventstore.Store, *runstore.Store) {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
-	require.NoError(t, err)
-	es, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
-	require.NoError(t, err)
-	rs, err := runstore.New(es, nil)
-	require.NoError(t, err)
-	return es, rs
+	rs := newStore(t, nil)
+	return rs.EventStore(), rs
 }
 
 // holdRun opens a transaction holding the run's exclusive key (a conditional
