@@ -100,6 +100,11 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 	// executed means that attempt committed: its outcome is this call's, not
 	// a duplicate's; and giving up means the outcome is still unknown.
 	var uncertain error
+	unsettled := func(attempt int) error {
+		return &pgdcb.OutcomeUnknownError{
+			Op:  fmt.Sprintf("command %s (%s) after %d attempts", cmd.ID, typ, attempt),
+			Err: uncertain}
+	}
 	for attempt := 1; ; attempt++ {
 		out, err := e.attempt(ctx, cmd, h, attempt)
 		if err == nil {
@@ -121,26 +126,29 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 				"type", typ, "command_id", cmd.ID, "attempt", attempt, "error", err)
 			if attempt >= e.cfg.MaxAttempts || ctx.Err() != nil {
 				e.fail(typ, "error", err)
-				return Outcome{}, &pgdcb.OutcomeUnknownError{
-					Op:  fmt.Sprintf("command %s (%s) after %d attempts", cmd.ID, typ, attempt),
-					Err: uncertain}
+				return Outcome{}, unsettled(attempt)
 			}
 			if serr := retry.Sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
 				e.fail(typ, "error", serr)
-				return Outcome{}, &pgdcb.OutcomeUnknownError{
-					Op:  fmt.Sprintf("command %s (%s) after %d attempts", cmd.ID, typ, attempt),
-					Err: uncertain}
+				return Outcome{}, unsettled(attempt)
 			}
 			e.stats.retries.Add(1)
 			e.metrics.retried.WithLabelValues(typ).Inc()
 		case errors.As(err, &rej):
 			// A rejection of a command that already ran (a retry that now sees the
 			// first execution's effect) answers with the first outcome.
-			if first, ok, ferr := e.firstOutcome(ctx, cmd.ID); ferr == nil && ok {
+			first, ok, ferr := e.firstOutcome(ctx, cmd.ID)
+			if ferr == nil && ok {
 				if uncertain != nil {
 					return e.ownOutcome(typ, first, attempt), nil
 				}
 				return e.duplicate(typ, first), nil
+			}
+			if ferr != nil && uncertain != nil {
+				// The rejection may come from this call's own first
+				// attempt's effect, which could not be looked up.
+				e.fail(typ, "error", ferr)
+				return Outcome{}, unsettled(attempt)
 			}
 			e.stats.rejected.Add(1)
 			e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
