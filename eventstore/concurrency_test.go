@@ -1,6 +1,6 @@
 package eventstore_test
 
-// Guarantees of DESIGN.md §2, each raced many rounds with real concurrent
+// Guarantees of docs/CONCURRENCY.md, each raced many rounds with real concurrent
 // transactions on the real server. A round releases all racers together after
 // each has taken its decision, so the appends really overlap.
 

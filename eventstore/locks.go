@@ -8,7 +8,7 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// Lock keys (DESIGN.md §2). Every appended event takes its type's key, each of
+// Lock keys (docs/CONCURRENCY.md, "Mechanism"). Every appended event takes its type's key, each of
 // its tags' keys and the global key in SHARED mode. A check (each item of the
 // condition query and of the idempotency query) takes one key in EXCLUSIVE mode:
 // a tag of the item when it has tags (every matching event carries that tag),

@@ -1,4 +1,4 @@
-// Command tagindex measures the tag-index decision of DESIGN.md §3: the
+// Command tagindex measures the tag-index decision (docs/TAGINDEX.md): the
 // store's GIN index on events.tags against a B-tree over a derived
 // event_tags(tag, transaction_id, position) table, at 1M and 10M events.
 //
