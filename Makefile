@@ -14,13 +14,17 @@ TESTFLAGS   ?= -race -count=1 -timeout 15m
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check tidy-check vet staticcheck gotest faults demo bench bench-quick bench-go explain
+.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck gotest faults demo bench bench-quick bench-go explain
 
 ## test: gofmt check, go vet, staticcheck, then the race-enabled tests
 test: lint gotest
 
 ## lint: gofmt check, a tidy module, go vet and staticcheck, no tests
-lint: fmt-check tidy-check vet staticcheck
+lint: fmt-check tidy-check migrations-check vet staticcheck
+
+migrations-check:
+	@echo "==> migrations unchanged (sql/checksums.txt)"
+	@$(GO) test -count=1 -run '^TestMigrationTextsNeverChange$$' ./sql/ >/dev/null || $(GO) test -count=1 -run '^TestMigrationTextsNeverChange$$' ./sql/
 
 tidy-check:
 	@echo "==> go mod tidy -diff"

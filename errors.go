@@ -34,6 +34,9 @@ var (
 	ErrTransactionState = errors.New("pgdcb: append refused in this transaction")
 	// ErrNotMigrated: the store's schema is missing or older than this library.
 	ErrNotMigrated = errors.New("pgdcb: schema not migrated")
+	// ErrMigrationDrift: a migration step was applied from another text than
+	// this library's (a migration was edited after it ran somewhere).
+	ErrMigrationDrift = errors.New("pgdcb: migration applied from another text")
 	// ErrTransactionIDsAhead: the log holds transaction ids the server has not
 	// handed out yet (it was restored into another cluster); appends would sort
 	// before older events. See sql.RebaseTransactionIDs.

@@ -9,7 +9,9 @@ package sql
 
 import (
 	"context"
+	"crypto/sha256"
 	"embed"
+	"encoding/hex"
 	"fmt"
 	"hash/fnv"
 	"io/fs"
@@ -38,11 +40,25 @@ type Migration struct {
 	SQL     string // with the {{schema}} placeholder
 }
 
-// MigrationStatus says whether a step is applied, and when.
+// Checksum is the SHA-256 of the step's SQL text (before the schema is filled
+// in), hex-encoded. Migrate records it with the step; a step whose text
+// changed after it was applied shows as drift (see CheckCurrent).
+func (m Migration) Checksum() string {
+	sum := sha256.Sum256([]byte(m.SQL))
+	return hex.EncodeToString(sum[:])
+}
+
+// MigrationStatus says whether a step is applied, when, and with which text.
 type MigrationStatus struct {
 	Migration
 	Applied   bool
 	AppliedAt time.Time
+	// AppliedChecksum is the checksum recorded when the step was applied;
+	// empty for steps applied before checksums were recorded.
+	AppliedChecksum string
+	// Drift: the step was applied from another text than this library's
+	// (AppliedChecksum differs from Checksum).
+	Drift bool
 }
 
 // InvalidSchemaError names a schema name that was refused.
@@ -153,6 +169,11 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return nil, fmt.Errorf("pgdcb: migrate: create schema_migrations: %w", err)
 	}
+	// Checksums came later than the table: schemas migrated before have
+	// steps without one.
+	if _, err := conn.Exec(ctx, `ALTER TABLE `+q+`.schema_migrations ADD COLUMN IF NOT EXISTS checksum text`); err != nil {
+		return nil, fmt.Errorf("pgdcb: migrate: add schema_migrations.checksum: %w", err)
+	}
 	applied, err := appliedVersions(ctx, conn.Conn(), q)
 	if err != nil {
 		return nil, err
@@ -166,7 +187,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 			if _, err := tx.Exec(ctx, m.Render(q)); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name) VALUES ($1, $2)", m.Version, m.Name)
+			_, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+				m.Version, m.Name, m.Checksum())
 			return err
 		})
 		if err != nil {
@@ -177,19 +199,27 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 	return done, nil
 }
 
-func appliedVersions(ctx context.Context, conn *pgx.Conn, q string) (map[int]time.Time, error) {
-	rows, err := conn.Query(ctx, "SELECT version, applied_at FROM "+q+".schema_migrations")
+// appliedStep is one row of schema_migrations.
+type appliedStep struct {
+	at       time.Time
+	checksum string
+}
+
+func appliedVersions(ctx context.Context, conn *pgx.Conn, q string) (map[int]appliedStep, error) {
+	// to_jsonb(m)->>'checksum' reads the column when it exists and NULL when
+	// the schema was migrated before it was added.
+	rows, err := conn.Query(ctx, "SELECT version, applied_at, coalesce(to_jsonb(m)->>'checksum', '') FROM "+q+".schema_migrations m")
 	if err != nil {
 		return nil, fmt.Errorf("pgdcb: read schema_migrations: %w", err)
 	}
-	out := map[int]time.Time{}
+	out := map[int]appliedStep{}
 	for rows.Next() {
 		var v int
-		var at time.Time
-		if err := rows.Scan(&v, &at); err != nil {
+		var a appliedStep
+		if err := rows.Scan(&v, &a.at, &a.checksum); err != nil {
 			return nil, err
 		}
-		out[v] = at
+		out[v] = a
 	}
 	return out, rows.Err()
 }
@@ -205,7 +235,7 @@ func Status(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Migration
 	if err := pool.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+".schema_migrations").Scan(&exists); err != nil {
 		return nil, fmt.Errorf("pgdcb: migration status: %w", err)
 	}
-	applied := map[int]time.Time{}
+	applied := map[int]appliedStep{}
 	if exists {
 		conn, err := pool.Acquire(ctx)
 		if err != nil {
@@ -218,14 +248,18 @@ func Status(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Migration
 	}
 	var out []MigrationStatus
 	for _, m := range Migrations() {
-		at, ok := applied[m.Version]
-		out = append(out, MigrationStatus{Migration: m, Applied: ok, AppliedAt: at})
+		a, ok := applied[m.Version]
+		out = append(out, MigrationStatus{Migration: m, Applied: ok, AppliedAt: a.at, AppliedChecksum: a.checksum,
+			Drift: a.checksum != "" && a.checksum != m.Checksum()})
 	}
 	return out, nil
 }
 
 // CheckCurrent returns an error matching pgdcb.ErrNotMigrated unless every
-// embedded step is applied to the schema.
+// embedded step is applied to the schema, and one matching
+// pgdcb.ErrMigrationDrift when a step was applied from another text than
+// this library's (an edited migration: the schema may lack what the edit
+// added).
 func CheckCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) error {
 	st, err := Status(ctx, pool, schema)
 	if err != nil {
@@ -234,6 +268,10 @@ func CheckCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) error 
 	for _, s := range st {
 		if !s.Applied {
 			return fmt.Errorf("%w: schema %q lacks step %03d_%s (run sql.Migrate or `pgdcb migrate`)", pgdcb.ErrNotMigrated, schema, s.Version, s.Name)
+		}
+		if s.Drift {
+			return fmt.Errorf("%w: schema %q applied step %03d_%s from another text (checksum %.12s…, this library's %.12s…)",
+				pgdcb.ErrMigrationDrift, schema, s.Version, s.Name, s.AppliedChecksum, s.Checksum())
 		}
 	}
 	return nil

@@ -1,0 +1,82 @@
+package sql_test
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+)
+
+// Every numbered migration's text is pinned in checksums.txt: editing one
+// that has run somewhere leaves those databases without the edit (it
+// happened to migration 6). A change is a new migration.
+func TestMigrationTextsNeverChange(t *testing.T) {
+	f, err := os.Open("checksums.txt")
+	require.NoError(t, err)
+	defer f.Close()
+	pinned := map[int]string{}
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		v, sum, ok := strings.Cut(line, " ")
+		n, err := strconv.Atoi(v)
+		require.True(t, ok && err == nil, "checksums.txt: bad line %q", line)
+		pinned[n] = sum
+	}
+	require.NoError(t, sc.Err())
+	for _, m := range pgdcbsql.Migrations() {
+		sum, ok := pinned[m.Version]
+		require.True(t, ok, "migration %03d_%s is not in sql/checksums.txt: append `%d %s` (new migrations only)", m.Version, m.Name, m.Version, m.Checksum())
+		require.Equal(t, sum, m.Checksum(), "migration %03d_%s changed after it was numbered: restore it and make the change a new migration", m.Version, m.Name)
+		delete(pinned, m.Version)
+	}
+	require.Empty(t, pinned, "checksums.txt lists migrations that no longer exist")
+}
+
+// A schema whose recorded text of a step differs from the library's is
+// reported as drift; a schema migrated before checksums were recorded is not.
+func TestCheckCurrentReportsDrift(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := pgdcbsql.Migrate(ctx, pool, schema)
+	require.NoError(t, err)
+	require.NoError(t, pgdcbsql.CheckCurrent(ctx, pool, schema))
+	st, err := pgdcbsql.Status(ctx, pool, schema)
+	require.NoError(t, err)
+	for _, s := range st {
+		require.Equal(t, s.Checksum(), s.AppliedChecksum, "step %d records its checksum", s.Version)
+		require.False(t, s.Drift)
+	}
+	q, err := pgdcbsql.Quote(schema)
+	require.NoError(t, err)
+
+	// An older schema: no checksum recorded is no drift.
+	_, err = pool.Exec(ctx, "UPDATE "+q+".schema_migrations SET checksum = NULL WHERE version = 1")
+	require.NoError(t, err)
+	require.NoError(t, pgdcbsql.CheckCurrent(ctx, pool, schema))
+
+	// Another text: drift, naming the step.
+	_, err = pool.Exec(ctx, "UPDATE "+q+".schema_migrations SET checksum = 'edited' WHERE version = 6")
+	require.NoError(t, err)
+	err = pgdcbsql.CheckCurrent(ctx, pool, schema)
+	require.ErrorIs(t, err, pgdcb.ErrMigrationDrift)
+	require.ErrorContains(t, err, "006_append_arrays")
+
+	// Migrating again changes nothing and keeps reporting it.
+	done, err := pgdcbsql.Migrate(ctx, pool, schema)
+	require.NoError(t, err)
+	require.Empty(t, done)
+	require.ErrorIs(t, pgdcbsql.CheckCurrent(ctx, pool, schema), pgdcb.ErrMigrationDrift)
+}
