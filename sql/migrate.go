@@ -160,21 +160,12 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 		}
 	}()
 
-	if _, err := conn.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+q); err != nil {
-		return nil, fmt.Errorf("pgdcb: migrate: create schema %s: %w", q, err)
+	for _, stmt := range bootstrap(q) {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("pgdcb: migrate: prepare %s: %w", q, err)
+		}
 	}
-	if _, err := conn.Exec(ctx, `CREATE TABLE IF NOT EXISTS `+q+`.schema_migrations (
-		version    integer     PRIMARY KEY,
-		name       text        NOT NULL,
-		applied_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return nil, fmt.Errorf("pgdcb: migrate: create schema_migrations: %w", err)
-	}
-	// Checksums came later than the table: schemas migrated before have
-	// steps without one.
-	if _, err := conn.Exec(ctx, `ALTER TABLE `+q+`.schema_migrations ADD COLUMN IF NOT EXISTS checksum text`); err != nil {
-		return nil, fmt.Errorf("pgdcb: migrate: add schema_migrations.checksum: %w", err)
-	}
-	applied, err := appliedVersions(ctx, conn.Conn(), q)
+	applied, err := appliedVersions(ctx, conn, q)
 	if err != nil {
 		return nil, err
 	}
@@ -183,14 +174,8 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 		if _, ok := applied[m.Version]; ok {
 			continue
 		}
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-			if _, err := tx.Exec(ctx, m.Render(q)); err != nil {
-				return err
-			}
-			_, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-				m.Version, m.Name, m.Checksum())
-			return err
-		})
+		// Each step in its own transaction, with its version row.
+		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return applyStep(ctx, tx, q, m) })
 		if err != nil {
 			return done, fmt.Errorf("pgdcb: migrate %s: step %03d_%s: %w", q, m.Version, m.Name, err)
 		}
@@ -199,13 +184,101 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 	return done, nil
 }
 
+// MigrateTx is Migrate in the caller's transaction: every pending step and
+// its version row are written in tx, so they commit or roll back with the
+// caller's own changes. It serialises with other migrators of the schema
+// through a transaction-level advisory lock (held until tx ends).
+func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) ([]int, error) {
+	q, err := Quote(schema)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
+		return nil, fmt.Errorf("pgdcb: migrate: lock: %w", err)
+	}
+	for _, stmt := range bootstrap(q) {
+		if _, err := tx.Exec(ctx, stmt); err != nil {
+			return nil, fmt.Errorf("pgdcb: migrate: prepare %s: %w", q, err)
+		}
+	}
+	applied, err := appliedVersions(ctx, tx, q)
+	if err != nil {
+		return nil, err
+	}
+	var done []int
+	for _, m := range Migrations() {
+		if _, ok := applied[m.Version]; ok {
+			continue
+		}
+		if err := applyStep(ctx, tx, q, m); err != nil {
+			return done, fmt.Errorf("pgdcb: migrate %s: step %03d_%s: %w", q, m.Version, m.Name, err)
+		}
+		done = append(done, m.Version)
+	}
+	return done, nil
+}
+
+// Script returns the SQL that migrates a schema from step after (0: from
+// nothing) to the latest, for teams that run migrations with their own tool:
+// the schema and its schema_migrations table, then each step in its own
+// transaction with its version row, exactly as Migrate applies them.
+func Script(schema string, after int) (string, error) {
+	q, err := Quote(schema)
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "-- pgdcb migrations for schema %s, after step %d, up to %d.\n", q, after, LatestVersion())
+	for _, stmt := range bootstrap(q) {
+		b.WriteString(stmt + ";\n")
+	}
+	for _, m := range Migrations() {
+		if m.Version <= after {
+			continue
+		}
+		fmt.Fprintf(&b, "\n-- step %03d_%s (checksum %s)\nBEGIN;\n%s\n", m.Version, m.Name, m.Checksum(), strings.TrimSpace(m.Render(q)))
+		fmt.Fprintf(&b, "INSERT INTO %s.schema_migrations (version, name, checksum) VALUES (%d, '%s', '%s');\nCOMMIT;\n",
+			q, m.Version, m.Name, m.Checksum())
+	}
+	return b.String(), nil
+}
+
+// bootstrap is what every migrator runs first: the schema and its
+// schema_migrations table. Checksums came later than the table: schemas
+// migrated before have steps without one.
+func bootstrap(q string) []string {
+	return []string{
+		"CREATE SCHEMA IF NOT EXISTS " + q,
+		`CREATE TABLE IF NOT EXISTS ` + q + `.schema_migrations (
+		version    integer     PRIMARY KEY,
+		name       text        NOT NULL,
+		applied_at timestamptz NOT NULL DEFAULT now())`,
+		`ALTER TABLE ` + q + `.schema_migrations ADD COLUMN IF NOT EXISTS checksum text`,
+	}
+}
+
+// applyStep runs one step and records it, in tx.
+func applyStep(ctx context.Context, tx pgx.Tx, q string, m Migration) error {
+	if _, err := tx.Exec(ctx, m.Render(q)); err != nil {
+		return err
+	}
+	_, err := tx.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+		m.Version, m.Name, m.Checksum())
+	return err
+}
+
+// querier is what a pooled connection and a transaction offer.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
 // appliedStep is one row of schema_migrations.
 type appliedStep struct {
 	at       time.Time
 	checksum string
 }
 
-func appliedVersions(ctx context.Context, conn *pgx.Conn, q string) (map[int]appliedStep, error) {
+func appliedVersions(ctx context.Context, conn querier, q string) (map[int]appliedStep, error) {
 	// to_jsonb(m)->>'checksum' reads the column when it exists and NULL when
 	// the schema was migrated before it was added.
 	rows, err := conn.Query(ctx, "SELECT version, applied_at, coalesce(to_jsonb(m)->>'checksum', '') FROM "+q+".schema_migrations m")
@@ -242,7 +315,7 @@ func Status(ctx context.Context, pool *pgxpool.Pool, schema string) ([]Migration
 			return nil, err
 		}
 		defer conn.Release()
-		if applied, err = appliedVersions(ctx, conn.Conn(), q); err != nil {
+		if applied, err = appliedVersions(ctx, conn, q); err != nil {
 			return nil, err
 		}
 	}

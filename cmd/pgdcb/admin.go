@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -51,6 +52,33 @@ var versionCmd = &command{
 				return e.writeJSON(map[string]any{"module": modulePath, "version": version, "go": goVersion, "schema_version": pgdcbsql.LatestVersion()})
 			}
 			_, err := fmt.Fprintf(e.stdout, "pgdcb %s (%s, %s), schema version %d\n", version, modulePath, goVersion, pgdcbsql.LatestVersion())
+			return err
+		}
+	},
+}
+
+var sqlCmd = &command{
+	name: "sql", args: "[-after N]",
+	summary: "print the migrations' SQL for the schema, for teams that run their own migration tool",
+	detail: `Prints what migrate applies: the schema and its schema_migrations table,
+then every step after N (default 0: all) in its own transaction with its
+version row and checksum. Needs no database.
+`,
+	noDB: true,
+	flags: func(fs *flag.FlagSet) func(e *env) error {
+		after := fs.Int("after", 0, "print only the steps after this version")
+		return func(e *env) error {
+			if *after < 0 {
+				return &pgdcb.InvalidArgumentError{Name: "-after", Reason: fmt.Sprintf("must not be negative (got %d)", *after)}
+			}
+			script, err := pgdcbsql.Script(e.schema, *after)
+			if err != nil {
+				return err
+			}
+			if e.json {
+				return e.writeJSON(map[string]any{"schema": e.schema, "after": *after, "schema_version": pgdcbsql.LatestVersion(), "sql": script})
+			}
+			_, err = io.WriteString(e.stdout, script)
 			return err
 		}
 	},

@@ -493,3 +493,14 @@ func TestTailStopsOnSIGINT(t *testing.T) {
 	require.Equal(t, 0, cmd.ProcessState.ExitCode())
 	require.True(t, strings.HasPrefix(errOut.String(), "cursor "), errOut.String())
 }
+
+// sql prints the migrations without a database; -after limits them.
+func TestSQLPrintsMigrations(t *testing.T) {
+	r := cli(t, "", "-schema", "demo", "sql", "-after", "7")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `CREATE SCHEMA IF NOT EXISTS "demo"`)
+	require.Contains(t, r.stdout, "step 008_")
+	require.NotContains(t, r.stdout, "step 007_")
+	r = cli(t, "", "sql", "-after", "-1")
+	require.Equal(t, 2, r.code)
+}

@@ -198,7 +198,7 @@ var commands []*command
 
 func init() {
 	commands = []*command{
-		versionCmd, migrateCmd, statusCmd, grantCmd, rebaseCmd, headCmd,
+		versionCmd, migrateCmd, sqlCmd, statusCmd, grantCmd, rebaseCmd, headCmd,
 		readCmd, appendCmd, exportCmd, importCmd, tailCmd, projectionsCmd,
 	}
 }

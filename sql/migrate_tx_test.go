@@ -1,0 +1,67 @@
+package sql_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+)
+
+// MigrateTx writes the steps in the caller's transaction: a rollback leaves
+// nothing, a commit leaves a current schema.
+func TestMigrateTx(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	done, err := pgdcbsql.MigrateTx(ctx, tx, schema)
+	require.NoError(t, err)
+	require.Len(t, done, len(pgdcbsql.Migrations()))
+	require.NoError(t, tx.Rollback(ctx))
+	require.ErrorIs(t, pgdcbsql.CheckCurrent(ctx, pool, schema), pgdcb.ErrNotMigrated, "rolled back with the caller")
+
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = pgdcbsql.MigrateTx(ctx, tx, schema)
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
+	require.NoError(t, pgdcbsql.CheckCurrent(ctx, pool, schema))
+
+	done, err = pgdcbsql.Migrate(ctx, pool, schema)
+	require.NoError(t, err)
+	require.Empty(t, done, "Migrate finds nothing left")
+}
+
+// Script is what Migrate does, as SQL text: run by another tool, it leaves
+// a current schema with the same checksums; from a step, it holds only the
+// later ones.
+func TestScriptMigratesLikeMigrate(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	script, err := pgdcbsql.Script(schema, 0)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, script) // simple protocol: many statements
+	require.NoError(t, err)
+	require.NoError(t, pgdcbsql.CheckCurrent(ctx, pool, schema))
+	st, err := pgdcbsql.Status(ctx, pool, schema)
+	require.NoError(t, err)
+	for _, s := range st {
+		require.Equal(t, s.Checksum(), s.AppliedChecksum)
+	}
+
+	later, err := pgdcbsql.Script(schema, 7)
+	require.NoError(t, err)
+	require.NotContains(t, later, "step 007_")
+	require.Contains(t, later, "step 008_")
+	_, err = pgdcbsql.Script("Bad-Name", 0)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidSchema)
+	require.True(t, strings.HasPrefix(later, "-- pgdcb migrations"))
+}
