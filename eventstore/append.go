@@ -36,6 +36,9 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 	if err := s.validate(events); err != nil {
 		return AppendResult{}, err
 	}
+	if s.cfg.GroupCommit {
+		return s.appendGrouped(ctx, events, cond)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		// Nothing was sent.

@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"context"
+	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -24,6 +25,9 @@ func newStore(t testing.TB, cfg *eventstore.Config) (*eventstore.Store, *pgxpool
 		c = *cfg
 	}
 	c.Schema = schema
+	if os.Getenv("PGDCB_TEST_GROUP_COMMIT") == "1" {
+		c.GroupCommit = true
+	}
 	s, err := eventstore.New(pool, &c)
 	require.NoError(t, err)
 	return s, pool

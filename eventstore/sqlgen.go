@@ -12,6 +12,7 @@ import (
 // statements are the store's fixed SQL texts, rendered once for its schema.
 type statements struct {
 	appendEvents string
+	appendGroup  string // group commit (group.go)
 	head         string
 	events       string // "<schema>.events"
 	eventCols    string
@@ -26,6 +27,11 @@ func newStatements(schema string) statements {
 			$7::bigint[], $8::boolean[],
 			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
 			$14::xid8, $15::bigint, $16::text::pg_snapshot)`,
+		appendGroup: `SELECT statuses, tx, positions, conflicts FROM ` + schema + `.append_group(
+			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[], $7::integer[],
+			$8::bigint[], $9::boolean[],
+			$10::boolean[], $11::integer[], $12::text[], $13::integer[], $14::text[], $15::integer[],
+			$16::text[]::xid8[], $17::bigint[], $18::text[])`,
 		// The last event in log order: a backward scan of events_log_order,
 		// one row, in the same statement (same snapshot) as pg_current_snapshot().
 		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)

@@ -52,6 +52,21 @@ type Config struct {
 	NotifyDisabled bool
 	// Logger receives debug logs. Default: none.
 	Logger *slog.Logger
+	// GroupCommit turns on the group committer (docs/GROUPCOMMIT.md):
+	// concurrent Append and AppendIf calls on the pool (never the …Tx forms)
+	// are sent together as one server call in one transaction, each decided
+	// as if they had run one after another. Default false: every call is its
+	// own transaction.
+	GroupCommit bool
+	// GroupMaxAppends is the most appends one group carries. 0: the
+	// default, 64.
+	GroupMaxAppends int
+	// GroupMaxEvents is the most events one group carries (an append larger
+	// than that is sent alone). 0: the default, 1000.
+	GroupMaxEvents int
+	// GroupSenders is the most groups in flight at once, each on its own
+	// pooled connection. 0: the default, 2.
+	GroupSenders int
 }
 
 // Defaults and bounds of Config.
@@ -76,6 +91,9 @@ type Store struct {
 
 	notifyPending atomic.Bool
 	notifyRunning atomic.Bool
+
+	group groupCommitter // Config.GroupCommit (group.go)
+
 }
 
 // New returns a Store over the pool. It does not touch the database; call
@@ -94,6 +112,9 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		cfgcheck.Int("MaxLockKeys", c.MaxLockKeys, DefaultMaxLockKeys),
 		cfgcheck.Int("MaxEventBytes", c.MaxEventBytes, DefaultMaxEventBytes),
 		cfgcheck.Int("MaxBatchBytes", c.MaxBatchBytes, DefaultMaxBatchBytes),
+		cfgcheck.Int("GroupMaxAppends", c.GroupMaxAppends, DefaultGroupMaxAppends),
+		cfgcheck.Int("GroupMaxEvents", c.GroupMaxEvents, DefaultGroupMaxEvents),
+		cfgcheck.Int("GroupSenders", c.GroupSenders, DefaultGroupSenders),
 	); err != nil {
 		return nil, err
 	}

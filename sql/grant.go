@@ -43,7 +43,7 @@ const maxIdentifier = 63
 
 // appFunctions are the schema's functions the application role may execute.
 // Each runs as its owner (SECURITY DEFINER) with a fixed search_path.
-var appFunctions = []string{"append_events"}
+var appFunctions = []string{"append_events", "append_group"}
 
 // ownerFunctions are the schema's functions only the owner may execute:
 // retention, the rebase after a restore, and the append-only trigger's
