@@ -27,6 +27,15 @@ type Model[S any] struct {
 	State S
 	// Fold returns the state after one event.
 	Fold func(S, StoredEvent) S
+	// Name and Version, when Name is set, opt the model into snapshots (see
+	// Snapshottable and WithSnapshots): Project may then start from a stored
+	// state. Change Version whenever Fold or the state's encoding changes.
+	// Default "": no snapshots.
+	Name    string
+	Version int
+	// Codec encodes State for snapshots; nil: JSONCodec. State must
+	// survive the round trip.
+	Codec Codec[S]
 }
 
 // NewModel returns a Model starting at initial.
@@ -44,6 +53,12 @@ func (m *Model[S]) Apply(ev StoredEvent) { m.State = m.Fold(m.State, ev) }
 // queries, and hands each event to every projector whose own query matches it.
 // It returns the condition to append with: fail if any event matching the union
 // appears that this read did not see.
+//
+// A projector that is Snapshottable with a name starts from its newest usable
+// stored snapshot and is handed only the events after it: the state and the
+// condition are those of a read from the start (docs/SNAPSHOTS.md). After
+// folding Config.SnapshotEvery of its events past its snapshot, Project
+// stores a new one in the background.
 func (s *Store) Project(ctx context.Context, projectors ...Projector) (appendif.Condition, error) {
 	return s.project(ctx, s.pool, projectors)
 }
@@ -56,6 +71,9 @@ func (s *Store) ProjectTx(ctx context.Context, tx pgx.Tx, projectors ...Projecto
 func (s *Store) project(ctx context.Context, db dbtx, projectors []Projector) (appendif.Condition, error) {
 	if len(projectors) == 0 {
 		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
+	}
+	if !s.cfg.SnapshotsDisabled && anySnapshottable(projectors) {
+		return s.projectSnapshots(ctx, db, projectors, projectOpts{})
 	}
 	var union query.Query
 	queries := make([]query.Query, len(projectors))

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -67,6 +68,21 @@ type Config struct {
 	// GroupSenders is the most groups in flight at once, each on its own
 	// pooled connection. 0: the default, 2.
 	GroupSenders int
+	// SnapshotEvery: Project stores a snapshot of a Snapshottable model (in
+	// the background) once it has folded at least this many of the model's
+	// events past its last snapshot (docs/SNAPSHOTS.md). 0: the default,
+	// 100.
+	SnapshotEvery int
+	// SnapshotsManual turns the automatic writes off: snapshots are written
+	// only by Store.SaveSnapshot (and still used by Project). Default false.
+	SnapshotsManual bool
+	// SnapshotWriteTimeout bounds one background snapshot write. 0: the
+	// default, 5s.
+	SnapshotWriteTimeout time.Duration
+	// SnapshotsDisabled makes Project ignore snapshots altogether: every
+	// model is read from the start and no snapshot is written. Default
+	// false.
+	SnapshotsDisabled bool
 }
 
 // Defaults and bounds of Config.
@@ -94,6 +110,7 @@ type Store struct {
 
 	group groupCommitter // Config.GroupCommit (group.go)
 
+	snap snapshotState // decision snapshots (snapshot.go)
 }
 
 // New returns a Store over the pool. It does not touch the database; call
@@ -115,6 +132,8 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		cfgcheck.Int("GroupMaxAppends", c.GroupMaxAppends, DefaultGroupMaxAppends),
 		cfgcheck.Int("GroupMaxEvents", c.GroupMaxEvents, DefaultGroupMaxEvents),
 		cfgcheck.Int("GroupSenders", c.GroupSenders, DefaultGroupSenders),
+		cfgcheck.Int("SnapshotEvery", c.SnapshotEvery, DefaultSnapshotEvery),
+		cfgcheck.Duration("SnapshotWriteTimeout", c.SnapshotWriteTimeout, DefaultSnapshotWriteTimeout),
 	); err != nil {
 		return nil, err
 	}

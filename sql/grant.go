@@ -36,6 +36,10 @@ var tableGrants = []tableGrant{
 	{"run_snapshots", "SELECT, INSERT, UPDATE"},
 	// Store.CheckSchema and CheckCurrent read it.
 	{"schema_migrations", "SELECT"},
+	// Decision snapshots (eventstore/snapshot.go): read by Project, written
+	// (an upsert) after it. Retention deletes them, as the owner.
+	{"decision_snapshots", "SELECT, INSERT, UPDATE"},
+	{"decision_snapshot_epoch", "SELECT"},
 }
 
 // maxIdentifier is PostgreSQL's longest identifier, in bytes (NAMEDATALEN-1).

@@ -416,6 +416,8 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 	require.Equal(t, []string{
 		"checkpoints:INSERT", "checkpoints:SELECT", "checkpoints:UPDATE",
 		"commands:INSERT", "commands:SELECT",
+		"decision_snapshot_epoch:SELECT",
+		"decision_snapshots:INSERT", "decision_snapshots:SELECT", "decision_snapshots:UPDATE",
 		"events:SELECT",
 		"run_snapshots:INSERT", "run_snapshots:SELECT", "run_snapshots:UPDATE",
 		"schema_migrations:SELECT",

@@ -1,0 +1,15 @@
+package eventstore
+
+import (
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// WaitSnapshotWrites waits for the store's background snapshot writes.
+func WaitSnapshotWrites(s *Store) { s.waitSnapshotWrites() }
+
+// SnapshotReadSQL exposes the snapshot read's statement.
+func SnapshotReadSQL(s *Store, q query.Query, after cursor.Cursor) (string, []any) {
+	sql, a := s.snapshotReadSQL(q, after)
+	return sql, a
+}

@@ -1,0 +1,138 @@
+package eventstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+func appendN(t testing.TB, s *eventstore.Store, n int, tagStrings ...string) {
+	t.Helper()
+	for n > 0 {
+		k := min(n, 500)
+		evs := make([]eventstore.Event, k)
+		for i := range evs {
+			evs[i] = eventstore.MustEvent("Counted", map[string]int{"i": i}, tagStrings...)
+		}
+		_, err := s.Append(context.Background(), evs)
+		require.NoError(t, err)
+		n -= k
+	}
+}
+
+// A snapshot of another version, one that does not decode, one whose point
+// no longer names its event, one from before a retention: never used.
+func TestSnapshotUntrustedNeverUsed(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, &eventstore.Config{SnapshotsManual: true})
+	tbl := s.QuotedSchema() + ".decision_snapshots"
+	q := query.Tagged(nil, "e=1")
+	appendN(t, s, 10, "e=1")
+	appendN(t, s, 3, "e=1", "drop=1")
+	appendN(t, s, 5, "e=1")
+	full := func() foldState {
+		m := foldModel(q)
+		_, err := s.Project(ctx, m)
+		require.NoError(t, err)
+		return m.State
+	}
+	want := full()
+	require.Len(t, want.Positions, 18)
+	require.NoError(t, s.SaveSnapshot(ctx, snapModel(q, "u")))
+	// Used when sound.
+	m := snapModel(q, "u")
+	_, err := s.Project(ctx, m)
+	require.NoError(t, err)
+	require.Equal(t, want, m.State)
+	require.EqualValues(t, 1, s.SnapshotStats().Loaded)
+	// Poison the stored state: if it were used, the result would show it.
+	_, err = pool.Exec(ctx, "UPDATE "+tbl+` SET state = convert_to('{"p":[1],"s":42}', 'UTF8')`)
+	require.NoError(t, err)
+
+	cases := []struct {
+		name, sql string
+		model     *eventstore.Model[foldState]
+		counter   func(eventstore.SnapshotStats) int64
+	}{
+		{"other version", "", foldModel(q).WithSnapshots("u", 2),
+			func(st eventstore.SnapshotStats) int64 { return st.IgnoredVersion }},
+		{"corrupt", "UPDATE " + tbl + ` SET state = convert_to('{"p":[1],', 'UTF8')`, snapModel(q, "u"),
+			func(st eventstore.SnapshotStats) int64 { return st.IgnoredCorrupt }},
+		{"point gone", "UPDATE " + tbl + ` SET state = convert_to('{"p":[1],"s":42}', 'UTF8'), transaction_id = '1'`, snapModel(q, "u"),
+			func(st eventstore.SnapshotStats) int64 { return st.Loaded }},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			if c.sql != "" {
+				_, err := pool.Exec(ctx, c.sql)
+				require.NoError(t, err)
+			}
+			before := c.counter(s.SnapshotStats())
+			loadedBefore := s.SnapshotStats().Loaded
+			_, err := s.Project(ctx, c.model)
+			require.NoError(t, err)
+			require.Equal(t, want, c.model.State)
+			require.Equal(t, loadedBefore, s.SnapshotStats().Loaded, "not used")
+			if c.name != "point gone" {
+				require.Equal(t, before+1, c.counter(s.SnapshotStats()), "counted")
+			}
+		})
+	}
+
+	t.Run("written before a retention", func(t *testing.T) {
+		_, err := pool.Exec(ctx, "DELETE FROM "+tbl)
+		require.NoError(t, err)
+		require.NoError(t, s.SaveSnapshot(ctx, snapModel(q, "u")))
+		var n int64
+		// Retention drops every snapshot; a row put back with the old epoch
+		// (as a write racing the retention would) is detected as stale.
+		_, err = pool.Exec(ctx, "CREATE TEMP TABLE keep AS SELECT * FROM "+tbl)
+		require.NoError(t, err)
+		require.NoError(t, pool.QueryRow(ctx, "SELECT "+s.QuotedSchema()+".delete_events_tagged('drop=1')").Scan(&n))
+		require.EqualValues(t, 3, n)
+		var left int
+		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+tbl).Scan(&left))
+		require.Zero(t, left, "retention dropped the snapshots")
+		want := full()
+		require.Len(t, want.Positions, 15)
+		_, err = pool.Exec(ctx, "INSERT INTO "+tbl+" SELECT * FROM keep; DROP TABLE keep")
+		require.NoError(t, err)
+		stale := s.SnapshotStats().IgnoredStale
+		m := snapModel(q, "u")
+		_, err = s.Project(ctx, m)
+		require.NoError(t, err)
+		require.Equal(t, want, m.State)
+		require.Equal(t, stale+1, s.SnapshotStats().IgnoredStale)
+	})
+}
+
+// A snapshot that cannot be written fails neither Project nor the append
+// that follows; SaveSnapshot, asked explicitly, reports it.
+func TestSnapshotWriteFailureDoesNotFailProject(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, &eventstore.Config{SnapshotEvery: 1})
+	sch := s.QuotedSchema()
+	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION %[1]s.no_snap() RETURNS trigger LANGUAGE plpgsql AS $$
+		BEGIN RAISE EXCEPTION 'no snapshots today'; END $$;
+		CREATE TRIGGER no_snap BEFORE INSERT OR UPDATE ON %[1]s.decision_snapshots FOR EACH ROW EXECUTE FUNCTION %[1]s.no_snap()`, sch))
+	require.NoError(t, err)
+	q := query.Tagged(nil, "e=1")
+	appendN(t, s, 20, "e=1")
+	for range 3 {
+		m := snapModel(q, "w")
+		cond, err := s.Project(ctx, m)
+		require.NoError(t, err)
+		require.Len(t, m.State.Positions, 20)
+		eventstore.WaitSnapshotWrites(s)
+		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "other=1")}, cond)
+		require.NoError(t, err)
+	}
+	require.EqualValues(t, 3, s.SnapshotStats().WriteFailures)
+	require.Zero(t, s.SnapshotStats().Written)
+	require.ErrorContains(t, s.SaveSnapshot(ctx, snapModel(q, "w")), "no snapshots today")
+}
