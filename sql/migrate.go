@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
@@ -160,28 +161,10 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 		}
 	}()
 
-	for _, stmt := range bootstrap(q) {
-		if _, err := conn.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("pgdcb: migrate: prepare %s: %w", q, err)
-		}
-	}
-	applied, err := appliedVersions(ctx, conn, q)
-	if err != nil {
-		return nil, err
-	}
-	var done []int
-	for _, m := range Migrations() {
-		if _, ok := applied[m.Version]; ok {
-			continue
-		}
-		// Each step in its own transaction, with its version row.
-		err := pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return applyStep(ctx, tx, q, m) })
-		if err != nil {
-			return done, fmt.Errorf("pgdcb: migrate %s: step %03d_%s: %w", q, m.Version, m.Name, err)
-		}
-		done = append(done, m.Version)
-	}
-	return done, nil
+	// Each step in its own transaction, with its version row.
+	return applyPending(ctx, conn, q, func(m Migration) error {
+		return pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error { return applyStep(ctx, tx, q, m) })
+	})
 }
 
 // MigrateTx is Migrate in the caller's transaction: every pending step and
@@ -196,12 +179,18 @@ func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) ([]int, error) {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
 		return nil, fmt.Errorf("pgdcb: migrate: lock: %w", err)
 	}
+	return applyPending(ctx, tx, q, func(m Migration) error { return applyStep(ctx, tx, q, m) })
+}
+
+// applyPending runs the bootstrap on db, then apply for every step the
+// schema lacks, in order; it returns the versions applied.
+func applyPending(ctx context.Context, db execQuerier, q string, apply func(Migration) error) ([]int, error) {
 	for _, stmt := range bootstrap(q) {
-		if _, err := tx.Exec(ctx, stmt); err != nil {
+		if _, err := db.Exec(ctx, stmt); err != nil {
 			return nil, fmt.Errorf("pgdcb: migrate: prepare %s: %w", q, err)
 		}
 	}
-	applied, err := appliedVersions(ctx, tx, q)
+	applied, err := appliedVersions(ctx, db, q)
 	if err != nil {
 		return nil, err
 	}
@@ -210,7 +199,7 @@ func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) ([]int, error) {
 		if _, ok := applied[m.Version]; ok {
 			continue
 		}
-		if err := applyStep(ctx, tx, q, m); err != nil {
+		if err := apply(m); err != nil {
 			return done, fmt.Errorf("pgdcb: migrate %s: step %03d_%s: %w", q, m.Version, m.Name, err)
 		}
 		done = append(done, m.Version)
@@ -270,6 +259,12 @@ func applyStep(ctx context.Context, tx pgx.Tx, q string, m Migration) error {
 // querier is what a pooled connection and a transaction offer.
 type querier interface {
 	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// execQuerier can also execute.
+type execQuerier interface {
+	querier
+	Exec(ctx context.Context, sql string, args ...any) (pgconn.CommandTag, error)
 }
 
 // appliedStep is one row of schema_migrations.
