@@ -39,20 +39,7 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 	if s.cfg.GroupCommit {
 		return s.appendGrouped(ctx, events, cond)
 	}
-	conn, err := s.pool.Acquire(ctx)
-	if err != nil {
-		// Nothing was sent.
-		return AppendResult{}, errf("append: acquire a connection", err)
-	}
-	defer conn.Release()
-	if err := ctx.Err(); err != nil {
-		return AppendResult{}, errf("append", err) // nothing was sent
-	}
-	res, err := s.appendEvents(ctx, conn, events, cond, true)
-	if err == nil {
-		s.Notify(ctx)
-	}
-	return res, err
+	return s.appendOne(ctx, events, cond)
 }
 
 // AppendTx is Append in the caller's transaction. The transaction must be READ

@@ -154,7 +154,9 @@ func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendi
 	return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: ctx.Err()}
 }
 
-// appendOne is appendPool's path without grouping (events validated).
+// appendOne sends one append (events validated) as its own transaction on a
+// pooled connection, telling a certain failure from an unknown outcome: the
+// path of every call without grouping, and of a group of one.
 func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
