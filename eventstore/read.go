@@ -239,41 +239,20 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			last     StoredEvent
 		)
 		for rows.Next() {
-			var (
-				ev   StoredEvent
-				pos  *int64
-				txID *uint64
-				typ  *string
-				tgs  []string
-				data []byte
-				meta []byte
-				id   pgtype.UUID
-				at   pgtype.Timestamptz
-			)
 			// The header columns repeat on every row; scan them once.
 			var snapDest, hx, hp, dx, dp any
 			if n == 0 {
 				snapDest, hx, hp = &snapText, &head.TransactionID, &head.Position
 				dx, dp = &es.durable.TransactionID, &es.durable.Position
 			}
-			if err := rows.Scan(snapDest, hx, hp, dx, dp, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at); err != nil {
+			ev, ok, err := scanEventRow(rows, snapDest, hx, hp, dx, dp)
+			if err != nil {
 				yield(StoredEvent{}, errf("read", err))
 				return
 			}
 			n++
-			if pos == nil { // no matching event: the header row alone
+			if !ok { // no matching event: the header row alone
 				break
-			}
-			set, err := tags.ParseSet(tgs...)
-			if err != nil {
-				yield(StoredEvent{}, errf("read: stored tags", err))
-				return
-			}
-			ev = StoredEvent{
-				Event:         Event{Type: *typ, Tags: set, Data: data, Metadata: meta, ID: id.Bytes},
-				Position:      *pos,
-				TransactionID: *txID,
-				OccurredAt:    at.Time,
 			}
 			last = ev
 			if !yield(ev, nil) {
@@ -299,4 +278,37 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 		es.done = true
 	}
 	return es
+}
+
+// scanEventRow scans one row of a read statement: its header columns into
+// header (nil destinations discard them, as on every row after the first),
+// then the event's columns. ok is false for the header-only row of a read
+// that matched nothing.
+func scanEventRow(rows pgx.Rows, header ...any) (ev StoredEvent, ok bool, err error) {
+	var (
+		pos  *int64
+		txID *uint64
+		typ  *string
+		tgs  []string
+		data []byte
+		meta []byte
+		id   pgtype.UUID
+		at   pgtype.Timestamptz
+	)
+	if err := rows.Scan(append(header, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at)...); err != nil {
+		return StoredEvent{}, false, err
+	}
+	if pos == nil {
+		return StoredEvent{}, false, nil
+	}
+	set, err := tags.ParseSet(tgs...)
+	if err != nil {
+		return StoredEvent{}, false, fmt.Errorf("stored tags: %w", err)
+	}
+	return StoredEvent{
+		Event:         Event{Type: *typ, Tags: set, Data: data, Metadata: meta, ID: id.Bytes},
+		Position:      *pos,
+		TransactionID: *txID,
+		OccurredAt:    at.Time,
+	}, true, nil
 }

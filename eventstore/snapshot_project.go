@@ -7,12 +7,10 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgdcb/pgdcb/appendif"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/query"
-	"github.com/pgdcb/pgdcb/tags"
 )
 
 type projectOpts struct {
@@ -264,22 +262,13 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 		}
 	}
 	for rows.Next() {
-		var (
-			pos  *int64
-			txID *uint64
-			typ  *string
-			tgs  []string
-			data []byte
-			meta []byte
-			id   pgtype.UUID
-			at   pgtype.Timestamptz
-		)
 		var snapDest, ep, hx, hp, dx, dp any
 		if n == 0 {
 			snapDest, ep, hx, hp = &snapText, &epoch, &head.TransactionID, &head.Position
 			dx, dp = &durable.TransactionID, &durable.Position
 		}
-		if err := rows.Scan(snapDest, ep, hx, hp, dx, dp, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at); err != nil {
+		ev, ok, err := scanEventRow(rows, snapDest, ep, hx, hp, dx, dp)
+		if err != nil {
 			return c, nil, false, errf("project", err)
 		}
 		if n == 0 {
@@ -290,18 +279,8 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 			}
 		}
 		n++
-		if pos == nil {
+		if !ok {
 			break
-		}
-		set, err := tags.ParseSet(tgs...)
-		if err != nil {
-			return c, nil, false, errf("project: stored tags", err)
-		}
-		ev := StoredEvent{
-			Event:         Event{Type: *typ, Tags: set, Data: data, Metadata: meta, ID: id.Bytes},
-			Position:      *pos,
-			TransactionID: *txID,
-			OccurredAt:    at.Time,
 		}
 		below := cursor.Compare(ev.TransactionID, ev.Position, durable.TransactionID, durable.Position) <= 0
 		if !below && !passedDurable {
