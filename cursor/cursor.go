@@ -79,6 +79,7 @@ func ParseSnapshot(text string) (*Snapshot, error) {
 		if !slices.IsSorted(s.Xip) {
 			return nil, fmt.Errorf("snapshot %s: in-progress ids not ascending", clip.Quote(text))
 		}
+		s.Xip = slices.Compact(s.Xip) // as PostgreSQL's pg_snapshot input skips duplicates
 	}
 	return s, nil
 }

@@ -59,21 +59,6 @@ func TestSeen(t *testing.T) {
 	require.False(t, plain.Seen(109, 1))
 }
 
-func FuzzParse(f *testing.F) {
-	f.Add(cursor.Cursor{TransactionID: 9, Position: 3, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 9, Xip: []uint64{6, 7}}}.String())
-	f.Add("AQA")
-	f.Fuzz(func(t *testing.T, s string) {
-		c, err := cursor.Parse(s)
-		if err != nil {
-			require.ErrorIs(t, err, pgdcb.ErrInvalidCursor)
-			return
-		}
-		again, err := cursor.Parse(c.String())
-		require.NoError(t, err)
-		require.Equal(t, c, again)
-	})
-}
-
 func TestInvalidCursorMessageIsBounded(t *testing.T) {
 	in := strings.Repeat("é", 1<<19)
 	_, err := cursor.Parse(in)

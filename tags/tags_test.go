@@ -66,22 +66,6 @@ func TestSetDuplicateKeyRefused(t *testing.T) {
 	require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
 }
 
-func FuzzParse(f *testing.F) {
-	for _, s := range []string{"a=b", "=", "k==", "a.b-c_d=é"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		tg, err := tags.Parse(s)
-		if err != nil {
-			require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
-			return
-		}
-		again, err := tags.New(tg.Key(), tg.Value())
-		require.NoError(t, err)
-		require.Equal(t, tg, again)
-	})
-}
-
 // A 1 MB tag gives a message under 1 KB; the field keeps the tag whole.
 func TestErrorMessageIsBounded(t *testing.T) {
 	long := "k=" + strings.Repeat("v", 1<<20)

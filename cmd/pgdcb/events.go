@@ -36,22 +36,11 @@ func parseQuery(s string) (query.Query, error) {
 	}
 	var items []query.Item
 	if strings.HasPrefix(s, "[") {
-		var raw []struct {
-			Types []string `json:"types"`
-			Tags  []string `json:"tags"`
+		var q query.Query // the JSON form (query.Query.MarshalJSON)
+		if err := q.UnmarshalJSON([]byte(s)); err != nil {
+			return query.Query{}, err
 		}
-		dec := json.NewDecoder(strings.NewReader(s))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&raw); err != nil {
-			return query.Query{}, fmt.Errorf("%w: %q: %v", pgdcb.ErrInvalidQuery, s, err)
-		}
-		for _, r := range raw {
-			ts, err := tags.ParseSet(r.Tags...)
-			if err != nil {
-				return query.Query{}, err
-			}
-			items = append(items, query.Item{Types: r.Types, Tags: ts})
-		}
+		items = q.Items()
 	} else {
 		for _, part := range strings.Split(s, ";") {
 			typesPart, tagsPart, _ := strings.Cut(strings.TrimSpace(part), ":")
