@@ -27,7 +27,10 @@ type AppendResult struct {
 // safe only for events that carry ids (Event.ID: a retry of a stored batch then
 // fails with pgdcb.ErrIdempotent). Every other error means nothing was stored.
 func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error) {
-	return s.appendPool(ctx, events, nil)
+	ctx, t := s.startAppend(ctx, events, nil, false)
+	res, err := s.appendPool(ctx, events, nil)
+	t.endAppend(len(events), res, err)
+	return res, err
 }
 
 // appendPool runs one append as its own (implicit) transaction on a pooled
@@ -53,7 +56,9 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 // The outcome is the transaction's: use CommitTx (or classify the error of
 // your own Commit with OutcomeOf) to learn whether a failed commit may have
 // committed.
-func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (AppendResult, error) {
+func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (res AppendResult, err error) {
+	ctx, t := s.startAppend(ctx, events, nil, true)
+	defer func() { t.endAppend(len(events), res, err) }()
 	if err := s.validate(events); err != nil {
 		return AppendResult{}, err
 	}
@@ -73,7 +78,9 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (Append
 // may have committed. Retrying the same AppendIf is safe when cond carries an
 // idempotency query that the events match (or the events carry ids): a retry
 // of a committed append then fails with pgdcb.ErrIdempotent.
-func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Condition) (AppendResult, error) {
+func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Condition) (res AppendResult, err error) {
+	ctx, t := s.startAppend(ctx, events, &cond, false)
+	defer func() { t.endAppend(len(events), res, err) }()
 	if err := cond.Validate(); err != nil {
 		return AppendResult{}, err
 	}
@@ -83,7 +90,9 @@ func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Cond
 // AppendIfTx is AppendIf in the caller's transaction, with AppendTx's rules. A
 // failed condition does not abort the transaction, but the caller should roll
 // it back: nothing was appended.
-func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond appendif.Condition) (AppendResult, error) {
+func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond appendif.Condition) (res AppendResult, err error) {
+	ctx, t := s.startAppend(ctx, events, &cond, true)
+	defer func() { t.endAppend(len(events), res, err) }()
 	if err := cond.Validate(); err != nil {
 		return AppendResult{}, err
 	}
@@ -126,14 +135,9 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 	var afterTx uint64
 	var afterPos int64
 	var afterSnap *string
-	if cond != nil {
-		if cond.After != nil {
-			afterTx, afterPos = cond.After.TransactionID, cond.After.Position
-			if cond.After.Snapshot != nil {
-				sn := cond.After.Snapshot.String()
-				afterSnap = &sn
-			}
-		}
+	if cond != nil && cond.After != nil {
+		afterTx, afterPos = cond.After.TransactionID, cond.After.Position
+		afterSnap = afterSnapshotArg(cond.After)
 	}
 	var (
 		status   string

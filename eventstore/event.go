@@ -103,15 +103,21 @@ func (e Event) Size() int {
 	return len(e.Type) + e.Tags.Size() + len(e.Data) + len(e.Metadata)
 }
 
-// validate checks a batch in Go before anything is sent: every string the
-// server would refuse (invalid UTF-8, NUL), every JSON text jsonb would
-// refuse (see package internal/pgjson), the sizes, duplicate event ids.
-func (s *Store) validate(events []Event) error {
+// validate checks a batch in Go before anything is sent (see ValidateEvents).
+func (s *Store) validate(events []Event) error { return ValidateEvents(s.cfg, events) }
+
+// ValidateEvents checks a batch as Append does before anything is sent: every
+// string the server would refuse (invalid UTF-8, NUL), every JSON text jsonb
+// would refuse (see package internal/pgjson), the sizes against cfg's limits
+// (cfg as ResolveConfig returns it), duplicate event ids. It fails with an
+// *InvalidEventError. For other implementations of Interface, which must
+// refuse what the PostgreSQL store refuses.
+func ValidateEvents(cfg Config, events []Event) error {
 	if len(events) == 0 {
 		return &InvalidEventError{Index: -1, Field: "batch", Reason: "no events"}
 	}
-	if len(events) > s.cfg.MaxBatchSize {
-		return &InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf("%d events, more than MaxBatchSize %d", len(events), s.cfg.MaxBatchSize)}
+	if len(events) > cfg.MaxBatchSize {
+		return &InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf("%d events, more than MaxBatchSize %d", len(events), cfg.MaxBatchSize)}
 	}
 	// Sizes first: cheap, and a 50 MB payload is refused before it is read.
 	total := 0
@@ -124,15 +130,15 @@ func (s *Store) validate(events []Event) error {
 			return &InvalidEventError{Index: i, Type: e.Type, Field: "type", Reason: reason}
 		}
 		size := e.Size()
-		if size > s.cfg.MaxEventBytes {
+		if size > cfg.MaxEventBytes {
 			return &InvalidEventError{Index: i, Type: e.Type, Field: "size", Reason: fmt.Sprintf(
-				"%d bytes (type, tags, data and metadata), more than MaxEventBytes %d", size, s.cfg.MaxEventBytes)}
+				"%d bytes (type, tags, data and metadata), more than MaxEventBytes %d", size, cfg.MaxEventBytes)}
 		}
 		total += size
-		if total > s.cfg.MaxBatchBytes {
+		if total > cfg.MaxBatchBytes {
 			return &InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf(
 				"more than MaxBatchBytes %d bytes (type, tags, data and metadata of its events; %d by event %d)",
-				s.cfg.MaxBatchBytes, total, i)}
+				cfg.MaxBatchBytes, total, i)}
 		}
 	}
 	var seen map[uuid.UUID]int

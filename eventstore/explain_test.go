@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -53,6 +55,9 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 	hot := query.Tagged(nil, "shard=3")      // size/16 events
 	head, err := s.Head(ctx)
 	require.NoError(t, err)
+	// The decision cycle's cursor: from the read of the entity itself.
+	_, entityCur, err := s.ReadAll(ctx, rare, nil)
+	require.NoError(t, err)
 	// An old decision: its cursor is the log's first event.
 	_, old, err := s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{Limit: 1})
 	require.NoError(t, err)
@@ -66,6 +71,7 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 	}
 	cases := []checkCase{
 		{name: "rare tag, cursor at head", cond: appendif.FailIf(rare, &head), tag: "account=777", index: "events_log_order"},
+		{name: "rare tag, cursor of its read", cond: appendif.FailIf(rare, &entityCur), tag: "account=777", index: "events_log_order"},
 		{name: "hot tag, cursor at head", cond: appendif.FailIf(hot, &head), tag: "shard=3", index: "events_log_order"},
 		{name: "absent tag, old cursor", cond: appendif.FailIf(query.Tagged(nil, "account=new"), &old), tag: "account=new", index: "events_tags"},
 		{name: "rare tag, old cursor", cond: appendif.FailIf(rare, &old), tag: "account=777", index: "events_tags", wantErr: pgdcb.ErrConditionFailed},
@@ -163,4 +169,133 @@ func TestReadLastPlanUsesTheTagIndex(t *testing.T) {
 	last, _, err := s.ReadLast(ctx, query.Tagged(nil, "kind=old"))
 	require.NoError(t, err)
 	require.Equal(t, "n=3999", last.Tags.Strings()[1])
+}
+
+// TestReadPlansAreGenericAndUseTheTagIndex: a read from the start with tag
+// items (the decision read of an entity, and ReadLast) is planned once per
+// connection, not at every call: after PostgreSQL's five custom plans its
+// prepared statement runs on the generic plan, and that plan reads the tag
+// index. Before the tags were passed through a one-row subquery, every call
+// was planned again (planning was three quarters of the read's server CPU):
+// generic_plans stayed 0.
+func TestReadPlansAreGenericAndUseTheTagIndex(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	loadEntities(t, s, pool, 20_000, 10)
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	defer conn.Release()
+	for _, c := range []struct {
+		name string
+		q    func(i int) query.Query
+		opts eventstore.ReadOptions
+		want int
+	}{
+		{name: "entity", q: func(i int) query.Query { return query.Tagged(nil, fmt.Sprintf("account=%d", i)) }, want: 10},
+		{name: "two tags", q: func(i int) query.Query {
+			return query.Tagged(nil, fmt.Sprintf("account=%d", i), fmt.Sprintf("shard=%d", i*10%16))
+		}, want: 1},
+		{name: "ReadLast", q: func(i int) query.Query { return query.Tagged(nil, fmt.Sprintf("account=%d", i)) }, opts: eventstore.ReadOptions{Backwards: true, Limit: 1}, want: 1},
+	} {
+		for i := range 8 {
+			tx, err := conn.Begin(ctx)
+			require.NoError(t, err)
+			evs, _, err := s.ReadAllTx(ctx, tx, c.q(100+i), &c.opts)
+			require.NoError(t, err, c.name)
+			require.Len(t, evs, c.want, c.name)
+			require.NoError(t, tx.Rollback(ctx))
+		}
+		sql, a := eventstore.ReadSQL(s, c.q(1), c.opts)
+		var generic, custom int64
+		require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom), c.name)
+		require.Positive(t, generic, "%s: every call was planned again (%d custom plans, no generic plan)", c.name, custom)
+
+		_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+		require.NoError(t, err)
+		rows, err := conn.Query(ctx, "EXPLAIN "+sql, a...)
+		require.NoError(t, err)
+		var plan []string
+		for rows.Next() {
+			var line string
+			require.NoError(t, rows.Scan(&line))
+			plan = append(plan, line)
+		}
+		require.NoError(t, rows.Err())
+		_, err = conn.Exec(ctx, "RESET plan_cache_mode")
+		require.NoError(t, err)
+		text := strings.Join(plan, "\n")
+		require.Contains(t, text, "events_tags", "%s:\n%s", c.name, text)
+		require.NotContains(t, text, "Seq Scan on events", "%s:\n%s", c.name, text)
+	}
+}
+
+// TestCheckSkipsInProgressTransactionsAfterTheCursor: a transaction in
+// progress at the decision whose id sorts after the cursor needs no arm of its
+// own in the check (its events sort after the cursor, in the range already),
+// so the check is one range of events_log_order, not a BitmapOr with an arm
+// per such transaction; and its event, committed later, still fails the
+// condition.
+func TestCheckSkipsInProgressTransactionsAfterTheCursor(t *testing.T) {
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	loadEntities(t, s, pool, 5_000, 10)
+	head, err := s.Head(ctx)
+	require.NoError(t, err)
+
+	// A transaction that is running at the decision, with an id after the
+	// head's. The cursor's snapshot names it alone (other sessions on a
+	// shared server would add their own).
+	other, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = other.Rollback(ctx) }()
+	var xid uint64
+	require.NoError(t, other.QueryRow(ctx, "SELECT pg_current_xact_id()::text::bigint").Scan(&xid))
+	require.Greater(t, xid, head.TransactionID)
+	cur := head
+	cur.Snapshot = &cursor.Snapshot{Xmin: xid, Xmax: xid + 1, Xip: []uint64{xid}}
+
+	var mu sync.Mutex
+	var plans []string
+	cfg := pool.Config().ConnConfig.Copy()
+	cfg.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
+		mu.Lock()
+		defer mu.Unlock()
+		plans = append(plans, n.Message)
+	}
+	conn, err := pgx.ConnectConfig(ctx, cfg)
+	require.NoError(t, err)
+	defer conn.Close(ctx)
+	_, err = conn.Exec(ctx, `LOAD 'auto_explain';
+		SET auto_explain.log_min_duration = 0; SET auto_explain.log_nested_statements = on;
+		SET auto_explain.log_level = notice; SET auto_explain.log_analyze = on`)
+	require.NoError(t, err)
+	q := query.Tagged(nil, "account=7")
+	for range 7 { // the seventh run: after PL/pgSQL's custom plans
+		mu.Lock()
+		plans = nil
+		mu.Unlock()
+		tx, err := conn.Begin(ctx)
+		require.NoError(t, err)
+		_, err = s.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))
+		require.NoError(t, err)
+		require.NoError(t, tx.Rollback(ctx))
+	}
+	mu.Lock()
+	found := false
+	for _, p := range plans {
+		if strings.Contains(p, "SELECT e.position") {
+			found = true
+			require.Contains(t, p, "events_log_order", p)
+			require.NotContains(t, p, "BitmapOr", "one range, no arm for a transaction after the cursor:\n%s", p)
+		}
+	}
+	mu.Unlock()
+	require.True(t, found, "no check plan captured")
+
+	// Its event, committed after the decision, fails the condition.
+	_, err = other.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data) VALUES ('Deposited', '{account=7}', '1')`)
+	require.NoError(t, err)
+	require.NoError(t, other.Commit(ctx))
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 }

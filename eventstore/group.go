@@ -3,10 +3,12 @@ package eventstore
 import (
 	"context"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -48,6 +50,7 @@ type groupReq struct {
 	size   int              // bytes, as for MaxBatchBytes
 	done   chan groupResult // buffered: the sender never blocks
 	taken  bool             // under groupCommitter.mu: a sender took it
+	queued time.Time        // when it joined the queue
 }
 
 func (r *groupReq) finish(res AppendResult, err error) { r.done <- groupResult{res, err} }
@@ -62,6 +65,27 @@ type groupCommitter struct {
 	alone      atomic.Int64 // groups of one
 	retried    atomic.Int64 // members retried alone after a group failed
 	maxMembers atomic.Int64
+
+	waited    atomic.Int64                           // appends taken off the queue by a sender
+	waitTotal atomic.Int64                           // their time queued, summed (ns)
+	waitMax   atomic.Int64                           // the longest (ns)
+	waitHist  [len(queueWaitBounds) + 1]atomic.Int64 // by queueWaitBounds
+}
+
+// queueWaitBounds are the upper bounds of GroupStats.QueueWaits' buckets.
+var queueWaitBounds = [...]time.Duration{
+	100 * time.Microsecond, 500 * time.Microsecond, time.Millisecond, 5 * time.Millisecond,
+	10 * time.Millisecond, 50 * time.Millisecond, 100 * time.Millisecond,
+}
+
+// WaitBucket is one bucket of GroupStats.QueueWaits.
+type WaitBucket struct {
+	// Max is the bucket's upper bound (inclusive); the last bucket's is
+	// math.MaxInt64 (every longer wait).
+	Max time.Duration
+	// Count is the number of appends whose time queued was at most Max and
+	// more than the previous bucket's Max.
+	Count int64
 }
 
 // GroupStats counts the group committer's work since the store was created.
@@ -76,14 +100,89 @@ type GroupStats struct {
 	// Retried is the number of appends retried alone because their group's
 	// transaction failed with an error.
 	Retried int64
+	// Queued is the number of appends that waited in the queue before a
+	// sender took them (an append sent at once by its caller never queues);
+	// QueueWait is their time queued, summed (QueueWait/Queued is the mean),
+	// MaxQueueWait the longest. Time queued ends when a sender holding a
+	// connection takes the append into a group.
+	Queued                  int64
+	QueueWait, MaxQueueWait time.Duration
+	// QueueWaits is the histogram of the Queued appends' time queued, in
+	// fixed buckets: at most 100µs, 500µs, 1ms, 5ms, 10ms, 50ms, 100ms, and
+	// longer.
+	QueueWaits []WaitBucket
+}
+
+// Commits is the number of transactions the group committer sent that
+// carried appends (groups, and appends sent alone; retries after a failed
+// group not counted).
+func (st GroupStats) Commits() int64 { return st.Groups + st.Alone }
+
+// AppendsPerCommit is the mean number of appends per transaction sent
+// (Grouped+Alone over Commits); 0 before the first.
+func (st GroupStats) AppendsPerCommit() float64 {
+	if st.Commits() == 0 {
+		return 0
+	}
+	return float64(st.Grouped+st.Alone) / float64(st.Commits())
+}
+
+// Sub returns the counters accumulated since before was taken (MaxAppends
+// and MaxQueueWait stay st's: maxima since the store was created).
+func (st GroupStats) Sub(before GroupStats) GroupStats {
+	d := st
+	d.Groups -= before.Groups
+	d.Grouped -= before.Grouped
+	d.Alone -= before.Alone
+	d.Retried -= before.Retried
+	d.Queued -= before.Queued
+	d.QueueWait -= before.QueueWait
+	d.QueueWaits = slices.Clone(st.QueueWaits)
+	for i := range d.QueueWaits {
+		if i < len(before.QueueWaits) {
+			d.QueueWaits[i].Count -= before.QueueWaits[i].Count
+		}
+	}
+	return d
 }
 
 // GroupStats returns the group committer's counters (all zero when
 // Config.GroupCommit is off).
 func (s *Store) GroupStats() GroupStats {
 	g := &s.group
-	return GroupStats{Groups: g.groups.Load(), Grouped: g.grouped.Load(), Alone: g.alone.Load(),
-		MaxAppends: g.maxMembers.Load(), Retried: g.retried.Load()}
+	st := GroupStats{Groups: g.groups.Load(), Grouped: g.grouped.Load(), Alone: g.alone.Load(),
+		MaxAppends: g.maxMembers.Load(), Retried: g.retried.Load(),
+		Queued: g.waited.Load(), QueueWait: time.Duration(g.waitTotal.Load()), MaxQueueWait: time.Duration(g.waitMax.Load()),
+		QueueWaits: make([]WaitBucket, len(g.waitHist))}
+	for i := range g.waitHist {
+		st.QueueWaits[i] = WaitBucket{Max: time.Duration(math.MaxInt64), Count: g.waitHist[i].Load()}
+		if i < len(queueWaitBounds) {
+			st.QueueWaits[i].Max = queueWaitBounds[i]
+		}
+	}
+	return st
+}
+
+// recordWait counts one append's time queued.
+func (g *groupCommitter) recordWait(d time.Duration) {
+	g.waited.Add(1)
+	g.waitTotal.Add(int64(d))
+	storeMax(&g.waitMax, int64(d))
+	i := 0
+	for i < len(queueWaitBounds) && d > queueWaitBounds[i] {
+		i++
+	}
+	g.waitHist[i].Add(1)
+}
+
+// storeMax raises m to v if v is larger.
+func storeMax(m *atomic.Int64, v int64) {
+	for {
+		old := m.Load()
+		if v <= old || m.CompareAndSwap(old, v) {
+			return
+		}
+	}
 }
 
 func orDefault(v, def int) int {
@@ -125,6 +224,7 @@ func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendi
 		r.size += e.Size()
 	}
 	g.mu.Lock()
+	r.queued = time.Now()
 	g.queue = append(g.queue, r)
 	if g.senders < maxSenders {
 		g.senders++
@@ -217,6 +317,7 @@ func (s *Store) takeGroupLocked() ([]*groupReq, map[int64]bool) {
 	var batch []*groupReq
 	keys := make(map[int64]bool)
 	n, events, size := 0, 0, 0
+	now := time.Now()
 	for n < len(g.queue) && len(batch) < maxAppends {
 		r := g.queue[n]
 		if err := r.ctx.Err(); err != nil {
@@ -238,6 +339,7 @@ func (s *Store) takeGroupLocked() ([]*groupReq, map[int64]bool) {
 		}
 		r.taken = true
 		batch = append(batch, r)
+		g.recordWait(now.Sub(r.queued))
 		events += len(r.events)
 		size += r.size
 		for i, k := range r.locks.keys {
@@ -269,12 +371,7 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq, keys map[int64]
 	}
 	g.groups.Add(1)
 	g.grouped.Add(int64(len(batch)))
-	for {
-		m := g.maxMembers.Load()
-		if int64(len(batch)) <= m || g.maxMembers.CompareAndSwap(m, int64(len(batch))) {
-			break
-		}
-	}
+	storeMax(&g.maxMembers, int64(len(batch)))
 
 	// The group's call ends early only when every member's context has.
 	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
@@ -294,13 +391,14 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq, keys map[int64]
 	if err != nil {
 		if unknownOutcome(err) {
 			for _, r := range batch {
+				s.markGrouped(r.ctx, len(batch))
 				r.finish(AppendResult{}, errOutcome("append", err))
 			}
 			return
 		}
 		// The server rolled the group back: nothing of it was written. Each
 		// member runs alone, as it would have without grouping.
-		s.cfg.Logger.Debug("pgdcb: group append failed; retrying its appends alone", "appends", len(batch), "err", err)
+		s.cfg.Logger.WarnContext(ctx, "pgdcb: group append failed; retrying its appends alone", "appends", len(batch), "err", err)
 		g.retried.Add(int64(len(batch)))
 		notify := false
 		for _, r := range batch {
@@ -320,6 +418,7 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq, keys map[int64]
 	notify := false
 	for i, r := range batch {
 		notify = notify || results[i].err == nil
+		s.markGrouped(r.ctx, len(batch))
 		r.finish(results[i].res, results[i].err)
 	}
 	if notify {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"testing"
 	"time"
@@ -508,4 +509,52 @@ func TestGroupSplitsAtLimits(t *testing.T) {
 		return s2.Append(ctx, []eventstore.Event{eventstore.MustEvent("T", i, fmt.Sprintf("k=%d", i))})
 	})
 	require.Equal(t, int64(3), s2.GroupStats().MaxAppends)
+}
+
+// TestGroupStatsQueueWait: appends held in the queue for a known time are
+// counted with their time queued (total, maximum, histogram), and appends per
+// commit count the group and the call sent alone.
+func TestGroupStatsQueueWait(t *testing.T) {
+	s, pool := groupStore(t)
+	ctx := context.Background()
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	before := s.GroupStats()
+	blocker := startBlocker(t, s) // sent alone by its caller: never queued
+	const n, hold = 4, 30 * time.Millisecond
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Queued", i, fmt.Sprintf("q=%d", i))})
+			require.NoError(t, err)
+		})
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for eventstore.QueuedAppends(s) < n {
+		require.True(t, time.Now().Before(deadline), "calls did not queue")
+		time.Sleep(time.Millisecond)
+	}
+	time.Sleep(hold)
+	conn.Release()
+	wg.Wait()
+	blocker()
+
+	st := s.GroupStats().Sub(before)
+	require.Equal(t, int64(n), st.Queued, "%+v", st)
+	require.GreaterOrEqual(t, st.MaxQueueWait, hold)
+	require.GreaterOrEqual(t, st.QueueWait, n*hold)
+	require.LessOrEqual(t, st.QueueWait, time.Duration(n)*st.MaxQueueWait)
+	var counted int64
+	for _, b := range st.QueueWaits {
+		if b.Max < hold {
+			require.Zero(t, b.Count, "no append waited at most %s", b.Max)
+		}
+		counted += b.Count
+	}
+	require.Equal(t, st.Queued, counted, "every queued append in one bucket")
+	require.Equal(t, time.Duration(math.MaxInt64), st.QueueWaits[len(st.QueueWaits)-1].Max)
+	require.Equal(t, int64(1), st.Alone)
+	require.Equal(t, int64(1), st.Groups)
+	require.Equal(t, int64(2), st.Commits())
+	require.InDelta(t, float64(n+1)/2, st.AppendsPerCommit(), 1e-9)
 }

@@ -2,7 +2,6 @@ package eventstore_test
 
 import (
 	"context"
-	"os"
 	"testing"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -25,7 +24,7 @@ func newStore(t testing.TB, cfg *eventstore.Config) (*eventstore.Store, *pgxpool
 		c = *cfg
 	}
 	c.Schema = schema
-	if os.Getenv("PGDCB_TEST_GROUP_COMMIT") == "1" {
+	if pgtest.GroupCommit() {
 		c.GroupCommit = true
 	}
 	s, err := eventstore.New(pool, &c)

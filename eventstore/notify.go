@@ -32,7 +32,7 @@ func (s *Store) Notify(ctx context.Context) {
 			for s.notifyPending.Swap(false) {
 				nctx, cancel := context.WithTimeout(bg, 5*time.Second)
 				if _, err := s.pool.Exec(nctx, "SELECT pg_notify($1, '')", s.channel); err != nil {
-					s.cfg.Logger.Debug("pgdcb: notify failed; readers will poll", "err", err)
+					s.cfg.Logger.WarnContext(nctx, "pgdcb: notify failed; readers will poll", "err", err)
 				}
 				cancel()
 			}

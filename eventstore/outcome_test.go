@@ -15,6 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/appendif"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -158,9 +159,9 @@ func TestAppendDefiniteFailuresAreNotUnknown(t *testing.T) {
 // OutcomeOf and CommitTx: a server ERROR is certain, anything else is not.
 func TestOutcomeOfClassifies(t *testing.T) {
 	require.NoError(t, eventstore.OutcomeOf("commit", nil))
-	certain := &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: "23505"}
+	certain := &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pgcode.UniqueViolation}
 	require.Same(t, error(certain), eventstore.OutcomeOf("commit", certain))
-	fatal := &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: "57P01"}
+	fatal := &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: pgcode.AdminShutdown}
 	require.ErrorIs(t, eventstore.OutcomeOf("commit", fatal), pgdcb.ErrOutcomeUnknown)
 	require.ErrorIs(t, eventstore.OutcomeOf("commit", fatal), fatal)
 	eof := errors.New("unexpected EOF")

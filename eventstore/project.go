@@ -68,12 +68,33 @@ func (s *Store) ProjectTx(ctx context.Context, tx pgx.Tx, projectors ...Projecto
 	return s.project(ctx, tx, projectors)
 }
 
-func (s *Store) project(ctx context.Context, db dbtx, projectors []Projector) (appendif.Condition, error) {
+func (s *Store) project(ctx context.Context, db dbtx, projectors []Projector) (_ appendif.Condition, err error) {
+	if t := s.cfg.Tracer; t != nil {
+		var union query.Query
+		for _, p := range projectors {
+			union = union.Or(p.Query())
+		}
+		var tr *opTrace
+		ctx, tr = s.startRead(ctx, ReadOpProject, union, db)
+		defer func() { tr.endRead(ReadOpProject, err) }()
+	}
 	if len(projectors) == 0 {
 		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
 	}
 	if !s.cfg.SnapshotsDisabled && anySnapshottable(projectors) {
 		return s.projectSnapshots(ctx, db, projectors, projectOpts{})
+	}
+	return Fold(func(q query.Query) *Events { return s.read(ctx, db, q, nil) }, projectors...)
+}
+
+// Fold is Project over a read: it reads the union of the projectors' queries
+// with read (forward, no limit, no cursor), hands each event to every
+// projector whose own query matches it, and returns FailIf(union, &cursor).
+// For other implementations of Interface (snapshots aside, which only spare
+// work: the results are the same).
+func Fold(read func(query.Query) *Events, projectors ...Projector) (appendif.Condition, error) {
+	if len(projectors) == 0 {
+		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
 	}
 	var union query.Query
 	queries := make([]query.Query, len(projectors))
@@ -81,7 +102,7 @@ func (s *Store) project(ctx context.Context, db dbtx, projectors []Projector) (a
 		queries[i] = p.Query()
 		union = union.Or(queries[i])
 	}
-	es := s.read(ctx, db, union, nil)
+	es := read(union)
 	for ev, err := range es.All() {
 		if err != nil {
 			return appendif.Condition{}, err

@@ -2,7 +2,6 @@ package eventstore
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"iter"
 
@@ -55,13 +54,13 @@ func (e *Events) Cursor() (c cursor.Cursor, ok bool) { return e.cursor, e.done }
 // Read streams the events matching q (see package query) in log order. All
 // events come from one snapshot.
 func (s *Store) Read(ctx context.Context, q query.Query, opts *ReadOptions) *Events {
-	return s.read(ctx, s.pool, q, opts)
+	return s.tracedRead(ctx, s.pool, ReadOpRead, q, opts)
 }
 
 // ReadTx is Read in the caller's transaction (its snapshot rules apply: under
 // READ COMMITTED the read is one statement, so still one snapshot).
 func (s *Store) ReadTx(ctx context.Context, tx pgx.Tx, q query.Query, opts *ReadOptions) *Events {
-	return s.read(ctx, tx, q, opts)
+	return s.tracedRead(ctx, tx, ReadOpRead, q, opts)
 }
 
 // ReadAll reads every matching event into memory and returns them with the
@@ -91,12 +90,12 @@ func collect(es *Events) ([]StoredEvent, cursor.Cursor, error) {
 // cursor: an AppendIf with FailIf(q, &cursor) fails if a newer matching event
 // appears (the gapless-number pattern).
 func (s *Store) ReadLast(ctx context.Context, q query.Query) (*StoredEvent, cursor.Cursor, error) {
-	return readLast(s.Read(ctx, q, &ReadOptions{Limit: 1, Backwards: true}))
+	return readLast(s.tracedRead(ctx, s.pool, ReadOpReadLast, q, &ReadOptions{Limit: 1, Backwards: true}))
 }
 
 // ReadLastTx is ReadLast in the caller's transaction.
 func (s *Store) ReadLastTx(ctx context.Context, tx pgx.Tx, q query.Query) (*StoredEvent, cursor.Cursor, error) {
-	return readLast(s.ReadTx(ctx, tx, q, &ReadOptions{Limit: 1, Backwards: true}))
+	return readLast(s.tracedRead(ctx, tx, ReadOpReadLast, q, &ReadOptions{Limit: 1, Backwards: true}))
 }
 
 func readLast(es *Events) (*StoredEvent, cursor.Cursor, error) {
@@ -118,7 +117,9 @@ func (s *Store) HeadTx(ctx context.Context, tx pgx.Tx) (cursor.Cursor, error) {
 	return s.head(ctx, tx)
 }
 
-func (s *Store) head(ctx context.Context, db dbtx) (cursor.Cursor, error) {
+func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) {
+	ctx, t := s.startRead(ctx, ReadOpHead, query.Query{}, db)
+	defer func() { t.endRead(ReadOpHead, err) }()
 	var snapText string
 	var c cursor.Cursor
 	if err := db.QueryRow(ctx, s.sql.head).Scan(&snapText, &c.TransactionID, &c.Position); err != nil {
@@ -143,7 +144,10 @@ func (s *Store) head(ctx context.Context, db dbtx) (cursor.Cursor, error) {
 // snapshot's xmin, all of which have ended: nothing can commit behind them.
 func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, args) {
 	var a args
-	where := whereQuery(q, &a)
+	// A read from the start (a decision read, ReadLast) fixes its tag items'
+	// plan (see whereItems); reads after a cursor keep the values visible, for
+	// the planner to weigh the tag against the range since the cursor.
+	where := whereItems(q, &a, opts.After == nil && !tail)
 	if tail {
 		// events_log_order range, bounded above by the horizon.
 		where += " AND e.transaction_id < pg_snapshot_xmin(s.snap)"
@@ -221,7 +225,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			return
 		}
 		if es.started {
-			yield(StoredEvent{}, errors.New("pgdcb: read: Events.All iterated twice (read again instead)"))
+			yield(StoredEvent{}, errReadTwice)
 			return
 		}
 		es.started = true
@@ -237,6 +241,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			head     cursor.Cursor
 			n        int
 			last     StoredEvent
+			traced   = s.traceOf(ctx)
 		)
 		for rows.Next() {
 			// The header columns repeat on every row; scan them once.
@@ -255,6 +260,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 				break
 			}
 			last = ev
+			traced.addEvents(1)
 			if !yield(ev, nil) {
 				return
 			}

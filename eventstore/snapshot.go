@@ -235,16 +235,17 @@ func (s *Store) scheduleSnapshotWrite(w *snapshotWrite) {
 		defer c.inflight.Delete(id)
 		ctx, cancel := context.WithTimeout(context.Background(), s.snapshotWriteTimeout())
 		defer cancel()
-		s.recordWrite(s.writeSnapshot(ctx, w))
+		ok, err := s.writeSnapshot(ctx, w)
+		s.recordWrite(ctx, ok, err)
 	}()
 }
 
-func (s *Store) recordWrite(ok bool, err error) {
+func (s *Store) recordWrite(ctx context.Context, ok bool, err error) {
 	c := &s.snap
 	switch {
 	case err != nil:
 		c.writeFailures.Add(1)
-		s.cfg.Logger.Warn("pgdcb: decision snapshot not written", "err", err)
+		s.cfg.Logger.WarnContext(ctx, "pgdcb: decision snapshot not written", "err", err)
 	case ok:
 		c.written.Add(1)
 	default:

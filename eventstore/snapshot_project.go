@@ -92,7 +92,7 @@ func (s *Store) loadSnapshots(ctx context.Context, db dbtx, entries []*snapEntry
 			}
 			if err := e.p.UnmarshalState(state); err != nil {
 				s.snap.ignoredCorrupt.Add(1)
-				s.cfg.Logger.Warn("pgdcb: decision snapshot ignored: does not decode", "model", name, "version", version, "err", err)
+				s.cfg.Logger.WarnContext(ctx, "pgdcb: decision snapshot ignored: does not decode", "model", name, "version", version, "err", err)
 				continue
 			}
 			e.backup, e.from, e.epoch = backup, cursor.Cursor{TransactionID: tx, Position: pos}, epoch
@@ -130,7 +130,7 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []Proj
 			// On the pool: read from the start (nothing was decoded before
 			// the error, or it is restored below).
 			s.snap.loadFailures.Add(1)
-			s.cfg.Logger.Warn("pgdcb: decision snapshots not loaded", "err", err)
+			s.cfg.Logger.WarnContext(ctx, "pgdcb: decision snapshots not loaded", "err", err)
 			restore(entries)
 		}
 	}
@@ -169,7 +169,7 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []Proj
 		var errs []error
 		for _, w := range writes {
 			ok, err := s.writeSnapshot(ctx, w)
-			s.recordWrite(ok, err)
+			s.recordWrite(ctx, ok, err)
 			errs = append(errs, err)
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -239,6 +239,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 		n              int
 		passedDurable  bool
 		captureFailure error
+		traced         = s.traceOf(ctx)
 	)
 	capture := func() {
 		passedDurable = true
@@ -282,6 +283,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 		if !ok {
 			break
 		}
+		traced.addEvents(1)
 		below := cursor.Compare(ev.TransactionID, ev.Position, durable.TransactionID, durable.Position) <= 0
 		if !below && !passedDurable {
 			capture()
@@ -316,7 +318,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 			return c, nil, false, captureFailure
 		}
 		s.snap.writeFailures.Add(1)
-		s.cfg.Logger.Warn("pgdcb: decision snapshot not written", "err", captureFailure)
+		s.cfg.Logger.WarnContext(ctx, "pgdcb: decision snapshot not written", "err", captureFailure)
 	}
 	return head, writes, false, nil
 }

@@ -1,8 +1,11 @@
 package eventstore_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -112,10 +115,13 @@ func TestSnapshotUntrustedNeverUsed(t *testing.T) {
 }
 
 // A snapshot that cannot be written fails neither Project nor the append
-// that follows; SaveSnapshot, asked explicitly, reports it.
+// that follows; each failure is logged at Warn and counted; SaveSnapshot,
+// asked explicitly, reports it.
 func TestSnapshotWriteFailureDoesNotFailProject(t *testing.T) {
 	ctx := context.Background()
-	s, pool := newStore(t, &eventstore.Config{SnapshotEvery: 1})
+	var logs bytes.Buffer // written under the handler's lock, read after the writes ended
+	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	s, pool := newStore(t, &eventstore.Config{SnapshotEvery: 1, Logger: logger})
 	sch := s.QuotedSchema()
 	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION %[1]s.no_snap() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'no snapshots today'; END $$;
@@ -134,5 +140,13 @@ func TestSnapshotWriteFailureDoesNotFailProject(t *testing.T) {
 	}
 	require.EqualValues(t, 3, s.SnapshotStats().WriteFailures)
 	require.Zero(t, s.SnapshotStats().Written)
+	warned := 0
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "level=WARN") && strings.Contains(line, "decision snapshot not written") &&
+			strings.Contains(line, "no snapshots today") {
+			warned++
+		}
+	}
+	require.Equal(t, 3, warned, "each failed write is logged at Warn with its error:\n%s", logs.String())
 	require.ErrorContains(t, s.SaveSnapshot(ctx, snapModel(q, "w")), "no snapshots today")
 }

@@ -55,6 +55,21 @@ func (a *args) add(v any) string {
 // with = ANY and its tags with @> (events_tags GIN index; the types-only items
 // use events_type_log_order). A match-all query renders as TRUE.
 func whereQuery(q query.Query, a *args) string {
+	return whereItems(q, a, false)
+}
+
+// whereItems is whereQuery; with fixedTags, the tags of an item without types
+// are passed through a one-row subquery, `e.tags @> (SELECT $n::text[])`, so
+// the planner estimates them without their value, in every call alike. A
+// prepared statement's custom plans then cost what its generic plan costs,
+// and PostgreSQL keeps the generic plan after five calls instead of planning
+// again at every call: for the read of one entity the planning was three
+// quarters of the statement's server CPU (docs/PROFILE.md, "The decision
+// cycle"). The plan is the same either way (events_tags is the only index a
+// tag can use; TestReadPlansAreGenericAndUseTheTagIndex). Items with types
+// keep their values visible: the planner must weigh the type against the tag
+// (a hot tag with a rare type belongs on events_type_log_order).
+func whereItems(q query.Query, a *args, fixedTags bool) string {
 	if q.MatchesAll() {
 		return "TRUE"
 	}
@@ -70,7 +85,9 @@ func whereQuery(q query.Query, a *args) string {
 		} else if len(it.Types) > 1 {
 			conds = append(conds, "e.type = ANY ("+a.add(it.Types)+"::text[])")
 		}
-		if it.Tags.Len() > 0 {
+		if it.Tags.Len() > 0 && fixedTags && len(it.Types) == 0 {
+			conds = append(conds, "e.tags @> (SELECT "+a.add(it.Tags.Strings())+"::text[])")
+		} else if it.Tags.Len() > 0 {
 			conds = append(conds, "e.tags @> "+a.add(it.Tags.Strings())+"::text[]")
 		}
 		parts = append(parts, "("+strings.Join(conds, " AND ")+")")
@@ -88,10 +105,47 @@ func whereQuery(q query.Query, a *args) string {
 func whereNotSeen(c cursor.Cursor, a *args) string {
 	tx, pos := a.add(c.TransactionID), a.add(c.Position)
 	after := "(e.transaction_id, e.position) > (" + tx + "::xid8, " + pos + "::bigint)"
-	if c.Snapshot == nil || len(c.Snapshot.Xip) == 0 {
+	xip := inProgressNotAfter(c)
+	if len(xip) == 0 {
 		return after
 	}
-	return "(" + after + " OR e.transaction_id = ANY (" + a.add(c.Snapshot.Xip) + "::xid8[]))"
+	return "(" + after + " OR e.transaction_id = ANY (" + a.add(xip) + "::xid8[]))"
+}
+
+// inProgressNotAfter returns the transactions in progress at c's snapshot
+// that do not sort after c (id <= c.TransactionID). Only those need their own
+// arm in "not seen by c": an event of a later one sorts after c and is in the
+// range already. Usually none is left (the transactions still running at a
+// read mostly started after the newest event it saw), and the check is then
+// one range of events_log_order instead of a BitmapOr of one range per
+// transaction.
+func inProgressNotAfter(c cursor.Cursor) []uint64 {
+	if c.Snapshot == nil {
+		return nil
+	}
+	var xip []uint64
+	for _, x := range c.Snapshot.Xip {
+		if x <= c.TransactionID {
+			xip = append(xip, x)
+		}
+	}
+	return xip
+}
+
+// afterSnapshotArg is the snapshot argument of append_events for cursor c:
+// c's snapshot with only the in-progress transactions that need their own arm
+// (inProgressNotAfter), or NULL when none does (append_events then skips
+// decoding it and checks one range).
+func afterSnapshotArg(c *cursor.Cursor) *string {
+	if c == nil || c.Snapshot == nil {
+		return nil
+	}
+	xip := inProgressNotAfter(*c)
+	if len(xip) == 0 {
+		return nil
+	}
+	sn := (&cursor.Snapshot{Xmin: c.Snapshot.Xmin, Xmax: c.Snapshot.Xmax, Xip: xip}).String()
+	return &sn
 }
 
 // checkItems are the items of an append's checks, flattened for append_events:

@@ -51,8 +51,14 @@ type Config struct {
 	// example behind PgBouncer in transaction mode, where LISTEN cannot work;
 	// tailing readers then poll). Default false: appends notify (see Notify).
 	NotifyDisabled bool
-	// Logger receives debug logs. Default: none.
+	// Logger receives the store's logs: failures at Warn (snapshot writes
+	// and loads, notifications, groups retried alone), with the error under
+	// "err". Default: none.
 	Logger *slog.Logger
+	// Tracer observes appends and reads (see Tracer; packages pgdcbprom and
+	// pgdcbotel adapt it to Prometheus and OpenTelemetry). Default nil: no
+	// tracing, at no cost.
+	Tracer Tracer
 	// GroupCommit turns on the group committer (docs/GROUPCOMMIT.md):
 	// concurrent Append and AppendIf calls on the pool (never the …Tx forms)
 	// are sent together as one server call in one transaction, each decided
@@ -120,6 +126,24 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgdcb: eventstore.New: nil pool")
 	}
+	c, err := ResolveConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	q, err := pgdcbsql.Quote(c.Schema)
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{pool: pool, cfg: c, schema: q, channel: NotifyChannel(c.Schema)}
+	s.sql = newStatements(q)
+	return s, nil
+}
+
+// ResolveConfig checks cfg as New does (a negative field or a byte limit
+// above MaxBytesLimit is refused with a *pgdcb.InvalidArgumentError) and
+// returns it with every default filled in; for other implementations of
+// Interface that honour the same limits (see ValidateEvents).
+func ResolveConfig(cfg *Config) (Config, error) {
 	c := Config{}
 	if cfg != nil {
 		c = *cfg
@@ -135,14 +159,14 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		cfgcheck.Int("SnapshotEvery", c.SnapshotEvery, DefaultSnapshotEvery),
 		cfgcheck.Duration("SnapshotWriteTimeout", c.SnapshotWriteTimeout, DefaultSnapshotWriteTimeout),
 	); err != nil {
-		return nil, err
+		return Config{}, err
 	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"MaxEventBytes", c.MaxEventBytes}, {"MaxBatchBytes", c.MaxBatchBytes}} {
 		if f.v > MaxBytesLimit {
-			return nil, &pgdcb.InvalidArgumentError{Name: "Config." + f.name,
+			return Config{}, &pgdcb.InvalidArgumentError{Name: "Config." + f.name,
 				Reason: fmt.Sprintf("must be at most MaxBytesLimit %d (got %d)", MaxBytesLimit, f.v)}
 		}
 	}
@@ -164,13 +188,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
-	q, err := pgdcbsql.Quote(c.Schema)
-	if err != nil {
-		return nil, err
-	}
-	s := &Store{pool: pool, cfg: c, schema: q, channel: NotifyChannel(c.Schema)}
-	s.sql = newStatements(q)
-	return s, nil
+	return c, nil
 }
 
 // Config returns the store's configuration with every default filled in.

@@ -51,7 +51,9 @@ func (s *Store) ReadTailTx(ctx context.Context, tx pgx.Tx, q query.Query, after 
 	return s.readTail(ctx, tx, q, after, limit)
 }
 
-func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
+func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, after cursor.Cursor, limit int) (_ TailBatch, err error) {
+	ctx, t := s.startRead(ctx, ReadOpReadTail, q, db)
+	defer func() { t.endRead(ReadOpReadTail, err) }()
 	if limit < 0 {
 		return TailBatch{}, &pgdcb.InvalidArgumentError{Name: "ReadTail limit",
 			Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", limit)}

@@ -22,6 +22,7 @@ import (
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -239,10 +240,10 @@ func TestTwoRoleSetUp(t *testing.T) {
 		require.True(t, errors.As(err, &pgErr), "%s: %v", name, err)
 		// insufficient_privilege (also "must be owner" and "permission
 		// denied to set parameter").
-		require.Equal(t, "42501", pgErr.Code, "%s: %s", name, pgErr.Message)
+		require.Equal(t, pgcode.InsufficientPrivilege, pgErr.Code, "%s: %s", name, pgErr.Message)
 	}
 	_, err = rs.DeleteRun(ctx, "run-1")
-	requireCode(t, err, "42501", "DeleteRun as the application")
+	requireCode(t, err, pgcode.InsufficientPrivilege, "DeleteRun as the application")
 	var after int
 	require.NoError(t, appPool.QueryRow(ctx, "SELECT count(*) FROM "+q+".events").Scan(&after))
 	require.Equal(t, before, after, "nothing deleted")
@@ -295,17 +296,17 @@ func TestTriggerTrustsNoSessionFlag(t *testing.T) {
 	wPool := rolePool(t, w)
 
 	err = inTx(ctx, wPool, "SET LOCAL pgdcb.allow_delete = 'on'", "DELETE FROM "+q+".events WHERE tags @> ARRAY['idempotency_key=k3']")
-	requireCode(t, err, "PD003", "DELETE with the session's flag")
+	requireCode(t, err, pgcode.AppendOnly, "DELETE with the session's flag")
 	err = inTx(ctx, wPool, "SET pgdcb.allow_delete = 'on'", "DELETE FROM "+q+".events")
-	requireCode(t, err, "PD003", "DELETE with a session-level flag")
+	requireCode(t, err, pgcode.AppendOnly, "DELETE with a session-level flag")
 	err = inTx(ctx, wPool, "SET LOCAL pgdcb.allow_rebase = 'on'", "UPDATE "+q+".events SET transaction_id = transaction_id")
-	requireCode(t, err, "PD003", "UPDATE with the session's flag")
+	requireCode(t, err, pgcode.AppendOnly, "UPDATE with the session's flag")
 	err = inTx(ctx, wPool, "TRUNCATE "+q+".events")
-	requireCode(t, err, "PD003", "TRUNCATE")
+	requireCode(t, err, pgcode.AppendOnly, "TRUNCATE")
 	err = inTx(ctx, wPool, "SELECT "+q+".delete_events_tagged('idempotency_key=k3')")
-	requireCode(t, err, "42501", "delete_events_tagged")
+	requireCode(t, err, pgcode.InsufficientPrivilege, "delete_events_tagged")
 	err = inTx(ctx, wPool, "SELECT "+q+".rebase_transaction_ids()")
-	requireCode(t, err, "42501", "rebase_transaction_ids")
+	requireCode(t, err, pgcode.InsufficientPrivilege, "rebase_transaction_ids")
 
 	evs, err := rs.FetchEvents(ctx, "run-1", nil)
 	require.NoError(t, err)
@@ -313,7 +314,7 @@ func TestTriggerTrustsNoSessionFlag(t *testing.T) {
 
 	// The owner (here a superuser) still can, through the function only.
 	err = inTx(ctx, admin, "TRUNCATE "+q+".events")
-	requireCode(t, err, "PD003", "TRUNCATE as the owner")
+	requireCode(t, err, pgcode.AppendOnly, "TRUNCATE as the owner")
 	var n int64
 	require.NoError(t, admin.QueryRow(ctx, "SELECT "+q+".delete_events_tagged('run_id=run-1')").Scan(&n))
 	require.EqualValues(t, 3, n)

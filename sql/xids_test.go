@@ -12,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
@@ -119,7 +120,7 @@ func TestRebaseUpdatesOnlyTransactionIDs(t *testing.T) {
 	_, err = tx.Exec(ctx, `UPDATE `+s.QuotedSchema()+`.events SET data = '{"forged": true}'`)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
-	require.Equal(t, "PD003", pgErr.Code)
+	require.Equal(t, pgcode.AppendOnly, pgErr.Code)
 }
 
 // TestBurnTransactionIDs: the counter advances by at least as many ids as

@@ -17,6 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/appendif"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -86,8 +87,8 @@ func TestLockAndStatementTimeouts(t *testing.T) {
 	for _, c := range []struct {
 		name, param, code string
 	}{
-		{"lock_timeout", "lock_timeout", "55P03"},
-		{"statement_timeout", "statement_timeout", "57014"},
+		{"lock_timeout", "lock_timeout", pgcode.LockNotAvailable},
+		{"statement_timeout", "statement_timeout", pgcode.QueryCanceled},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			pool := newPool(t, "faults_"+c.name, 4, map[string]string{c.param: "100ms"})
@@ -197,7 +198,7 @@ func TestDiskFull(t *testing.T) {
 			break
 		}
 	}
-	requireSQLState(t, fillErr, "53100", "filling the disk")
+	requireSQLState(t, fillErr, pgcode.DiskFull, "filling the disk")
 
 	// Appends now fail, whole batches first.
 	var full error
@@ -206,15 +207,15 @@ func TestDiskFull(t *testing.T) {
 			break
 		}
 	}
-	requireSQLState(t, full, "53100", "a batch of 100 on a full disk")
+	requireSQLState(t, full, pgcode.DiskFull, "a batch of 100 on a full disk")
 	require.Contains(t, full.Error(), "No space left on device")
 	t.Logf("disk full: %v", full)
 	for range 5 {
 		if err := write("append-1", 1); err != nil {
-			requireSQLState(t, err, "53100", "one event on a full disk")
+			requireSQLState(t, err, pgcode.DiskFull, "one event on a full disk")
 		}
 		if err := write("appendif", 1); err != nil && !errors.Is(err, pgdcb.ErrConditionFailed) {
-			requireSQLState(t, err, "53100", "a conditional append on a full disk")
+			requireSQLState(t, err, pgcode.DiskFull, "a conditional append on a full disk")
 		}
 	}
 

@@ -7,9 +7,10 @@
 // (see package pgserver). When none can be had, tests fail; they never skip,
 // so that a CI without a database cannot look green.
 //
-// Set PGDCB_TEST_LOG=1 to see how the server was found, and
+// Set PGDCB_TEST_LOG=1 to see how the server was found,
 // PGDCB_TEST_THROWAWAY=1 to prefer a throwaway cluster (or container) to a
-// server already running here.
+// server already running here, and PGDCB_TEST_GROUP_COMMIT=1 to run the
+// suites with the group committer on (see [GroupCommit]).
 //
 // A throwaway cluster is removed at exit: by [Main] in packages that use it
 // as TestMain, otherwise by a watchdog within a second or two of the test
@@ -46,6 +47,19 @@ const LogEnvVar = "PGDCB_TEST_LOG"
 // ThrowawayEnvVar, when set to a non-empty value, sets
 // pgserver.Options.PreferThrowaway.
 const ThrowawayEnvVar = "PGDCB_TEST_THROWAWAY"
+
+// GroupCommitEnvVar, when set to "1", makes the stores that tests build turn
+// on eventstore.Config.GroupCommit (see [GroupCommit]), so that every suite
+// can be run with the group committer:
+//
+//	PGDCB_TEST_GROUP_COMMIT=1 go test -race -count=1 ./commands/
+const GroupCommitEnvVar = "PGDCB_TEST_GROUP_COMMIT"
+
+// GroupCommit reports whether GroupCommitEnvVar asks tests for stores with
+// group commit. Test helpers that build an eventstore.Store set
+// Config.GroupCommit from it (this package cannot take the Config itself:
+// eventstore's dependencies have tests that import it).
+func GroupCommit() bool { return os.Getenv(GroupCommitEnvVar) == "1" }
 
 var (
 	once    sync.Once
@@ -84,25 +98,35 @@ func DSN(tb testing.TB) string {
 // MaxConns is DefaultMaxConns unless the DSN sets pool_max_conns.
 func Pool(tb testing.TB) *pgxpool.Pool {
 	tb.Helper()
-	dsn := DSN(tb)
-	cfg, err := pgxpool.ParseConfig(dsn)
-	if err != nil {
-		tb.Fatalf("pgtest: parsing DSN: %v", err)
-	}
-	if !strings.Contains(dsn, "pool_max_conns") {
-		cfg.MaxConns = DefaultMaxConns
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	pool, err := NewPool(ctx, DSN(tb))
 	if err != nil {
-		tb.Fatalf("pgtest: creating pool: %v", err)
+		tb.Fatalf("pgtest: %v", err)
 	}
 	tb.Cleanup(pool.Close)
 	if err := pool.Ping(ctx); err != nil {
 		tb.Fatalf("pgtest: pinging the test server: %v", err)
 	}
 	return pool
+}
+
+// NewPool returns a new pool on dsn whose MaxConns is DefaultMaxConns
+// unless the DSN sets pool_max_conns: [Pool] without a test, for pools that
+// outlive one (pgdcbtest's shared pool).
+func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parsing DSN: %w", err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = DefaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("creating pool: %w", err)
+	}
+	return pool, nil
 }
 
 // SchemaPrefix starts every name [Schema] returns.

@@ -1,0 +1,184 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// tailTimeout bounds how long a check waits for a tailing reader: on
+// PostgreSQL an open transaction anywhere in the cluster holds it back.
+const tailTimeout = 60 * time.Second
+
+// ev builds an event with a small JSON payload.
+func ev(typ string, data any, tagStrings ...string) eventstore.Event {
+	return eventstore.MustEvent(typ, data, tagStrings...)
+}
+
+func appendOK(t testing.TB, s eventstore.Interface, events ...eventstore.Event) eventstore.AppendResult {
+	t.Helper()
+	res, err := s.Append(context.Background(), events)
+	require.NoError(t, err)
+	return res
+}
+
+func readAll(t testing.TB, s eventstore.Interface, q query.Query) []eventstore.StoredEvent {
+	t.Helper()
+	evs, _, err := s.ReadAll(context.Background(), q, nil)
+	require.NoError(t, err)
+	return evs
+}
+
+func count(t testing.TB, s eventstore.Interface, q query.Query) int {
+	t.Helper()
+	return len(readAll(t, s, q))
+}
+
+func requireEmpty(t testing.TB, s eventstore.Interface, what string) {
+	t.Helper()
+	require.Zero(t, count(t, s, query.All()), "%s must leave no event behind", what)
+}
+
+func positions(evs []eventstore.StoredEvent) []int64 {
+	out := make([]int64, len(evs))
+	for i, e := range evs {
+		out[i] = e.Position
+	}
+	return out
+}
+
+// point is c without its snapshot.
+func point(c cursor.Cursor) cursor.Cursor {
+	return cursor.Cursor{TransactionID: c.TransactionID, Position: c.Position}
+}
+
+// race runs n racers; each decides, waits until all have decided, then acts,
+// so the appends really overlap. Racers never touch t.
+func race(n int, decide func(i int) func() error) []error {
+	var (
+		ready sync.WaitGroup
+		done  sync.WaitGroup
+		start = make(chan struct{})
+		errs  = make([]error, n)
+	)
+	ready.Add(n)
+	done.Add(n)
+	for i := range n {
+		go func() {
+			defer done.Done()
+			act := decide(i)
+			ready.Done()
+			<-start
+			errs[i] = act()
+		}()
+	}
+	ready.Wait()
+	close(start)
+	done.Wait()
+	return errs
+}
+
+// outcomes counts successes, failed conditions and idempotent refusals; any
+// other error fails t.
+func outcomes(t testing.TB, errs []error) (ok, conflict, idem int) {
+	t.Helper()
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			ok++
+		case errors.Is(err, pgdcb.ErrConditionFailed):
+			conflict++
+		case errors.Is(err, pgdcb.ErrIdempotent):
+			idem++
+		default:
+			require.NoError(t, err, "unexpected error from a racer")
+		}
+	}
+	return
+}
+
+// decisionRecord is stored in each conditional event: the cursor it decided at.
+type decisionRecord struct {
+	Cursor string `json:"cursor"`
+}
+
+// verifyNoLostDecision replays the log: for every committed conditional event
+// E (one carrying a decision cursor) every event matching q that E's cursor
+// did not see must sort after E in log order, i.e. must have been appended
+// after E committed. It returns how many conditional events it checked.
+func verifyNoLostDecision(t testing.TB, s eventstore.Interface, q query.Query) int {
+	t.Helper()
+	evs := readAll(t, s, q)
+	checked := 0
+	for _, e := range evs {
+		var rec decisionRecord
+		if json.Unmarshal(e.Data, &rec) != nil || rec.Cursor == "" {
+			continue
+		}
+		cur, err := cursor.Parse(rec.Cursor)
+		require.NoError(t, err)
+		checked++
+		for _, f := range evs {
+			if f.Position == e.Position || cur.Seen(f.TransactionID, f.Position) {
+				continue
+			}
+			require.Positive(t, cursor.Compare(f.TransactionID, f.Position, e.TransactionID, e.Position),
+				"conditional event %d committed over event %d that its decision did not see", e.Position, f.Position)
+		}
+	}
+	return checked
+}
+
+// tailChecked follows q from after in pages of limit until it has n events
+// and a short page came (or tailTimeout passes), asserting at every page what
+// a tailing reader relies on: the cursor covers the page, never moves back,
+// no event comes twice, events come in log order.
+func tailChecked(t testing.TB, s eventstore.Interface, q query.Query, after cursor.Cursor, limit, n int) ([]eventstore.StoredEvent, cursor.Cursor) {
+	t.Helper()
+	var got []eventstore.StoredEvent
+	seen := map[int64]bool{}
+	deadline := time.Now().Add(tailTimeout)
+	for {
+		b, err := s.ReadTail(context.Background(), q, after, limit)
+		require.NoError(t, err)
+		require.Nil(t, b.Cursor.Snapshot, "a tailing cursor carries no snapshot")
+		require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, after.TransactionID, after.Position), 0,
+			"the cursor moved back from %v to %v", after, b.Cursor)
+		for _, e := range b.Events {
+			require.False(t, seen[e.Position], "event at position %d delivered twice", e.Position)
+			seen[e.Position] = true
+			require.True(t, q.Matches(e.Type, e.Tags), "event at position %d does not match the query", e.Position)
+			require.Positive(t, cursor.Compare(e.TransactionID, e.Position, after.TransactionID, after.Position),
+				"event (%d, %d) is not after the cursor %v", e.TransactionID, e.Position, after)
+			require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, e.TransactionID, e.Position), 0,
+				"the page's cursor %v does not cover its event (%d, %d)", b.Cursor, e.TransactionID, e.Position)
+			if k := len(got); k > 0 {
+				p := got[k-1]
+				require.Positive(t, cursor.Compare(e.TransactionID, e.Position, p.TransactionID, p.Position), "events out of log order")
+			}
+			got = append(got, e)
+		}
+		after = b.Cursor
+		if len(got) >= n && (limit == 0 || len(b.Events) < limit) {
+			return got, after
+		}
+		require.True(t, time.Now().Before(deadline), "tail stuck at horizon %d with %d of %d events", b.Horizon, len(got), n)
+		if len(b.Events) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+}
+
+// tag returns key=value with a value unique to the round.
+func tag(key string, round, i int) string { return fmt.Sprintf("%s=r%dn%d", key, round, i) }

@@ -1,0 +1,168 @@
+package conformance
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/google/uuid"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Bad batches are refused with an *eventstore.InvalidEventError naming the
+// event and the field, by Append and AppendIf alike, and nothing is written.
+func testBadEvents(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx := context.Background()
+	good := ev("Ok", 1, "k=v")
+	id := uuid.New()
+	withID := func(e eventstore.Event) eventstore.Event { e.ID = id; return e }
+	cases := []struct {
+		name   string
+		events []eventstore.Event
+		index  int
+		field  string
+		says   string
+	}{
+		{"empty batch", nil, -1, "batch", "no events"},
+		{"over MaxBatchSize", make([]eventstore.Event, eventstore.DefaultMaxBatchSize+1), -1, "batch", "MaxBatchSize"},
+		{"empty type", []eventstore.Event{good, {Type: "", Data: json.RawMessage(`{}`)}}, 1, "type", "empty"},
+		{"long type", []eventstore.Event{{Type: strings.Repeat("t", 65), Data: json.RawMessage(`{}`)}}, 0, "type", "longer than 64"},
+		{"type with NUL", []eventstore.Event{{Type: "a\x00b", Data: json.RawMessage(`{}`)}}, 0, "type", "NUL"},
+		{"type not UTF-8", []eventstore.Event{{Type: "a\xffb", Data: json.RawMessage(`{}`)}}, 0, "type", "UTF-8"},
+		{"data not JSON", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`{nope`)}}, 1, "data", "not valid JSON"},
+		{"no data", []eventstore.Event{{Type: "X"}}, 0, "data", "empty"},
+		{"metadata not JSON", []eventstore.Event{{Type: "X", Data: json.RawMessage(`1`), Metadata: json.RawMessage(`[`)}}, 0, "metadata", "not valid JSON"},
+		{"NUL escape jsonb refuses", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`"\u0000"`)}}, 1, "data", `\u0000`},
+		{"number out of jsonb's range", []eventstore.Event{{Type: "X", Data: json.RawMessage(`1e999999`)}}, 0, "data", "not valid JSON"},
+		{"duplicate id in the batch", []eventstore.Event{withID(good), withID(good)}, 1, "id", "repeats event 0"},
+	}
+	for i := range cases[1].events {
+		cases[1].events[i] = good
+	}
+	conds := []*appendif.Condition{nil, {FailIfEventsMatch: query.Tagged(nil, "k=v")}}
+	for _, c := range cases {
+		for _, cond := range conds {
+			var err error
+			if cond == nil {
+				_, err = s.Append(ctx, c.events)
+			} else {
+				_, err = s.AppendIf(ctx, c.events, *cond)
+			}
+			require.ErrorIs(t, err, pgdcb.ErrInvalidEvent, c.name)
+			var ie *eventstore.InvalidEventError
+			require.ErrorAs(t, err, &ie, c.name)
+			require.Equal(t, c.index, ie.Index, c.name)
+			require.Equal(t, c.field, ie.Field, c.name)
+			require.Contains(t, err.Error(), c.says, c.name)
+			requireEmpty(t, s, c.name)
+		}
+	}
+}
+
+// Bad conditions and queries are refused with pgdcb.ErrInvalidQuery, negative
+// limits with a *pgdcb.InvalidArgumentError, and nothing is written.
+func testBadQueries(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx := context.Background()
+	x := []eventstore.Event{ev("X", 1)}
+	_, err := s.AppendIf(ctx, x, appendif.Condition{})
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery, "a condition must have something to check")
+	cur, err := s.Head(ctx)
+	require.NoError(t, err)
+	_, err = s.AppendIf(ctx, x, appendif.Condition{After: &cur, Idempotency: query.Tagged(nil, "a=b")})
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery, "After without FailIfEventsMatch")
+	_, err = s.AppendIf(ctx, x, appendif.FailIf(query.New(query.Item{Types: []string{""}}), nil))
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	require.Contains(t, err.Error(), "item 0")
+	_, err = s.AppendIf(ctx, x, appendif.Condition{Idempotency: query.New(query.Item{Types: []string{strings.Repeat("x", 70)}})})
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	// A bad condition is refused before the events are looked at.
+	_, err = s.AppendIf(ctx, nil, appendif.Condition{})
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+
+	bad := query.New(query.Item{Types: []string{strings.Repeat("x", 70)}})
+	_, _, err = s.ReadAll(ctx, bad, nil)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	_, _, err = s.ReadLast(ctx, bad)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	_, err = s.ReadTail(ctx, bad, cursor.Start, 0)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	_, err = s.Project(ctx, eventstore.NewModel(bad, 0, countFold))
+	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+	n := 0
+	for _, err := range s.Read(ctx, bad, nil).All() {
+		require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
+		n++
+	}
+	require.Equal(t, 1, n, "a refused read yields its error alone")
+
+	_, err = s.ReadTail(ctx, query.All(), cursor.Start, -5)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
+	require.ErrorContains(t, err, "-5")
+	var ia *pgdcb.InvalidArgumentError
+	require.ErrorAs(t, err, &ia)
+	_, _, err = s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{Limit: -1})
+	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
+	require.ErrorContains(t, err, "ReadOptions.Limit")
+	requireEmpty(t, s, "a refused call")
+}
+
+// The default size limits: an event over DefaultMaxEventBytes and a batch
+// over DefaultMaxBatchBytes are refused before anything is written; an event
+// at the limit is stored whole.
+func testSizeLimits(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx := context.Background()
+	payload := func(size int) json.RawMessage { // a JSON string of size bytes
+		return json.RawMessage(`"` + strings.Repeat("a", size-2) + `"`)
+	}
+	// Type "E" (1 byte) plus data.
+	atLimit := eventstore.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes - 1)}
+	over := eventstore.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes)}
+	_, err := s.Append(ctx, []eventstore.Event{over})
+	require.ErrorIs(t, err, pgdcb.ErrInvalidEvent)
+	var ie *eventstore.InvalidEventError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, "size", ie.Field)
+	require.Contains(t, err.Error(), "MaxEventBytes")
+	requireEmpty(t, s, "an event over the size limit")
+
+	n := eventstore.DefaultMaxBatchBytes/eventstore.DefaultMaxEventBytes + 1
+	batch := make([]eventstore.Event, n)
+	for i := range batch {
+		batch[i] = atLimit
+	}
+	_, err = s.Append(ctx, batch)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidEvent)
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, "batch", ie.Field)
+	require.Contains(t, err.Error(), "MaxBatchBytes")
+	requireEmpty(t, s, "a batch over the size limit")
+
+	appendOK(t, s, atLimit)
+	evs := readAll(t, s, query.All())
+	require.Len(t, evs, 1)
+	require.Equal(t, eventstore.DefaultMaxEventBytes, evs[0].Size())
+}
+
+// A context that has already ended fails every call, and nothing is written.
+func testEndedContext(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := s.Append(ctx, []eventstore.Event{ev("E", 1, "k=v")})
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.AppendIf(ctx, []eventstore.Event{ev("E", 1, "k=v")}, appendif.FailIf(query.Tagged(nil, "k=v"), nil))
+	require.ErrorIs(t, err, context.Canceled)
+	_, _, err = s.ReadAll(ctx, query.All(), nil)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.Head(ctx)
+	require.ErrorIs(t, err, context.Canceled)
+	_, err = s.ReadTail(ctx, query.All(), cursor.Start, 0)
+	require.ErrorIs(t, err, context.Canceled)
+	requireEmpty(t, s, "a call with an ended context")
+}

@@ -1,0 +1,129 @@
+package conformance
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Tailing in pages delivers every matching event once, in log order, with
+// cursors that cover their page; once caught up the cursor names the log's
+// last event (never a point past it) and the page's Head is the log's head.
+func testTailPages(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx := context.Background()
+	q := query.Tagged(nil, "stream=s1")
+	var want []int64
+	for i := range 7 {
+		var batch []eventstore.Event
+		for j := range i%3 + 1 {
+			batch = append(batch, ev("E", j, "stream=s1"), ev("Noise", j, "stream=s2"))
+		}
+		res := appendOK(t, s, batch...)
+		for k := 0; k < len(res.Positions); k += 2 {
+			want = append(want, res.Positions[k])
+		}
+	}
+	for _, limit := range []int{0, 1, 2, 5, 100} {
+		got, after := tailChecked(t, s, q, cursor.Start, limit, len(want))
+		require.Equal(t, want, positions(got), "limit %d: every matching event once, in log order", limit)
+		// Caught up: the cursor reaches the last event of the whole log
+		// (a Noise event) once nothing is in flight, and never passes it.
+		h, err := s.Head(ctx)
+		require.NoError(t, err)
+		deadline := time.Now().Add(tailTimeout)
+		for {
+			b, err := s.ReadTail(ctx, q, after, limit)
+			require.NoError(t, err)
+			require.Empty(t, b.Events, "limit %d: nothing new", limit)
+			require.Equal(t, point(h), b.Head, "the page's Head is the log's last event")
+			require.LessOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, h.TransactionID, h.Position), 0,
+				"a tailing cursor never points past the newest event")
+			if b.Cursor == point(h) {
+				require.Greater(t, b.Horizon, h.TransactionID, "caught up to the head: the horizon is above it")
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "the cursor never reached the head %v (at %v, horizon %d)", h, b.Cursor, b.Horizon)
+			after = b.Cursor
+			time.Sleep(5 * time.Millisecond)
+		}
+	}
+	// A starting cursor past everything matching stays put.
+	b, err := s.ReadTail(ctx, query.Tagged(nil, "stream=none"), cursor.Start, 10)
+	require.NoError(t, err)
+	require.Empty(t, b.Events)
+
+	// Events appended later are delivered after the old ones.
+	_, after := tailChecked(t, s, q, cursor.Start, 3, len(want))
+	late := appendOK(t, s, ev("E", 99, "stream=s1"))
+	got, _ := tailChecked(t, s, q, after, 3, 1)
+	require.Equal(t, late.Positions, positions(got))
+}
+
+// A tailing cursor carries no snapshot and works as an AppendIf After by log
+// order: nothing new passes, a new matching event fails the append.
+func testTailCursorAsCondition(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx := context.Background()
+	q := query.Tagged(nil, "doc=d1")
+	appendOK(t, s, ev("Edited", 1, "doc=d1"), ev("Edited", 2, "doc=d1"))
+	_, cur := tailChecked(t, s, q, cursor.Start, 0, 2)
+	_, err := s.AppendIf(ctx, []eventstore.Event{ev("Edited", 3, "doc=d1")}, appendif.FailIf(q, &cur))
+	require.NoError(t, err, "the tailing cursor saw every matching event")
+	_, err = s.AppendIf(ctx, []eventstore.Event{ev("Edited", 4, "doc=d1")}, appendif.FailIf(q, &cur))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "the event appended after the cursor is unseen")
+	// And as a ReadOptions.After.
+	rest, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{After: &cur})
+	require.NoError(t, err)
+	require.Len(t, rest, 1)
+	require.JSONEq(t, "3", string(rest[0].Data))
+}
+
+// Listen wakes once when it starts and again after an append commits; it
+// returns ctx's error when ctx ends.
+func testListen(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	woke := make(chan struct{}, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.Listen(ctx, func() {
+			select {
+			case woke <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	wait := func(what string) {
+		t.Helper()
+		select {
+		case <-woke:
+		case err := <-done:
+			require.NoError(t, err, "Listen returned while waiting for %s", what)
+		case <-time.After(tailTimeout):
+			require.Fail(t, "no wake-up", what)
+		}
+	}
+	wait("the first wake-up")
+	for i := range 3 {
+		for len(woke) > 0 { // spurious wake-ups are allowed
+			<-woke
+		}
+		appendOK(t, s, ev("E", i, "k=v"))
+		wait(fmt.Sprintf("the wake-up after append %d", i))
+	}
+	cancel()
+	select {
+	case err := <-done:
+		require.ErrorIs(t, err, context.Canceled)
+	case <-time.After(tailTimeout):
+		require.Fail(t, "Listen did not return after its context ended")
+	}
+}

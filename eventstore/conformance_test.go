@@ -1,0 +1,58 @@
+package eventstore_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/eventstore/conformance"
+	"github.com/pgdcb/pgdcb/memstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// The PostgreSQL store passes the suite that memstore passes, each check on a
+// fresh schema.
+func TestConformance(t *testing.T) {
+	conformance.Run(t, func(t *testing.T) eventstore.Interface {
+		s, _ := newStore(t, nil)
+		return s
+	})
+}
+
+// BenchmarkStoresDecision is one decision on each store: Project a model over
+// an entity of 10 events, then AppendIf with its condition (which commits).
+// The memstore figure is what a unit test of a command handler pays.
+func BenchmarkStoresDecision(b *testing.B) {
+	stores := []struct {
+		name string
+		new  func(b *testing.B) eventstore.Interface
+	}{
+		{"postgres", func(b *testing.B) eventstore.Interface { s, _ := newStore(b, nil); return s }},
+		{"memstore", func(*testing.B) eventstore.Interface { return memstore.MustNew(nil) }},
+	}
+	for _, st := range stores {
+		b.Run(st.name, func(b *testing.B) {
+			ctx := context.Background()
+			s := st.new(b)
+			q := query.Tagged([]string{"Deposited"}, "account=a1")
+			for i := range 10 {
+				_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, "account=a1")})
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ResetTimer()
+			for i := 0; b.Loop(); i++ {
+				m := eventstore.NewModel(q, 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+				cond, err := s.Project(ctx, m)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", i, fmt.Sprintf("account=b%d", i))}, cond); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

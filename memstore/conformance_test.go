@@ -1,0 +1,15 @@
+package memstore_test
+
+import (
+	"testing"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/eventstore/conformance"
+	"github.com/pgdcb/pgdcb/memstore"
+)
+
+func TestConformance(t *testing.T) {
+	t.Parallel()
+	conformance.RunWithOptions(t, func(t *testing.T) eventstore.Interface { return memstore.MustNew(nil) },
+		&conformance.Options{Rounds: 30})
+}

@@ -1,0 +1,224 @@
+// Package memstore is an in-memory DCB event store with the semantics of the
+// PostgreSQL store (package eventstore): the same operations
+// (eventstore.Interface), the same conditions, cursors, idempotency, typed
+// errors, input validation and limits. Use it to test command handlers,
+// deciders and subscriptions without a server; package
+// eventstore/conformance checks that both stores behave alike.
+//
+// A Store is safe for concurrent use. Appends are serialised by a mutex, so
+// a condition is checked exactly: of racing appends on one boundary exactly
+// one commits. Every append is one transaction: it gets the next transaction
+// id, and its events the next positions, so cursors (package cursor) mean
+// what they mean on PostgreSQL. Nothing is ever in flight, so a read's
+// snapshot has no in-progress transactions and the tailing horizon is the
+// next transaction id: tailing readers see every event at once.
+//
+// Nothing is persisted: the log lives as long as the Store.
+package memstore
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Config configures a Store. nil or the zero value means every default; in
+// every field 0 means the default and New refuses negative values with a
+// *pgdcb.InvalidArgumentError. The limits mean what they mean in
+// eventstore.Config, with the same defaults.
+type Config struct {
+	// MaxBatchSize is the most events one append may carry. 0: the default,
+	// eventstore.DefaultMaxBatchSize.
+	MaxBatchSize int
+	// MaxEventBytes is the most bytes one event may take (see
+	// eventstore.Event.Size). 0: the default, eventstore.DefaultMaxEventBytes;
+	// at most eventstore.MaxBytesLimit.
+	MaxEventBytes int
+	// MaxBatchBytes is the most bytes one append may carry. 0: the default,
+	// eventstore.DefaultMaxBatchBytes (or MaxEventBytes when larger); at most
+	// eventstore.MaxBytesLimit.
+	MaxBatchBytes int
+	// Now stamps appended events (StoredEvent.OccurredAt). Default time.Now.
+	Now func() time.Time
+}
+
+// Store is an in-memory event store. Create it with New.
+type Store struct {
+	limits eventstore.Config // the limits, defaults filled in
+	now    func() time.Time
+
+	mu      sync.RWMutex
+	events  []eventstore.StoredEvent // in log order
+	ids     map[[16]byte]struct{}    // stored event ids
+	byTag   map[string][]int         // tag → indices in events, ascending
+	lastTx  uint64                   // the last transaction id handed out
+	lastPos int64                    // the last position handed out
+
+	lmu       sync.Mutex
+	listeners map[chan struct{}]struct{}
+}
+
+var _ eventstore.Interface = (*Store)(nil)
+
+// New returns an empty store.
+func New(cfg *Config) (*Store, error) {
+	var c Config
+	if cfg != nil {
+		c = *cfg
+	}
+	limits, err := eventstore.ResolveConfig(&eventstore.Config{
+		MaxBatchSize:  c.MaxBatchSize,
+		MaxEventBytes: c.MaxEventBytes,
+		MaxBatchBytes: c.MaxBatchBytes,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pgdcb: memstore.New: %w", err)
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return &Store{limits: limits, now: c.Now, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
+		listeners: make(map[chan struct{}]struct{})}, nil
+}
+
+// MustNew is New that panics on error; for tests and examples.
+func MustNew(cfg *Config) *Store {
+	s, err := New(cfg)
+	if err != nil {
+		panic(err)
+	}
+	return s
+}
+
+// Append appends events unconditionally, as one transaction (see
+// eventstore.Store.Append). An event whose ID is already stored fails the
+// append with an *appendif.IdempotentError naming the id.
+func (s *Store) Append(ctx context.Context, events []eventstore.Event) (eventstore.AppendResult, error) {
+	return s.append(ctx, events, nil)
+}
+
+// AppendIf appends events only if cond holds (see eventstore.Store.AppendIf):
+// it fails with an *appendif.IdempotentError when the idempotency query
+// matches any event, else with an *appendif.ConditionFailedError when an
+// event matching FailIfEventsMatch exists that cond.After has not seen.
+// Either way nothing is appended.
+func (s *Store) AppendIf(ctx context.Context, events []eventstore.Event, cond appendif.Condition) (eventstore.AppendResult, error) {
+	if err := cond.Validate(); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	return s.append(ctx, events, &cond)
+}
+
+func (s *Store) append(ctx context.Context, events []eventstore.Event, cond *appendif.Condition) (eventstore.AppendResult, error) {
+	if err := eventstore.ValidateEvents(s.limits, events); err != nil {
+		return eventstore.AppendResult{}, err
+	}
+	if err := ctx.Err(); err != nil {
+		return eventstore.AppendResult{}, fmt.Errorf("pgdcb: append: %w", err)
+	}
+	s.mu.Lock()
+	res, err := s.appendLocked(events, cond)
+	s.mu.Unlock()
+	if err == nil {
+		s.notify()
+	}
+	return res, err
+}
+
+// appendLocked checks, in the PostgreSQL store's order, the idempotency
+// query, the condition, then the event ids, and appends.
+func (s *Store) appendLocked(events []eventstore.Event, cond *appendif.Condition) (eventstore.AppendResult, error) {
+	if cond != nil {
+		if !cond.Idempotency.IsEmpty() {
+			if ev, ok := s.first(cond.Idempotency, nil); ok {
+				return eventstore.AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: ev.Position}
+			}
+		}
+		if !cond.FailIfEventsMatch.IsEmpty() {
+			if ev, ok := s.first(cond.FailIfEventsMatch, cond.After); ok {
+				return eventstore.AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: ev.Position}
+			}
+		}
+	}
+	for _, e := range events {
+		if e.ID == [16]byte{} {
+			continue
+		}
+		if _, dup := s.ids[e.ID]; dup {
+			return eventstore.AppendResult{}, &appendif.IdempotentError{EventID: e.ID.String()}
+		}
+	}
+	s.lastTx++
+	at := s.now()
+	res := eventstore.AppendResult{TransactionID: s.lastTx, Positions: make([]int64, len(events))}
+	for i, e := range events {
+		s.lastPos++
+		e.Data = slices.Clone(e.Data)
+		e.Metadata = slices.Clone(e.Metadata)
+		if e.ID != [16]byte{} {
+			s.ids[e.ID] = struct{}{}
+		}
+		for _, tg := range e.Tags.Strings() {
+			s.byTag[tg] = append(s.byTag[tg], len(s.events))
+		}
+		s.events = append(s.events, eventstore.StoredEvent{Event: e, Position: s.lastPos, TransactionID: s.lastTx, OccurredAt: at})
+		res.Positions[i] = s.lastPos
+	}
+	return res, nil
+}
+
+// first returns the first event in log order matching q that after has not
+// seen (nil after: any).
+func (s *Store) first(q query.Query, after *cursor.Cursor) (found eventstore.StoredEvent, ok bool) {
+	s.scan(q, after, false, func(e eventstore.StoredEvent) bool {
+		found, ok = e, true
+		return false
+	})
+	return found, ok
+}
+
+// notSeen is the PostgreSQL store's "not seen by c": the event sorts after c,
+// or its transaction was in progress at c's snapshot.
+func notSeen(c cursor.Cursor, ev eventstore.StoredEvent) bool {
+	if cursor.Compare(ev.TransactionID, ev.Position, c.TransactionID, c.Position) > 0 {
+		return true
+	}
+	if c.Snapshot == nil {
+		return false
+	}
+	_, inProgress := slices.BinarySearch(c.Snapshot.Xip, ev.TransactionID)
+	return inProgress
+}
+
+// headLocked returns the last event's point and the snapshot of a read now.
+func (s *Store) headLocked() cursor.Cursor {
+	var c cursor.Cursor
+	if n := len(s.events); n > 0 {
+		c.TransactionID, c.Position = s.events[n-1].TransactionID, s.events[n-1].Position
+	}
+	next := s.lastTx + 1
+	c.Snapshot = &cursor.Snapshot{Xmin: next, Xmax: next}
+	return c
+}
+
+// clone returns ev with its own copies of its JSON, so callers cannot change
+// the log.
+func clone(ev eventstore.StoredEvent) eventstore.StoredEvent {
+	ev.Data = slices.Clone(ev.Data)
+	ev.Metadata = slices.Clone(ev.Metadata)
+	return ev
+}
+
+// invalidLimit is the error for a negative limit.
+func invalidLimit(name string, limit int) error {
+	return &pgdcb.InvalidArgumentError{Name: name,
+		Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", limit)}
+}

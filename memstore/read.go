@@ -1,0 +1,118 @@
+package memstore
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/pgdcb/pgdcb/appendif"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Read returns the events matching q in log order (see
+// eventstore.Store.Read), all from one snapshot taken when All is first
+// iterated.
+func (s *Store) Read(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) *eventstore.Events {
+	var o eventstore.ReadOptions
+	if opts != nil {
+		o = *opts
+	}
+	return eventstore.NewEvents(func() ([]eventstore.StoredEvent, cursor.Cursor, error) {
+		return s.read(ctx, q, o)
+	})
+}
+
+func (s *Store) read(ctx context.Context, q query.Query, o eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error) {
+	if err := q.Validate(); err != nil {
+		return nil, cursor.Cursor{}, err
+	}
+	if o.Limit < 0 {
+		return nil, cursor.Cursor{}, invalidLimit("ReadOptions.Limit", o.Limit)
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, cursor.Cursor{}, fmt.Errorf("pgdcb: read: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	head := s.headLocked()
+	var out []eventstore.StoredEvent
+	s.scan(q, o.After, o.Backwards, func(e eventstore.StoredEvent) bool {
+		out = append(out, clone(e))
+		return o.Limit == 0 || len(out) < o.Limit
+	})
+	c := head
+	if o.Limit > 0 && len(out) >= o.Limit && !o.Backwards {
+		// Stopped by the limit: seen only up to the last event returned.
+		last := out[len(out)-1]
+		c = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: head.Snapshot}
+	}
+	return out, c, nil
+}
+
+// ReadAll reads every matching event into memory and returns them with the
+// decision cursor (see eventstore.Store.ReadAll).
+func (s *Store) ReadAll(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error) {
+	var o eventstore.ReadOptions
+	if opts != nil {
+		o = *opts
+	}
+	return s.read(ctx, q, o)
+}
+
+// ReadLast returns the last event matching q (nil if none) and the decision
+// cursor (see eventstore.Store.ReadLast).
+func (s *Store) ReadLast(ctx context.Context, q query.Query) (*eventstore.StoredEvent, cursor.Cursor, error) {
+	evs, c, err := s.read(ctx, q, eventstore.ReadOptions{Limit: 1, Backwards: true})
+	if err != nil || len(evs) == 0 {
+		return nil, c, err
+	}
+	return &evs[0], c, nil
+}
+
+// Head returns a cursor at the end of the log carrying a snapshot of now (see
+// eventstore.Store.Head).
+func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
+	if err := ctx.Err(); err != nil {
+		return cursor.Cursor{}, fmt.Errorf("pgdcb: head: %w", err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.headLocked(), nil
+}
+
+// Project reads the union of the projectors' queries in one snapshot and
+// hands each event to every projector whose query matches it (see
+// eventstore.Store.Project). Snapshottable models are folded from the start:
+// the state and the condition are those the PostgreSQL store returns.
+func (s *Store) Project(ctx context.Context, projectors ...eventstore.Projector) (appendif.Condition, error) {
+	return eventstore.Fold(func(q query.Query) *eventstore.Events { return s.Read(ctx, q, nil) }, projectors...)
+}
+
+// ReadTail reads up to limit events matching q after the cursor (see
+// eventstore.Store.ReadTail). Nothing is ever in flight, so the horizon is
+// the next transaction id and every stored event is delivered.
+func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (eventstore.TailBatch, error) {
+	if limit < 0 {
+		return eventstore.TailBatch{}, invalidLimit("ReadTail limit", limit)
+	}
+	after.Snapshot = nil // tailing is by log order only
+	evs, head, err := s.read(ctx, q, eventstore.ReadOptions{After: &after, Limit: limit})
+	if err != nil {
+		return eventstore.TailBatch{}, err
+	}
+	b := eventstore.TailBatch{Events: evs, Horizon: head.Snapshot.Xmin, Head: head}
+	b.Head.Snapshot = nil
+	if limit > 0 && len(evs) == limit {
+		last := evs[len(evs)-1]
+		b.Cursor = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}
+		return b, nil
+	}
+	// Everything matching was delivered: move to the log's last event (every
+	// event is durable and below the horizon), never back.
+	b.Cursor = after
+	if cursor.Compare(b.Head.TransactionID, b.Head.Position, after.TransactionID, after.Position) > 0 {
+		b.Cursor = b.Head
+	}
+	return b, nil
+}
