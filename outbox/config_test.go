@@ -28,6 +28,7 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		{"RetryMin", outbox.Config{RetryMin: -1}},
 		{"RetryMax", outbox.Config{RetryMax: -1}},
 		{"MaxAttempts", outbox.Config{MaxAttempts: -1}},
+		{"StallAfter", outbox.Config{StallAfter: -time.Second}},
 	} {
 		_, err := outbox.New(s, topic, "p", pub, &c.cfg)
 		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
@@ -36,5 +37,24 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		require.Equal(t, "Config."+c.field, ia.Name)
 	}
 	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{MaxAttempts: outbox.RetryForever})
+	require.NoError(t, err)
+}
+
+func TestNewJetStreamPublisherRefusesNegativeConfig(t *testing.T) {
+	js, _, _ := testStream(t)
+	for _, c := range []struct {
+		field string
+		cfg   outbox.JetStreamConfig
+	}{
+		{"MaxInFlight", outbox.JetStreamConfig{MaxInFlight: -1}},
+		{"AckTimeout", outbox.JetStreamConfig{AckTimeout: -time.Second}},
+	} {
+		_, err := outbox.NewJetStreamPublisher(js, &c.cfg)
+		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+		var ia *pgdcb.InvalidArgumentError
+		require.ErrorAs(t, err, &ia)
+		require.Equal(t, "Config."+c.field, ia.Name)
+	}
+	_, err := outbox.NewJetStreamPublisher(js, nil)
 	require.NoError(t, err)
 }

@@ -1,15 +1,27 @@
 // Package outbox delivers the events of a topic (a query) to an external
-// system — at least once, in log order — through a Publisher, and advances
-// its checkpoint only after the broker acknowledged.
+// system — in log order — through a Publisher, and advances its checkpoint
+// only after the broker acknowledged.
 //
 // A Relay is a projection (package projection) whose handler publishes: it
 // inherits leader election (one relay per topic and publisher delivers at a
 // time), the tailing read that never skips a late-committing event, and the
 // delivery bookkeeping in the checkpoints table — attempts (error count), last
 // error, capped exponential backoff, FAILED after MaxAttempts, heartbeat —
-// visible through Status.
+// visible through Status, which adds what this process saw of the broker:
+// the last ack, since when a publish has been waiting, and whether delivery
+// is stalled (also as Metrics).
 //
 // Every message carries a stable id, "<schema>-<position>", so a broker that
 // deduplicates (NATS JetStream's Nats-Msg-Id, within the stream's duplicates
-// window) drops what a retry or a restarted relay delivers again.
+// window) drops what a retry or a restarted relay delivers again. The
+// JetStreamPublisher also reconciles with the stream: before sending a batch
+// that may have been delivered already (after a start, a failure, a
+// reconnect, a new leader) it reads the last message of each subject and
+// skips what the stream holds, so redeliveries do not reach the stream
+// however long after the window they come. It rides out a broker restart
+// within one Publish call: a lost connection ends the wait for acks at once,
+// and sending resumes as soon as the client has reconnected.
+//
+// docs/OUTBOX.md describes the delivery guarantee, reconciliation and what an
+// operator watches.
 package outbox

@@ -5,16 +5,23 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/retry"
 )
 
 // Headers the JetStream publisher sets besides jetstream.MsgIDHeader
 // (Nats-Msg-Id, the Message.ID). The message data is the event's data.
+// Reconciliation reads HeaderTopic, HeaderPosition and HeaderTransactionID
+// back from the stream.
 const (
 	HeaderType          = "Pgdcb-Type"
 	HeaderTags          = "Pgdcb-Tags" // JSON array of "key=value"
@@ -26,11 +33,26 @@ const (
 	HeaderTopic         = "Pgdcb-Topic"
 )
 
+// Defaults of JetStreamConfig.
+const (
+	DefaultAckTimeout = 5 * time.Second
+)
+
+// Bounds of the pause between two attempts inside one Publish call (after a
+// lost connection, a lost ack, or a JetStream not ready yet).
+const (
+	reattemptMin = 10 * time.Millisecond
+	reattemptMax = 250 * time.Millisecond
+)
+
 // JetStreamConfig configures a JetStreamPublisher. nil or the zero value means
-// every default.
+// every default; NewJetStreamPublisher refuses negative values with a
+// *pgdcb.InvalidArgumentError.
 type JetStreamConfig struct {
 	// Subject returns the subject of a message. Default: SubjectPrefix + "." +
-	// the topic name.
+	// the topic name. Reconciliation asks the stream for the last message of
+	// each subject of a batch: one request per distinct subject, so a
+	// subject per event makes it as costly as the publish itself.
 	Subject func(m Message) string
 	// SubjectPrefix is used by the default Subject. Default "pgdcb".
 	SubjectPrefix string
@@ -42,15 +64,31 @@ type JetStreamConfig struct {
 	// (the accepted ones are deduplicated), so order holds only while the
 	// broker accepts everything.
 	MaxInFlight int
+	// AckTimeout bounds the wait for one message's ack, and for each request
+	// reconciliation makes, while the connection stays up (a lost connection
+	// ends the wait at once); the attempt is then made again, within the same
+	// Publish call. 0: the default, 5s.
+	AckTimeout time.Duration
+	// Logger receives the publisher's logs: failed publish attempts at Warn
+	// with the error under "err". Default: none.
+	Logger *slog.Logger
 }
 
 // JetStreamPublisher publishes to NATS JetStream, each message with
-// Nats-Msg-Id = Message.ID so the stream drops redelivered duplicates (within
-// its Duplicates window, 2 minutes by default: a relay that stays FAILED
-// longer may deliver duplicates after Resume).
+// Nats-Msg-Id = Message.ID so the stream drops redelivered duplicates within
+// its Duplicates window, and reconciles with the stream so that redeliveries
+// after the window do not reach it either (docs/OUTBOX.md).
+//
+// Publish survives a broker restart within its context: a lost connection
+// ends the wait for acks at once, Publish waits for the client to reconnect
+// (configure the nats.Conn to reconnect for ever: nats.MaxReconnects(-1), and
+// quickly: nats.ReconnectWait), reconciles, and sends what the stream does not
+// hold yet.
 type JetStreamPublisher struct {
 	js  jetstream.JetStream
+	nc  *nats.Conn
 	cfg JetStreamConfig
+	rec reconciler
 }
 
 // NewJetStreamPublisher returns a publisher over js. A stream must capture
@@ -63,6 +101,12 @@ func NewJetStreamPublisher(js jetstream.JetStream, cfg *JetStreamConfig) (*JetSt
 	if cfg != nil {
 		c = *cfg
 	}
+	if err := cfgcheck.NonNegative(
+		cfgcheck.Int("MaxInFlight", c.MaxInFlight, 1),
+		cfgcheck.Duration("AckTimeout", c.AckTimeout, DefaultAckTimeout),
+	); err != nil {
+		return nil, fmt.Errorf("pgdcb: outbox.NewJetStreamPublisher: %w", err)
+	}
 	if c.SubjectPrefix == "" {
 		c.SubjectPrefix = "pgdcb"
 	}
@@ -70,10 +114,18 @@ func NewJetStreamPublisher(js jetstream.JetStream, cfg *JetStreamConfig) (*JetSt
 		prefix := c.SubjectPrefix
 		c.Subject = func(m Message) string { return prefix + "." + m.Topic }
 	}
-	if c.MaxInFlight <= 0 {
+	if c.MaxInFlight == 0 {
 		c.MaxInFlight = 1
 	}
-	return &JetStreamPublisher{js: js, cfg: c}, nil
+	if c.AckTimeout == 0 {
+		c.AckTimeout = DefaultAckTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	p := &JetStreamPublisher{js: js, nc: js.Conn(), cfg: c}
+	p.rec.init(js, c.Logger, c.AckTimeout)
+	return p, nil
 }
 
 // NatsMsg builds the NATS message of m with the publisher's subject.
@@ -100,52 +152,219 @@ func (p *JetStreamPublisher) NatsMsg(m Message) (*nats.Msg, error) {
 	return &nats.Msg{Subject: p.cfg.Subject(m), Data: ev.Data, Header: h}, nil
 }
 
-// Publish implements Publisher: it returns nil once JetStream acknowledged
-// (stored, or recognised as a duplicate) every message.
+// outMsg is one message of a batch on its way to the stream.
+type outMsg struct {
+	m   Message
+	nm  *nats.Msg
+	key logKey
+}
+
+// Publish implements Publisher: it returns nil once every message is in the
+// stream — acknowledged by JetStream (stored, or recognised as a duplicate),
+// or found there by reconciliation. Until ctx ends it rides out a lost
+// connection, a lost ack and a JetStream that is not ready yet, sending again
+// what is not acknowledged; a message JetStream refuses (an API error) ends
+// it at once.
 func (p *JetStreamPublisher) Publish(ctx context.Context, msgs []Message) error {
-	if p.cfg.MaxInFlight == 1 {
-		for _, m := range msgs {
-			nm, err := p.NatsMsg(m)
-			if err != nil {
-				return err
-			}
-			if _, err := p.js.PublishMsg(ctx, nm); err != nil {
-				return fmt.Errorf("message %s: %w", m.ID, err)
-			}
-		}
-		return nil
-	}
-	pending := make([]jetstream.PubAckFuture, 0, p.cfg.MaxInFlight)
-	ids := make([]string, 0, p.cfg.MaxInFlight)
-	drain := func() error {
-		for i, f := range pending {
-			select {
-			case <-f.Ok():
-			case err := <-f.Err():
-				return fmt.Errorf("message %s: %w", ids[i], err)
-			case <-ctx.Done():
-				return ctx.Err()
-			}
-		}
-		pending, ids = pending[:0], ids[:0]
-		return nil
-	}
-	for _, m := range msgs {
+	batch := make([]outMsg, len(msgs))
+	for i, m := range msgs {
 		nm, err := p.NatsMsg(m)
-		if err != nil {
-			return err
-		}
-		f, err := p.js.PublishMsgAsync(nm)
 		if err != nil {
 			return fmt.Errorf("message %s: %w", m.ID, err)
 		}
+		batch[i] = outMsg{m: m, nm: nm, key: keyOf(m.Event)}
+	}
+	p.rec.observeTerm(ctx, msgs)
+	p.rec.observeReconnects(p.nc.Stats().Reconnects)
+	for attempt := 1; ; attempt++ {
+		err := p.attempt(ctx, &batch)
+		if err == nil {
+			return nil
+		}
+		p.rec.invalidate() // what the stream holds is uncertain now
+		if ctx.Err() != nil || !transient(err) {
+			return err
+		}
+		d := retry.Delay(attempt, reattemptMin, reattemptMax)
+		p.cfg.Logger.WarnContext(ctx, "pgdcb: outbox: publish attempt failed; trying again", "err", err, "attempt", attempt, "retry_in", d)
+		if retry.Sleep(ctx, d) != nil {
+			return err
+		}
+	}
+}
+
+// attempt waits for the connection, drops what the stream already holds, and
+// sends the rest; *batch keeps what is still not acknowledged.
+func (p *JetStreamPublisher) attempt(ctx context.Context, batch *[]outMsg) error {
+	if err := p.waitConnected(ctx); err != nil {
+		return err
+	}
+	ctx, stop := p.watchConnection(ctx)
+	defer stop()
+	rest, err := p.rec.skipHeld(ctx, *batch)
+	if err != nil {
+		return err
+	}
+	*batch = rest
+	var n int
+	if p.cfg.MaxInFlight == 1 {
+		n, err = p.sendOneByOne(ctx, rest)
+	} else {
+		n, err = p.sendPipelined(ctx, rest)
+	}
+	*batch = rest[n:]
+	if err != nil {
+		return withCause(ctx, err)
+	}
+	return nil
+}
+
+// sendOneByOne sends each message after the previous one's ack; it returns how
+// many were acknowledged.
+func (p *JetStreamPublisher) sendOneByOne(ctx context.Context, msgs []outMsg) (int, error) {
+	for i, o := range msgs {
+		actx, cancel := context.WithTimeoutCause(ctx, p.cfg.AckTimeout, errAckTimeout)
+		_, err := p.js.PublishMsg(actx, o.nm)
+		cancel()
+		if err != nil {
+			return i, fmt.Errorf("message %s: %w", o.m.ID, withCause(actx, err))
+		}
+		p.rec.acked(o)
+	}
+	return len(msgs), nil
+}
+
+// sendPipelined keeps up to MaxInFlight messages awaiting their ack; it
+// returns how many were acknowledged in order (a prefix of msgs).
+func (p *JetStreamPublisher) sendPipelined(ctx context.Context, msgs []outMsg) (acked int, _ error) {
+	var pending []jetstream.PubAckFuture
+	timer := time.NewTimer(p.cfg.AckTimeout)
+	defer timer.Stop()
+	drain := func() error {
+		for _, f := range pending {
+			timer.Reset(p.cfg.AckTimeout)
+			select {
+			case <-f.Ok():
+			case err := <-f.Err():
+				return fmt.Errorf("message %s: %w", msgs[acked].m.ID, err)
+			case <-timer.C:
+				return fmt.Errorf("message %s: %w", msgs[acked].m.ID, errAckTimeout)
+			case <-ctx.Done():
+				return fmt.Errorf("message %s: %w", msgs[acked].m.ID, context.Cause(ctx))
+			}
+			p.rec.acked(msgs[acked])
+			acked++
+		}
+		pending = pending[:0]
+		return nil
+	}
+	for _, o := range msgs {
+		// Never hand a message to the client's reconnect buffer: it would
+		// be sent after the reconnect, possibly after a hole.
+		if st := p.nc.Status(); st != nats.CONNECTED {
+			return acked, fmt.Errorf("message %s: %w (%v)", o.m.ID, errDisconnected, st)
+		}
+		f, err := p.js.PublishMsgAsync(o.nm)
+		if err != nil {
+			if derr := drain(); derr != nil {
+				return acked, derr
+			}
+			return acked, fmt.Errorf("message %s: %w", o.m.ID, err)
+		}
 		pending = append(pending, f)
-		ids = append(ids, m.ID)
 		if len(pending) == p.cfg.MaxInFlight {
 			if err := drain(); err != nil {
-				return err
+				return acked, err
 			}
 		}
 	}
-	return drain()
+	return acked, drain()
+}
+
+var (
+	errDisconnected = errors.New("pgdcb: outbox: connection to the broker lost")
+	errAckTimeout   = errors.New("pgdcb: outbox: no answer from the broker within AckTimeout")
+)
+
+// withCause returns err, or the cause of ctx's end (errDisconnected,
+// errAckTimeout) wrapped with err when ctx ended for such a cause.
+func withCause(ctx context.Context, err error) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(err, cause) {
+		return fmt.Errorf("%w: %w", cause, err)
+	}
+	return err
+}
+
+// transient reports whether err may go away by itself, so that Publish tries
+// again within its context: a lost connection, a lost ack, nobody answering
+// (JetStream restarting), or JetStream answering "unavailable". Anything else
+// (a message JetStream refuses, no stream for the subject, a closed
+// connection) ends Publish at once.
+func transient(err error) bool {
+	var jerr jetstream.JetStreamError
+	if errors.As(err, &jerr) {
+		if api := jerr.APIError(); api != nil {
+			return api.Code == 503
+		}
+	}
+	for _, t := range []error{
+		errDisconnected, errAckTimeout,
+		nats.ErrDisconnected, nats.ErrConnectionReconnecting, nats.ErrReconnectBufExceeded,
+		nats.ErrNoResponders, nats.ErrTimeout,
+		jetstream.ErrNoStreamResponse, jetstream.ErrAsyncPublishTimeout,
+	} {
+		if errors.Is(err, t) {
+			return true
+		}
+	}
+	return false
+}
+
+// waitConnected returns once the connection is up, or ctx's error, or
+// nats.ErrConnectionClosed.
+func (p *JetStreamPublisher) waitConnected(ctx context.Context) error {
+	if p.nc.Status() == nats.CONNECTED {
+		return nil
+	}
+	ch := p.nc.StatusChanged(nats.CONNECTED, nats.CLOSED)
+	defer p.nc.RemoveStatusListener(ch)
+	for {
+		switch p.nc.Status() {
+		case nats.CONNECTED:
+			return nil
+		case nats.CLOSED:
+			return nats.ErrConnectionClosed
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return fmt.Errorf("%w: waiting for the broker: %w", errDisconnected, ctx.Err())
+		}
+	}
+}
+
+// watchConnection returns a context that ends with cause errDisconnected as
+// soon as the connection drops, so no wait for an ack outlives the
+// connection that would carry it.
+func (p *JetStreamPublisher) watchConnection(ctx context.Context) (context.Context, func()) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	ch := p.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case _, ok := <-ch:
+			if ok {
+				cancel(errDisconnected)
+			}
+		case <-ctx.Done():
+		}
+	})
+	if p.nc.Status() != nats.CONNECTED { // dropped before the listener was in place
+		cancel(errDisconnected)
+	}
+	return ctx, func() {
+		cancel(nil)
+		p.nc.RemoveStatusListener(ch)
+		wg.Wait()
+	}
 }

@@ -39,7 +39,7 @@ func newStore(t testing.TB) *eventstore.Store {
 	schema := pgtest.Schema(t)
 	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
 	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
 	require.NoError(t, err)
 	return s
 }
@@ -56,21 +56,40 @@ func randHex(t testing.TB) string {
 // subject prefix.
 func testStream(t testing.TB) (jetstream.JetStream, jetstream.Stream, string) {
 	t.Helper()
+	return testStreamWith(t, nil)
+}
+
+// testStreamWith is testStream on the shared broker with the stream's
+// configuration changed by edit (nil: none).
+func testStreamWith(t testing.TB, edit func(*jetstream.StreamConfig)) (jetstream.JetStream, jetstream.Stream, string) {
+	t.Helper()
 	nc, err := nats.Connect(natsURL)
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
+	st, prefix := createTestStream(t, js, edit)
+	return js, st, prefix
+}
+
+// createTestStream creates, on js, a stream of its own (unique name and
+// subjects), deleted when the test ends, and returns it with its subject
+// prefix.
+func createTestStream(t testing.TB, js jetstream.JetStream, edit func(*jetstream.StreamConfig)) (jetstream.Stream, string) {
+	t.Helper()
 	id := randHex(t)
 	prefix := "pgdcbtest_" + id
-	ctx := context.Background()
-	st, err := js.CreateStream(ctx, jetstream.StreamConfig{
+	cfg := jetstream.StreamConfig{
 		Name: "PGDCB_TEST_" + id, Subjects: []string{prefix + ".>"}, Storage: jetstream.MemoryStorage,
 		Duplicates: 5 * time.Minute,
-	})
+	}
+	if edit != nil {
+		edit(&cfg)
+	}
+	st, err := js.CreateStream(context.Background(), cfg)
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), "PGDCB_TEST_"+id) })
-	return js, st, prefix
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), cfg.Name) })
+	return st, prefix
 }
 
 func appendN(t testing.TB, s *eventstore.Store, typ string, n, per int) {
@@ -279,7 +298,9 @@ func TestBrokerDown(t *testing.T) {
 	)
 	name := outbox.CheckpointName(topic.Name, "nats")
 	counting := outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) error {
-		stat, err := projection.GetStatus(ctx, s, name)
+		// Not bounded by the publish timeout: on a loaded machine the read
+		// alone can outlast it and fail the attempt before it is recorded.
+		stat, err := projection.GetStatus(context.WithoutCancel(ctx), s, name)
 		if err != nil {
 			return err
 		}

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"regexp"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,6 +58,7 @@ func (f PublisherFunc) Publish(ctx context.Context, msgs []Message) error { retu
 const (
 	DefaultBatchSize      = 100
 	DefaultPublishTimeout = 30 * time.Second
+	DefaultStallAfter     = 10 * time.Second
 	// RetryForever, as Config.MaxAttempts, makes the relay retry a failing
 	// delivery for ever: it never becomes FAILED.
 	RetryForever = projection.RetryForever
@@ -71,6 +73,10 @@ type Config struct {
 	// PublishTimeout bounds one Publish call (a timeout counts as a failed
 	// attempt). 0: the default, 30s.
 	PublishTimeout time.Duration
+	// StallAfter: a message waiting this long for its ack (across failed
+	// attempts) makes Status.Stalled true and the stalled gauge 1. 0: the
+	// default, 10s.
+	StallAfter time.Duration
 	// PollInterval: see projection.Config. 0: the default, 1s.
 	PollInterval time.Duration
 	// NotifyDisabled: polling only. Default false.
@@ -92,7 +98,11 @@ type Config struct {
 	Identity string
 	// Metrics records batches, errors, lag and leadership. Default none.
 	Metrics *subscription.Metrics
-	// Logger receives debug logs. Default: none.
+	// DeliveryMetrics reports the last ack, the publish in flight and the
+	// stalled condition. Default none.
+	DeliveryMetrics *Metrics
+	// Logger receives the relay's logs: failures at Warn or Error with the
+	// error under "err", routine events at Debug. Default: none.
 	Logger *slog.Logger
 }
 
@@ -103,6 +113,14 @@ type Relay struct {
 	name   string
 	pub    Publisher
 	runner *projection.Runner
+
+	delivery delivery
+	metrics  *Metrics
+	// The leadership term of the batches: a new leader connection is a new
+	// term, after which the publisher reconciles with the broker again.
+	termMu   sync.Mutex
+	termConn *pgx.Conn
+	term     uint64
 }
 
 var nameRE = regexp.MustCompile(`^[a-z0-9_-]{1,64}$`)
@@ -140,6 +158,7 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 	if err := cfgcheck.NonNegative(
 		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
 		cfgcheck.Duration("PublishTimeout", c.PublishTimeout, DefaultPublishTimeout),
+		cfgcheck.Duration("StallAfter", c.StallAfter, DefaultStallAfter),
 	); err != nil {
 		return nil, fmt.Errorf("pgdcb: outbox.New: %w", err)
 	}
@@ -149,18 +168,24 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 	if c.PublishTimeout == 0 {
 		c.PublishTimeout = DefaultPublishTimeout
 	}
-	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub}
+	if c.StallAfter == 0 {
+		c.StallAfter = DefaultStallAfter
+	}
+	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub, metrics: c.DeliveryMetrics}
+	r.delivery.stallAfter = c.StallAfter
 	prefix := store.Schema() + "-"
-	handler := func(ctx context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+	handler := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
 		msgs := make([]Message, len(evs))
 		for i, ev := range evs {
 			msgs[i] = Message{ID: prefix + strconv.FormatInt(ev.Position, 10), Topic: topic.Name, Event: ev}
 		}
-		ctx, cancel := context.WithTimeout(ctx, c.PublishTimeout)
+		ctx, cancel := context.WithTimeout(context.WithValue(ctx, termKey{}, r.termOf(tx)), c.PublishTimeout)
 		defer cancel()
+		r.delivery.begin(time.Now())
 		if err := pub.Publish(ctx, msgs); err != nil {
 			return fmt.Errorf("pgdcb: outbox %q: publish: %w", r.name, err)
 		}
+		r.delivery.acked(time.Now())
 		return nil
 	}
 	runner, err := projection.New(store, r.name, topic.Query, handler, &projection.Config{
@@ -186,16 +211,27 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 // Name is the relay's checkpoint name (CheckpointName).
 func (r *Relay) Name() string { return r.name }
 
+// termOf returns the leadership term of a batch in tx.
+func (r *Relay) termOf(tx pgx.Tx) uint64 {
+	r.termMu.Lock()
+	defer r.termMu.Unlock()
+	if c := tx.Conn(); c != r.termConn || r.term == 0 {
+		r.termConn, r.term = c, newTerm()
+	}
+	return r.term
+}
+
 // Run delivers until ctx ends (standing by while another relay of the same
 // topic and publisher leads); it returns ctx's error.
-func (r *Relay) Run(ctx context.Context) error { return r.runner.Run(ctx) }
+func (r *Relay) Run(ctx context.Context) error {
+	r.metrics.add(r)
+	defer r.metrics.remove(r)
+	defer r.delivery.idle()
+	return r.runner.Run(ctx)
+}
 
 // IsLeader reports whether this relay delivers right now.
 func (r *Relay) IsLeader() bool { return r.runner.IsLeader() }
-
-// Status reads the delivery bookkeeping: state, checkpoint, consecutive
-// failed attempts, last error, leader and heartbeat.
-func (r *Relay) Status(ctx context.Context) (projection.Status, error) { return r.runner.Status(ctx) }
 
 // Pause stops delivery (in every process) until Resume.
 func (r *Relay) Pause(ctx context.Context) error { return r.runner.Pause(ctx) }
@@ -204,6 +240,7 @@ func (r *Relay) Pause(ctx context.Context) error { return r.runner.Pause(ctx) }
 func (r *Relay) Resume(ctx context.Context) error { return r.runner.Resume(ctx) }
 
 // Reset rewinds the relay to the start of the log: every event of the topic is
-// delivered again (a deduplicating broker drops those still inside its
-// duplicates window).
+// delivered again, except, through a JetStreamPublisher, those its stream
+// still holds (reconciliation); other deduplicating brokers drop those still
+// inside their duplicates window.
 func (r *Relay) Reset(ctx context.Context) error { return r.runner.Reset(ctx) }

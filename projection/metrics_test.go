@@ -34,9 +34,11 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 
 func TestMetrics(t *testing.T) {
 	s, pool := newStore(t)
-	m := subscription.NewMetrics("")
+	m := subscription.NewMetrics()
 	reg := prometheus.NewRegistry()
-	require.NoError(t, reg.Register(m))
+	for _, c := range m.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
 	cfg := *fast
 	cfg.Metrics = m
 	cfg.BatchSize = 40

@@ -84,7 +84,9 @@ type Config struct {
 	Reset ResetFunc
 	// Metrics records batches, errors, lag and leadership. Default none.
 	Metrics *subscription.Metrics
-	// Logger receives debug logs. Default: none.
+	// Logger receives the projection's logs: failures (batches, elections,
+	// lost leadership) at Warn or Error with the error under "err", routine
+	// events at Debug. Default: none.
 	Logger *slog.Logger
 }
 
@@ -278,7 +280,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			failures++
 			r.cfg.Metrics.Error(r.name)
 			d := retry.Delay(failures, r.cfg.RetryMin, r.cfg.RetryMax)
-			r.cfg.Logger.Debug("pgdcb: projection: election failed", "name", r.name, "error", err, "retry_in", d)
+			r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: election failed", "name", r.name, "err", err, "retry_in", d)
 			if retry.Sleep(ctx, d) != nil {
 				return ctx.Err()
 			}
@@ -293,7 +295,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		r.leading.Store(true)
 		r.cfg.Metrics.Leader(r.name, true)
-		r.cfg.Logger.Debug("pgdcb: projection: leading", "name", r.name, "pid", conn.PgConn().PID())
+		r.cfg.Logger.DebugContext(ctx, "pgdcb: projection: leading", "name", r.name, "pid", conn.PgConn().PID())
 		err = r.lead(ctx, conn, w)
 		r.leading.Store(false)
 		r.cfg.Metrics.Leader(r.name, false)
@@ -305,7 +307,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		r.cfg.Metrics.Error(r.name)
-		r.cfg.Logger.Debug("pgdcb: projection: lost leadership", "name", r.name, "error", err)
+		r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: lost leadership", "name", r.name, "err", err)
 		// Give a standby the first chance to take over.
 		if retry.Sleep(ctx, 2*r.cfg.ElectionInterval) != nil {
 			return ctx.Err()
@@ -383,7 +385,7 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker
 		r.cfg.Metrics.Failed(r.name, res.state == Failed)
 		switch {
 		case errors.Is(err, errFenced):
-			r.cfg.Logger.Debug("pgdcb: projection: batch fenced", "name", r.name)
+			r.cfg.Logger.DebugContext(ctx, "pgdcb: projection: batch fenced", "name", r.name)
 			continue
 		case err != nil:
 			r.cfg.Metrics.Error(r.name)
@@ -392,10 +394,10 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker
 				if conn.IsClosed() || ctx.Err() != nil {
 					return ferr
 				}
-				r.cfg.Logger.Debug("pgdcb: projection: recording failure", "name", r.name, "error", ferr)
+				r.cfg.Logger.ErrorContext(ctx, "pgdcb: projection: recording a failure failed", "name", r.name, "err", ferr)
 			}
 			d := retry.Delay(n, r.cfg.RetryMin, r.cfg.RetryMax)
-			r.cfg.Logger.Debug("pgdcb: projection: batch failed", "name", r.name, "error", err, "attempt", n, "retry_in", d)
+			r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: batch failed", "name", r.name, "err", err, "attempt", n, "retry_in", d)
 			if err := retry.Sleep(ctx, d); err != nil {
 				return err
 			}

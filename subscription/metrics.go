@@ -5,11 +5,15 @@ import (
 )
 
 // Metrics are the Prometheus collectors of tailing readers (subscriptions,
-// projections, outbox publishers), labelled by reader name. Create one with
-// NewMetrics, pass it in the readers' Configs and register it yourself:
+// projections, outbox relays), named pgdcb_reader_… and labelled by reader
+// name (docs/METRICS.md). Create one with NewMetrics, pass it in the readers'
+// Configs and register its Collectors yourself (nothing is registered
+// globally):
 //
-//	m := subscription.NewMetrics("myapp")
-//	prometheus.MustRegister(m)
+//	m := subscription.NewMetrics()
+//	for _, c := range m.Collectors() {
+//		registry.MustRegister(c)
+//	}
 //
 // A nil *Metrics records nothing.
 type Metrics struct {
@@ -24,12 +28,9 @@ type Metrics struct {
 	all         []prometheus.Collector
 }
 
-// NewMetrics returns the collectors, their names prefixed with namespace
-// ("" means "pgdcb").
-func NewMetrics(namespace string) *Metrics {
-	if namespace == "" {
-		namespace = "pgdcb"
-	}
+// NewMetrics returns the collectors.
+func NewMetrics() *Metrics {
+	const namespace = "pgdcb"
 	l := []string{"name"}
 	m := &Metrics{
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
@@ -53,19 +54,9 @@ func NewMetrics(namespace string) *Metrics {
 	return m
 }
 
-// Describe implements prometheus.Collector.
-func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
-	for _, c := range m.all {
-		c.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
-	for _, c := range m.all {
-		c.Collect(ch)
-	}
-}
+// Collectors returns the readers' Prometheus collectors, for the caller to
+// register.
+func (m *Metrics) Collectors() []prometheus.Collector { return m.all }
 
 // Batch records a committed batch of n events.
 func (m *Metrics) Batch(name string, n int) {

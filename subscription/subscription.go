@@ -47,7 +47,8 @@ type Config struct {
 	RetryMin, RetryMax time.Duration
 	// Metrics records batches, errors and lag. Default none.
 	Metrics *Metrics
-	// Logger receives debug logs. Default: none.
+	// Logger receives the subscription's logs: failures at Warn with the
+	// error under "err". Default: none.
 	Logger *slog.Logger
 }
 
@@ -124,7 +125,7 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 
 // Subscription follows the events matching a query.
 type Subscription struct {
-	store *eventstore.Store
+	store eventstore.Interface
 	q     query.Query
 	cfg   Config
 }
@@ -132,7 +133,7 @@ type Subscription struct {
 // New returns a subscription to the events matching q. It fails with an error
 // matching pgdcb.ErrInvalidQuery when q is invalid, and with a
 // *pgdcb.InvalidArgumentError when a Config field is negative.
-func New(store *eventstore.Store, q query.Query, cfg *Config) (*Subscription, error) {
+func New(store eventstore.Interface, q query.Query, cfg *Config) (*Subscription, error) {
 	if store == nil {
 		return nil, errors.New("pgdcb: subscription.New: nil store")
 	}
@@ -181,7 +182,7 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 			failures++
 			s.cfg.Metrics.Error(s.cfg.Name)
 			d := retry.Delay(failures, s.cfg.RetryMin, s.cfg.RetryMax)
-			s.cfg.Logger.Debug("pgdcb: subscription: read failed", "name", s.cfg.Name, "error", err, "retry_in", d)
+			s.cfg.Logger.WarnContext(ctx, "pgdcb: subscription: read failed", "name", s.cfg.Name, "err", err, "retry_in", d)
 			if err := retry.Sleep(ctx, d); err != nil {
 				return err
 			}

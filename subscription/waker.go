@@ -6,22 +6,21 @@ import (
 	"sync"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/retry"
 )
 
-// Waker tells a tailing reader when to read again: on a NOTIFY that an append
-// sent on the store's channel (unless notifications are disabled), and in any
-// case every poll interval, so polling alone is enough.
+// Waker tells a tailing reader when to read again: when the store reports an
+// append (eventstore.Interface.Listen: a NOTIFY on the store's channel for the
+// PostgreSQL store, a wake-up in memory for memstore), unless notifications
+// are disabled, and in any case every poll interval, so polling alone is
+// enough.
 //
-// The LISTEN runs on a dedicated connection (not from the pool: a pooled
-// connection would carry the LISTEN to its next user). When it fails, the
-// Waker reconnects with capped exponential backoff and wakes the reader once
-// after each reconnect, since notifications sent meanwhile were lost.
+// When listening fails, the Waker listens again with capped exponential
+// backoff; the store wakes the reader once each time it listens again, since
+// notifications sent meanwhile were lost.
 type Waker struct {
-	store  *eventstore.Store
+	store  eventstore.Interface
 	poll   time.Duration
 	notify bool
 	log    *slog.Logger
@@ -37,7 +36,7 @@ type Waker struct {
 // NewWaker returns a Waker for the store. poll <= 0 means DefaultPollInterval;
 // notify false means polling only (for example behind PgBouncer in
 // transaction mode, where LISTEN cannot work). logger nil means quiet.
-func NewWaker(store *eventstore.Store, poll time.Duration, notify bool, logger *slog.Logger) *Waker {
+func NewWaker(store eventstore.Interface, poll time.Duration, notify bool, logger *slog.Logger) *Waker {
 	if poll <= 0 {
 		poll = DefaultPollInterval
 	}
@@ -107,44 +106,25 @@ func (w *Waker) WaitFor(ctx context.Context, d time.Duration) error {
 }
 
 func (w *Waker) listen(ctx context.Context) {
-	channel := pgx.Identifier{eventstore.NotifyChannel(w.store.Schema())}.Sanitize()
 	var failures int
 	for ctx.Err() == nil {
-		err := w.listenOnce(ctx, channel, &failures)
+		listening := false
+		err := w.store.Listen(ctx, func() {
+			if !listening {
+				listening, failures = true, 0
+			}
+			w.Wake()
+		})
 		if ctx.Err() != nil {
 			return
 		}
 		failures++
 		d := retry.Delay(failures, 50*time.Millisecond, 5*time.Second)
-		w.log.Debug("pgdcb: subscription: listen failed, reconnecting", "error", err, "retry_in", d)
+		w.log.WarnContext(ctx, "pgdcb: subscription: listen failed, reconnecting", "err", err, "retry_in", d)
 		select {
 		case <-ctx.Done():
 			return
 		case <-time.After(d):
 		}
-	}
-}
-
-func (w *Waker) listenOnce(ctx context.Context, channel string, failures *int) error {
-	cfg := w.store.Pool().Config().ConnConfig.Copy()
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx)
-	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+channel); err != nil {
-		return err
-	}
-	*failures = 0
-	w.Wake() // notifications may have been lost while we were not listening
-	for {
-		if _, err := conn.WaitForNotification(ctx); err != nil {
-			return err
-		}
-		w.Wake()
 	}
 }

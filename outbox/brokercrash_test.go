@@ -1,0 +1,153 @@
+package outbox_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/outbox"
+)
+
+// recoveryBound is the most the relay may take to publish again after the
+// broker is back: a liveness bound, generous on a loaded machine; the issue
+// it guards against is a 30 s stall (the whole PublishTimeout).
+const recoveryBound = 5 * time.Second
+
+// gauge returns the value of the metric name labelled with relay from reg.
+func gauge(t testing.TB, reg *prometheus.Registry, name, relay string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "name" && l.GetValue() == relay {
+					return m.GetGauge().GetValue()
+				}
+			}
+		}
+	}
+	t.Fatalf("no metric %s{name=%q}", name, relay)
+	return 0
+}
+
+// appendWhile appends events of type typ in small transactions until stop is
+// closed, and returns a wait that reports how many it appended.
+func appendWhile(t *testing.T, s *eventstore.Store, typ string, stop <-chan struct{}) (wait func() int) {
+	var (
+		wg sync.WaitGroup
+		n  int
+	)
+	wg.Go(func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(5 * time.Millisecond):
+			}
+			evs := make([]eventstore.Event, 10)
+			for i := range evs {
+				evs[i] = eventstore.MustEvent(typ, map[string]int{"i": n + i}, "order=o1")
+			}
+			if _, err := s.Append(context.Background(), evs); err != nil {
+				t.Errorf("append: %v", err)
+				return
+			}
+			n += len(evs)
+		}
+	})
+	return func() int { wg.Wait(); return n }
+}
+
+// The broker is killed with SIGKILL while the relay publishes, and started
+// again on the same port and store directory: the relay publishes again
+// within recoveryBound of the broker's return whatever MaxInFlight (not after
+// its 30 s PublishTimeout), its status and metrics say it is stalled during
+// the outage and not after, and every event reaches the stream exactly once,
+// in log order.
+func TestBrokerCrashRecovery(t *testing.T) {
+	for _, inflight := range []int{1, 64} {
+		t.Run(fmt.Sprint("inflight=", inflight), func(t *testing.T) {
+			srv := startNATS(t)
+			nc, err := nats.Connect(srv.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+			require.NoError(t, err)
+			t.Cleanup(nc.Close)
+			js, err := jetstream.New(nc)
+			require.NoError(t, err)
+			st, prefix := createTestStream(t, js, func(c *jetstream.StreamConfig) { c.Storage = jetstream.FileStorage })
+
+			s := newStore(t)
+			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: inflight})
+			require.NoError(t, err)
+			metrics := outbox.NewMetrics()
+			reg := prometheus.NewPedanticRegistry()
+			reg.MustRegister(metrics.Collectors()...)
+			cfg := *fast
+			cfg.StallAfter = 300 * time.Millisecond
+			cfg.MaxAttempts = outbox.RetryForever
+			cfg.DeliveryMetrics = metrics
+			r, err := outbox.New(s, ordersTopic, "nats", pub, &cfg)
+			require.NoError(t, err)
+			ctx := context.Background()
+			status := func() outbox.Status {
+				stat, err := r.Status(ctx)
+				require.NoError(t, err)
+				return stat
+			}
+
+			stopAppending := make(chan struct{})
+			appended := appendWhile(t, s, "OrderPlaced", stopAppending)
+			defer func() {
+				select {
+				case <-stopAppending:
+				default:
+					close(stopAppending)
+				}
+			}()
+			run(t, r)
+			require.Eventually(t, func() bool { return streamMsgs(t, st) >= 200 }, wait, 5*time.Millisecond)
+			require.False(t, status().Stalled)
+			require.False(t, status().LastAckAt.IsZero())
+
+			srv.kill() // while the writer appends and the relay publishes
+			killedAt := time.Now()
+			require.Eventually(t, func() bool { return status().Stalled }, wait, 5*time.Millisecond,
+				"the relay never reported the outage as stalled")
+			stalledAfter := time.Since(killedAt)
+			stat := status()
+			require.False(t, stat.InFlightSince.IsZero())
+			require.Equal(t, 1.0, gauge(t, reg, "pgdcb_outbox_stalled", r.Name()))
+			require.Greater(t, gauge(t, reg, "pgdcb_outbox_in_flight_seconds", r.Name()), 0.3)
+			lastAckBefore := stat.LastAckAt
+			require.Equal(t, float64(lastAckBefore.UnixNano())/1e9, gauge(t, reg, "pgdcb_outbox_last_ack_timestamp_seconds", r.Name()))
+			time.Sleep(time.Second) // the outage goes on
+
+			srv.start()
+			backAt := time.Now()
+			require.Eventually(t, func() bool { return status().LastAckAt.After(backAt) }, recoveryBound, time.Millisecond,
+				"the relay did not publish again within %v of the broker's return", recoveryBound)
+			recovered := time.Since(backAt)
+			require.Eventually(t, func() bool { return !status().Stalled }, recoveryBound, time.Millisecond)
+			t.Logf("MaxInFlight %d: stalled reported %v after the kill; first whole batch acknowledged %v after the broker was back",
+				inflight, stalledAfter.Round(time.Millisecond), recovered.Round(time.Millisecond))
+
+			time.Sleep(200 * time.Millisecond) // more events after the restart
+			close(stopAppending)
+			n := appended()
+			require.Eventually(t, func() bool { return streamMsgs(t, st) >= n }, wait, 10*time.Millisecond)
+			requireExactlyOnceInOrder(t, s, st, "OrderPlaced")
+			require.Equal(t, 0.0, gauge(t, reg, "pgdcb_outbox_stalled", r.Name()))
+		})
+	}
+}
