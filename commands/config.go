@@ -29,9 +29,8 @@ type Config struct {
 	// BackoffMax caps the wait between attempts (a BackoffMax below
 	// BackoffBase is raised to it). 0: the default, 100ms.
 	BackoffMax time.Duration
-	// MetricsNamespace prefixes the Prometheus metric names. Default "pgdcb".
-	MetricsNamespace string
-	// Logger receives debug logs (conflicts, retries). Default: none.
+	// Logger receives the executor's logs: unknown outcomes at Warn with the
+	// error under "err", conflicts decided again at Debug. Default: none.
 	Logger *slog.Logger
 }
 
@@ -64,9 +63,6 @@ func (c *Config) withDefaults() Config {
 	}
 	if out.BackoffMax < out.BackoffBase {
 		out.BackoffMax = out.BackoffBase
-	}
-	if out.MetricsNamespace == "" {
-		out.MetricsNamespace = "pgdcb"
 	}
 	if out.Logger == nil {
 		out.Logger = slog.New(slog.DiscardHandler)

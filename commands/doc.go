@@ -26,4 +26,11 @@
 // Duplicate set. The UNIQUE constraint on commands.command_id backs this up,
 // which is what makes commands that decide zero events idempotent too: they are
 // recorded (a commands row without events), not refused.
+//
+// New also takes any other eventstore.Interface, such as the in-memory store
+// of package memstore for tests: an attempt is then Decide (reading straight
+// from the store) and AppendIf, with the same tag, idempotency query,
+// retries, errors and Duplicate outcomes, but no commands table (see New for
+// the differences). Package commands/commandstest runs handlers as
+// given-when-then scenarios on it.
 package commands

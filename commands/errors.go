@@ -65,3 +65,19 @@ func (e *RejectedError) Error() string {
 
 // Unwrap returns the handler's error.
 func (e *RejectedError) Unwrap() error { return e.Err }
+
+// UnsupportedStoreError is returned by the tracing helpers (Command,
+// CommandOfEvent, EventsOfCommand) of an executor whose store is not the
+// PostgreSQL store: they read the commands table, which only PostgreSQL
+// keeps. It matches errors.ErrUnsupported.
+type UnsupportedStoreError struct {
+	Op    string // the method called
+	Store string // the store's type
+}
+
+func (e *UnsupportedStoreError) Error() string {
+	return fmt.Sprintf("commands: %s needs the PostgreSQL store's commands table (store is %s)", e.Op, e.Store)
+}
+
+// Is makes errors.Is(err, errors.ErrUnsupported) true.
+func (e *UnsupportedStoreError) Is(target error) bool { return target == errors.ErrUnsupported }

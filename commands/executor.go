@@ -16,16 +16,19 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	pgdcb "github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/appendif"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
-// Executor runs commands against a Store. It is safe for concurrent use.
+// Executor runs commands against a store. It is safe for concurrent use.
 type Executor struct {
-	store   *eventstore.Store
+	store   eventstore.Interface
+	pg      *eventstore.Store // store, when it is the PostgreSQL store; else nil
 	cfg     Config
 	metrics *metrics
 	stats   stats
@@ -35,23 +38,38 @@ type Executor struct {
 	handlers map[string]Handler
 }
 
-// New returns an Executor over the store. The store's schema must be migrated
-// (the commands table comes with the core migrations).
-func New(store *eventstore.Store, cfg *Config) (*Executor, error) {
-	if store == nil {
+// New returns an Executor over the store.
+//
+// On the PostgreSQL store (*eventstore.Store) every attempt runs in a
+// transaction that also records the command in the commands table; the
+// store's schema must be migrated (the table comes with the core
+// migrations). Any other eventstore.Interface (the in-memory store of
+// package memstore, for tests) gets the same Execute — the command_id tag
+// and idempotency query, retries on conflicts, the same errors, Duplicate
+// outcomes — with two differences, since there is no commands table: a
+// command that decides no events is not recorded (executing its id again
+// runs the handler again), and the tracing helpers (Command,
+// CommandOfEvent, EventsOfCommand) return an *UnsupportedStoreError.
+func New(store eventstore.Interface, cfg *Config) (*Executor, error) {
+	pg, isPG := store.(*eventstore.Store)
+	if store == nil || (isPG && pg == nil) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidCommand)
 	}
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
 	c := cfg.withDefaults()
-	return &Executor{
+	e := &Executor{
 		store:    store,
+		pg:       pg,
 		cfg:      c,
-		metrics:  newMetrics(c.MetricsNamespace),
-		sql:      newStatements(store.QuotedSchema()),
+		metrics:  newMetrics(),
 		handlers: map[string]Handler{},
-	}, nil
+	}
+	if pg != nil {
+		e.sql = newStatements(pg.QuotedSchema())
+	}
+	return e, nil
 }
 
 // Register sets the handler for commands of the given type whose Handler field
@@ -67,10 +85,7 @@ func (e *Executor) Register(cmdType string, h Handler) error {
 }
 
 // Store returns the executor's store.
-func (e *Executor) Store() *eventstore.Store { return e.store }
-
-// sqlstateUniqueViolation is PostgreSQL's unique_violation.
-const sqlstateUniqueViolation = "23505"
+func (e *Executor) Store() eventstore.Interface { return e.store }
 
 // errDuplicateRow: the commands row's UNIQUE(command_id) refused the insert.
 var errDuplicateRow = errors.New("commands: duplicate command id")
@@ -123,7 +138,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 				uncertain = err
 			}
 			e.cfg.Logger.WarnContext(ctx, "commands: outcome unknown, retrying through the command id",
-				"type", typ, "command_id", cmd.ID, "attempt", attempt, "error", err)
+				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)
 			if attempt >= e.cfg.MaxAttempts || ctx.Err() != nil {
 				e.fail(typ, "error", err)
 				return Outcome{}, unsettled(attempt)
@@ -280,48 +295,31 @@ func (e *Executor) prepare(cmd *Command) (Handler, error) {
 
 // attempt is one decision and, if it commits, the command's outcome.
 func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt int) (Outcome, error) {
-	tx, err := e.store.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if e.pg == nil {
+		return e.attemptStore(ctx, cmd, h, attempt)
+	}
+	tx, err := e.pg.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
 		return Outcome{}, fmt.Errorf("commands: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
-	dc := &DecideContext{Command: cmd, Attempt: attempt, store: e.store, tx: tx}
-	events, cond, err := h.Decide(ctx, dc)
+	events, cond, err := decide(ctx, cmd, h, attempt, txReader{e.pg, tx})
 	if err != nil {
-		if infrastructure(ctx, dc, err) {
-			return Outcome{}, fmt.Errorf("commands: %s: decide: %w", cmd.Type, err)
-		}
-		return Outcome{}, &RejectedError{Type: cmd.Type, Attempt: attempt, Err: err}
+		return Outcome{}, err
 	}
 
 	out := Outcome{CommandID: cmd.ID, Attempts: attempt}
-	var res eventstore.AppendResult
 	if len(events) > 0 {
-		idTag, err := tags.New(CommandIDTagKey, cmd.ID.String())
-		if err != nil {
-			return Outcome{}, fmt.Errorf("commands: %w", err)
-		}
-		tagged := make([]eventstore.Event, len(events))
-		for i, ev := range events {
-			set, err := tags.NewSet(append(ev.Tags.Tags(), idTag)...)
-			if err != nil {
-				return Outcome{}, &InvalidCommandError{Type: cmd.Type,
-					Reason: fmt.Sprintf("event %d (%s): cannot add tag %s: %v", i, ev.Type, idTag, err)}
-			}
-			ev.Tags = set
-			tagged[i] = ev
-		}
-		idem := query.New(query.Item{Tags: tags.MustParseSet(idTag.String())})
-		cond = cond.WithIdempotency(cond.Idempotency.Or(idem))
-		res, err = e.store.AppendIfTx(ctx, tx, tagged, cond)
+		tagged, cond, err := tagCommand(cmd, events, cond)
 		if err != nil {
 			return Outcome{}, err
 		}
-		out.Events = make([]eventstore.StoredEvent, len(tagged))
-		for i, ev := range tagged {
-			out.Events[i] = eventstore.StoredEvent{Event: ev, Position: res.Positions[i], TransactionID: res.TransactionID}
+		res, err := e.pg.AppendIfTx(ctx, tx, tagged, cond)
+		if err != nil {
+			return Outcome{}, err
 		}
+		out.Events = stored(tagged, res)
 	}
 
 	var meta *string
@@ -336,15 +334,13 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 		pgtype.UUID{Bytes: cmd.ID, Valid: true}, cmd.Type, string(cmd.Data), meta,
 	).Scan(&out.TransactionID, &at)
 	if err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation {
+		if pgcode.Of(err) == pgcode.UniqueViolation {
 			return Outcome{}, errDuplicateRow
 		}
 		return Outcome{}, fmt.Errorf("commands: record command: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
-		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && pgErr.Code == sqlstateUniqueViolation {
+		if pgcode.Of(err) == pgcode.UniqueViolation {
 			return Outcome{}, errDuplicateRow
 		}
 		// A lost connection or an ended context around COMMIT: it may have
@@ -353,7 +349,7 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 		return Outcome{}, fmt.Errorf("commands: %w", eventstore.OutcomeOf("commit", err))
 	}
 	if len(out.Events) > 0 {
-		e.store.Notify(ctx) // wake tailing readers now rather than at their next poll
+		e.pg.Notify(ctx) // wake tailing readers now rather than at their next poll
 	}
 	for i := range out.Events {
 		out.Events[i].OccurredAt = at.Time
@@ -361,8 +357,17 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 	return out, nil
 }
 
-// firstOutcome reads back the outcome of an executed command id.
+// firstOutcome reads back the outcome of an executed command id: on
+// PostgreSQL its commands row and events, on other stores its events (found
+// when it appended any).
 func (e *Executor) firstOutcome(ctx context.Context, id uuid.UUID) (Outcome, bool, error) {
+	if e.pg == nil {
+		events, err := e.eventsOfCommand(ctx, id)
+		if err != nil || len(events) == 0 {
+			return Outcome{}, false, err
+		}
+		return Outcome{CommandID: id, TransactionID: events[0].TransactionID, Events: events}, true, nil
+	}
 	rec, events, err := e.EventsOfCommand(ctx, id)
 	if errors.Is(err, ErrCommandNotFound) {
 		return Outcome{}, false, nil
@@ -371,4 +376,75 @@ func (e *Executor) firstOutcome(ctx context.Context, id uuid.UUID) (Outcome, boo
 		return Outcome{}, false, err
 	}
 	return Outcome{CommandID: id, TransactionID: rec.TransactionID, Events: events}, true, nil
+}
+
+// decide runs the handler on r; a handler's own error is a *RejectedError,
+// a failure of the store or the context is returned as it is.
+func decide(ctx context.Context, cmd Command, h Handler, attempt int, r reader) ([]eventstore.Event, appendif.Condition, error) {
+	dc := &DecideContext{Command: cmd, Attempt: attempt, r: r}
+	events, cond, err := h.Decide(ctx, dc)
+	if err != nil {
+		if infrastructure(ctx, dc, err) {
+			return nil, cond, fmt.Errorf("commands: %s: decide: %w", cmd.Type, err)
+		}
+		return nil, cond, &RejectedError{Type: cmd.Type, Attempt: attempt, Err: err}
+	}
+	return events, cond, nil
+}
+
+// tagCommand tags every event with command_id=<id> and adds "any event so
+// tagged" to the condition's idempotency query.
+func tagCommand(cmd Command, events []eventstore.Event, cond appendif.Condition) ([]eventstore.Event, appendif.Condition, error) {
+	idTag, err := tags.New(CommandIDTagKey, cmd.ID.String())
+	if err != nil {
+		return nil, cond, fmt.Errorf("commands: %w", err)
+	}
+	tagged := make([]eventstore.Event, len(events))
+	for i, ev := range events {
+		set, err := tags.NewSet(append(ev.Tags.Tags(), idTag)...)
+		if err != nil {
+			return nil, cond, &InvalidCommandError{Type: cmd.Type,
+				Reason: fmt.Sprintf("event %d (%s): cannot add tag %s: %v", i, ev.Type, idTag, err)}
+		}
+		ev.Tags = set
+		tagged[i] = ev
+	}
+	idem := query.New(query.Item{Tags: tags.MustParseSet(idTag.String())})
+	return tagged, cond.WithIdempotency(cond.Idempotency.Or(idem)), nil
+}
+
+// stored are the appended events as the append stored them.
+func stored(tagged []eventstore.Event, res eventstore.AppendResult) []eventstore.StoredEvent {
+	out := make([]eventstore.StoredEvent, len(tagged))
+	for i, ev := range tagged {
+		out[i] = eventstore.StoredEvent{Event: ev, Position: res.Positions[i], TransactionID: res.TransactionID}
+	}
+	return out
+}
+
+// attemptStore is one attempt on a store other than PostgreSQL: decide,
+// then AppendIf. Nothing records the command besides its events' tag.
+func (e *Executor) attemptStore(ctx context.Context, cmd Command, h Handler, attempt int) (Outcome, error) {
+	events, cond, err := decide(ctx, cmd, h, attempt, e.store)
+	if err != nil {
+		return Outcome{}, err
+	}
+	out := Outcome{CommandID: cmd.ID, Attempts: attempt}
+	if len(events) == 0 {
+		return out, nil
+	}
+	tagged, cond, err := tagCommand(cmd, events, cond)
+	if err != nil {
+		return Outcome{}, err
+	}
+	res, err := e.store.AppendIf(ctx, tagged, cond)
+	if err != nil {
+		return Outcome{}, err
+	}
+	// Read back for OccurredAt, which the store stamped.
+	out.TransactionID = res.TransactionID
+	if out.Events, err = e.eventsOfCommand(ctx, cmd.ID); err != nil || len(out.Events) != len(tagged) {
+		out.Events = stored(tagged, res)
+	}
+	return out, nil
 }

@@ -77,7 +77,7 @@ func TestExecuteAssignsAnIDWhenNoneGiven(t *testing.T) {
 // conflicting returns a handler that decides like increment, then, on the
 // attempts listed, appends a conflicting event from another transaction before
 // returning its decision, so the executor's append must fail its condition.
-func conflicting(s *eventstore.Store, id string, conflictOn func(attempt int) bool, calls *atomic.Int32) commands.HandlerFunc {
+func conflicting(s eventstore.Interface, id string, conflictOn func(attempt int) bool, calls *atomic.Int32) commands.HandlerFunc {
 	inc := increment(id, 1000)
 	return func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
 		calls.Add(1)
@@ -339,7 +339,7 @@ func TestRegisteredHandlers(t *testing.T) {
 
 func TestMetrics(t *testing.T) {
 	ctx := context.Background()
-	ex, s := newExecutor(t, &commands.Config{MaxAttempts: 2, BackoffBase: 1, BackoffMax: 1, MetricsNamespace: "t"})
+	ex, s := newExecutor(t, &commands.Config{MaxAttempts: 2, BackoffBase: 1, BackoffMax: 1})
 	id := uuid.New()
 	c := cmd("Increment", increment("a", 1))
 	c.ID = id
@@ -372,11 +372,11 @@ func TestMetrics(t *testing.T) {
 			}
 		}
 	}
-	require.InDelta(t, 1, got["t_commands_executed_total"], 0)
-	require.InDelta(t, 2, got["t_commands_failed_total"], 0) // one rejected, one conflict
-	require.Equal(t, 2, series["t_commands_failed_total"])
-	require.InDelta(t, 1, got["t_commands_retried_total"], 0) // MaxAttempts 2: one retry
-	require.InDelta(t, 1, got["t_commands_idempotent_total"], 0)
-	require.InDelta(t, 3, got["t_commands_attempts"], 0) // executed, rejected, exhausted
-	require.InDelta(t, 4, got["t_commands_duration_seconds"], 0)
+	require.InDelta(t, 1, got["pgdcb_commands_executed_total"], 0)
+	require.InDelta(t, 2, got["pgdcb_commands_failed_total"], 0) // one rejected, one conflict
+	require.Equal(t, 2, series["pgdcb_commands_failed_total"])
+	require.InDelta(t, 1, got["pgdcb_commands_retried_total"], 0) // MaxAttempts 2: one retry
+	require.InDelta(t, 1, got["pgdcb_commands_idempotent_total"], 0)
+	require.InDelta(t, 3, got["pgdcb_commands_attempts"], 0) // executed, rejected, exhausted
+	require.InDelta(t, 4, got["pgdcb_commands_duration_seconds"], 0)
 }

@@ -23,7 +23,7 @@ func newStore(t testing.TB) *eventstore.Store {
 	schema := pgtest.Schema(t)
 	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
 	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
 	require.NoError(t, err)
 	return s
 }
@@ -59,7 +59,7 @@ func increment(id string, limit int) commands.HandlerFunc {
 	}
 }
 
-func countEvents(t testing.TB, s *eventstore.Store, q query.Query) int {
+func countEvents(t testing.TB, s eventstore.Interface, q query.Query) int {
 	t.Helper()
 	evs, _, err := s.ReadAll(context.Background(), q, nil)
 	require.NoError(t, err)

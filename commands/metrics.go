@@ -15,7 +15,10 @@ type metrics struct {
 	duration   *prometheus.HistogramVec
 }
 
-func newMetrics(ns string) *metrics {
+// newMetrics returns the executor's collectors, named pgdcb_commands_…
+// (docs/METRICS.md).
+func newMetrics() *metrics {
+	const ns = "pgdcb"
 	return &metrics{
 		executed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: "commands", Name: "executed_total",

@@ -18,7 +18,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 )
 
-// slowCommits makes every COMMIT of a command of type SlowCommit wait 400 ms
+// slowCommits makes every COMMIT of a command of type SlowCommit wait 2 s
 // (a deferred trigger on the commands row), so a test can act while the
 // executor's commit is in flight.
 func slowCommits(t *testing.T, s *eventstore.Store) {
@@ -26,7 +26,7 @@ func slowCommits(t *testing.T, s *eventstore.Store) {
 	ctx := context.Background()
 	schema := s.QuotedSchema()
 	_, err := s.Pool().Exec(ctx, `CREATE FUNCTION `+schema+`.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
-		BEGIN IF NEW.type = 'SlowCommit' THEN PERFORM pg_sleep(0.4); END IF; RETURN NULL; END $$`)
+		BEGIN IF NEW.type = 'SlowCommit' THEN PERFORM pg_sleep(2); END IF; RETURN NULL; END $$`)
 	require.NoError(t, err)
 	_, err = s.Pool().Exec(ctx, `CREATE CONSTRAINT TRIGGER slow_commit AFTER INSERT ON `+schema+`.commands
 		DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION `+schema+`.slow_commit()`)
@@ -89,7 +89,9 @@ func TestExecuteReportsAnUnsettledOutcome(t *testing.T) {
 	slowCommits(t, s)
 	c := cmd("SlowCommit", increment("u2", 100))
 	c.ID = uuid.New()
-	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
+	// Long enough to reach the COMMIT on a loaded machine, shorter than the
+	// commit's 2 s.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	_, err := ex.Execute(ctx, c)
 	require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown, "got %v", err)
