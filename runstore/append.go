@@ -122,21 +122,17 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 			s.cache.drop(ev.RunID)
 			s.metrics.retries.Inc()
 			if attempt >= s.cfg.MaxAppendAttempts || ctx.Err() != nil {
-				return AppendResult{}, &pgdcb.OutcomeUnknownError{
-					Op:  fmt.Sprintf("runstore: append to run %q (idempotency key %q) after %d attempts", ev.RunID, ev.IdempotencyKey, attempt),
-					Err: uncertain}
+				return AppendResult{}, outcomeUnknown(ev, attempt, uncertain)
 			}
 			if serr := retry.Sleep(ctx, retry.Delay(attempt, time.Millisecond, 100*time.Millisecond)); serr != nil {
-				return AppendResult{}, &pgdcb.OutcomeUnknownError{
-					Op:  fmt.Sprintf("runstore: append to run %q (idempotency key %q) after %d attempts", ev.RunID, ev.IdempotencyKey, attempt),
-					Err: uncertain}
+				return AppendResult{}, outcomeUnknown(ev, attempt, uncertain)
 			}
 		case errors.Is(err, pgdcb.ErrConditionFailed):
 			s.cache.drop(ev.RunID)
 			s.metrics.retries.Inc()
 			if attempt >= s.cfg.MaxAppendAttempts {
-				return AppendResult{}, fmt.Errorf("runstore: append to run %q lost the race for a runSeq %d times: %w",
-					ev.RunID, attempt, err)
+				return AppendResult{}, &sentinelError{ErrContention, fmt.Errorf(
+					"runstore: append to run %q lost the race for a runSeq %d times: %w", ev.RunID, attempt, err)}
 			}
 			var c cursor.Cursor
 			if last, c, err = s.lastSeq(ctx, ev.RunID); err != nil {
@@ -147,6 +143,14 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 			return AppendResult{}, fmt.Errorf("runstore: append: %w", err)
 		}
 	}
+}
+
+// outcomeUnknown is AppendEvent's error when its outcome stays unknown; it
+// matches ErrOutcomeUnknown and pgdcb.ErrOutcomeUnknown.
+func outcomeUnknown(ev CanonicalEngineEvent, attempts int, err error) error {
+	return &sentinelError{ErrOutcomeUnknown, &pgdcb.OutcomeUnknownError{
+		Op:  fmt.Sprintf("runstore: append to run %q (idempotency key %q) after %d attempts", ev.RunID, ev.IdempotencyKey, attempts),
+		Err: err}}
 }
 
 // lastSeq reads the run's last runSeq and a decision cursor covering it.

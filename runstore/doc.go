@@ -14,9 +14,16 @@
 // So a watermark reader (FetchEvents with AfterSeq) never sees a gap that is
 // filled later. See docs/RUNSTORE.md.
 //
-// A SnapshotProjector tails the log (eventstore.ReadTail) and keeps the
-// run_snapshots table current with a Reducer; GetSnapshot reads that table,
-// ProjectSnapshot replays a run on demand.
+// A SnapshotProjector tails the run events of the log (as eventstore.ReadTail
+// does, reading no other event) and keeps the run_snapshots table current
+// with a Reducer, also beyond a horizon held by a long transaction; a
+// non-contiguous observation or a lag above Config.ResyncLag marks a run
+// STALE and rebuilds its snapshot from its events (StaleRuns). GetSnapshot
+// reads that table, ProjectSnapshot replays a run on demand.
+//
+// What any backend of the contract needs is exported: ValidateEvent,
+// ValidateFetch, ValidateRunID, the bookkeeping RunSnapshot.Observe and
+// RunSnapshot.Fold, DefaultReducer and the package's sentinel errors.
 //
 // Package conformance holds the contract's test suite for any StateStore.
 package runstore

@@ -17,7 +17,26 @@ var (
 	ErrEventIDConflict = errors.New("runstore: eventId already used by another event")
 	// ErrCorruptEvent: a stored runstore event could not be decoded.
 	ErrCorruptEvent = errors.New("runstore: stored event cannot be decoded")
+	// ErrOutcomeUnknown: AppendEvent could not tell whether the event was
+	// stored (the connection was lost around its commit and retries could
+	// not settle it before ctx ended). Appending the same event again settles
+	// it: stored once, either way. (This store's error also matches
+	// pgdcb.ErrOutcomeUnknown.)
+	ErrOutcomeUnknown = errors.New("runstore: append outcome unknown")
+	// ErrContention: AppendEvent lost the race for the run's next runSeq to
+	// other writers of the run Config.MaxAppendAttempts times. Nothing was
+	// written. (This store's error also matches pgdcb.ErrConditionFailed.)
+	ErrContention = errors.New("runstore: append lost the race for the next runSeq too often")
 )
+
+// sentinelError makes err match a sentinel of the package too, keeping its
+// message and its chain: the one place where the event store's errors become
+// runstore's.
+type sentinelError struct{ sentinel, err error }
+
+func (e *sentinelError) Error() string        { return e.err.Error() }
+func (e *sentinelError) Is(target error) bool { return target == e.sentinel }
+func (e *sentinelError) Unwrap() error        { return e.err }
 
 // ValidationError names the field that was refused and why. It matches
 // ErrInvalidInput with errors.Is. Every input error of the package's calls is

@@ -5,31 +5,34 @@ import (
 	"encoding/json"
 	"fmt"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 )
 
 // FetchEvents implements StateStore: the run's events after opts.AfterSeq in
 // runSeq order. A watermark reader (AfterSeq = last runSeq it saw) never
 // observes a gap that is filled later: see docs/RUNSTORE.md.
 func (s *Store) FetchEvents(ctx context.Context, runID string, opts *FetchOptions) ([]CanonicalEngineEvent, error) {
-	o := FetchOptions{Limit: DefaultFetchLimit}
-	if opts != nil {
-		o = *opts
-	}
-	if err := validateRunID(runID); err != nil {
+	o, err := ValidateFetch(runID, opts, s.cfg.MaxFetchLimit)
+	if err != nil {
 		return nil, err
 	}
-	if o.AfterSeq < 0 {
-		return nil, invalid("afterSeq", "must be >= 0, got %d", o.AfterSeq)
-	}
-	if o.Limit <= 0 || o.Limit > s.cfg.MaxFetchLimit {
-		return nil, invalid("limit", "must be 1..%d, got %d", s.cfg.MaxFetchLimit, o.Limit)
-	}
-	rows, err := s.es.Pool().Query(ctx, s.sql.fetch, runID, o.AfterSeq, o.Limit)
+	return s.fetch(ctx, s.es.Pool(), runID, o.AfterSeq, o.Limit)
+}
+
+// querier is a pool or a transaction.
+type querier interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}
+
+// fetch reads a page of the run (validated arguments) on db.
+func (s *Store) fetch(ctx context.Context, db querier, runID string, afterSeq int64, limit int) ([]CanonicalEngineEvent, error) {
+	rows, err := db.Query(ctx, s.sql.fetch, runID, afterSeq, limit)
 	if err != nil {
 		return nil, fmt.Errorf("runstore: fetch events: %w", err)
 	}
 	defer rows.Close()
-	out := make([]CanonicalEngineEvent, 0, min(o.Limit, 256))
+	out := make([]CanonicalEngineEvent, 0, min(limit, 256))
 	for rows.Next() {
 		var (
 			data []byte

@@ -145,6 +145,7 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		{"MaxAppendAttempts", runstore.Config{MaxAppendAttempts: -1}},
 		{"ProjectorBatch", runstore.Config{ProjectorBatch: -1}},
 		{"PollInterval", runstore.Config{PollInterval: -time.Millisecond}},
+		{"ResyncLag", runstore.Config{ResyncLag: -time.Second}},
 		{"ProjectorName", runstore.Config{ProjectorName: "p\xff"}},
 		{"ProjectorName", runstore.Config{ProjectorName: "p\x00"}},
 	} {

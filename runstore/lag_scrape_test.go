@@ -29,7 +29,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 func TestLagIsMeasuredAtScrapeTime(t *testing.T) {
 	rs := newStore(t, nil)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rs.Metrics())
+	reg.MustRegister(rs.Collectors()...)
 	ctx := context.Background()
 	require.Zero(t, gauge(t, reg, "pgdcb_runstore_projector_lag_seconds"))
 

@@ -7,9 +7,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 )
 
-// Metrics are the store's Prometheus collectors; register them yourself:
+// Metrics are the store's Prometheus metrics, named pgdcb_runstore_…
+// (docs/METRICS.md); register the store's Collectors yourself (nothing is
+// registered globally):
 //
-//	prometheus.MustRegister(store.Metrics())
+//	for _, c := range store.Collectors() {
+//		registry.MustRegister(c)
+//	}
 type Metrics struct {
 	appends   *prometheus.CounterVec
 	retries   prometheus.Counter
@@ -19,10 +23,14 @@ type Metrics struct {
 	lagAlert  prometheus.Gauge
 	threshold prometheus.Gauge
 	scrapeErr prometheus.Counter
+	resyncs   *prometheus.CounterVec
+	stale     prometheus.Gauge
 
 	// lagOf measures the lag from the store at scrape time (nil in tests of
 	// the metrics alone).
 	lagOf func(context.Context) (Lag, error)
+	// staleOf counts the STALE runs at scrape time (nil likewise).
+	staleOf func(context.Context) (int64, error)
 }
 
 // scrapeTimeout bounds the lag query a scrape runs.
@@ -42,11 +50,11 @@ func newMetrics() *Metrics {
 		}),
 		projected: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgdcb_runstore_projector_events_total",
-			Help: "Log events the snapshot projector has read (runstore events are applied).",
+			Help: "Run events the snapshot projector has read below the horizon (it reads no other event of the log).",
 		}),
 		ahead: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgdcb_runstore_projector_ahead_events_total",
-			Help: "Log events the snapshot projector read beyond a held horizon to extend runs' snapshots contiguously.",
+			Help: "Run events the snapshot projector read beyond a held horizon to extend runs' snapshots contiguously.",
 		}),
 		lag: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pgdcb_runstore_projector_lag_seconds",
@@ -58,7 +66,15 @@ func newMetrics() *Metrics {
 		}),
 		scrapeErr: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "pgdcb_runstore_projector_lag_scrape_errors_total",
-			Help: "Scrapes whose lag query failed (the lag gauges then keep their last value).",
+			Help: "Scrapes whose lag or STALE-runs query failed (the gauges then keep their last value).",
+		}),
+		resyncs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "pgdcb_runstore_projector_resyncs_total",
+			Help: "Runs whose snapshot the projector rebuilt from their events after marking them STALE, by trigger (gap, fill: a non-contiguous observation; lag: behind by more than Config.ResyncLag).",
+		}, []string{"trigger"}),
+		stale: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "pgdcb_runstore_stale_runs",
+			Help: "Runs marked STALE (their snapshot awaits a resync), measured at scrape time.",
 		}),
 		threshold: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "pgdcb_runstore_projector_lag_alert_threshold_seconds",
@@ -86,6 +102,8 @@ func (m *Metrics) Describe(ch chan<- *prometheus.Desc) {
 	m.lagAlert.Describe(ch)
 	m.threshold.Describe(ch)
 	m.scrapeErr.Describe(ch)
+	m.resyncs.Describe(ch)
+	m.stale.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
@@ -102,6 +120,15 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 		}
 		cancel()
 	}
+	if m.staleOf != nil {
+		ctx, cancel := context.WithTimeout(context.TODO(), scrapeTimeout)
+		if n, err := m.staleOf(ctx); err != nil {
+			m.scrapeErr.Inc()
+		} else {
+			m.stale.Set(float64(n))
+		}
+		cancel()
+	}
 	m.threshold.Set(LagAlertThreshold.Seconds())
 	m.appends.Collect(ch)
 	m.retries.Collect(ch)
@@ -111,7 +138,10 @@ func (m *Metrics) Collect(ch chan<- prometheus.Metric) {
 	m.lagAlert.Collect(ch)
 	m.threshold.Collect(ch)
 	m.scrapeErr.Collect(ch)
+	m.resyncs.Collect(ch)
+	m.stale.Collect(ch)
 }
 
-// Metrics returns the store's collectors (one prometheus.Collector).
-func (s *Store) Metrics() *Metrics { return s.metrics }
+// Collectors returns the store's Prometheus collectors, for the caller to
+// register.
+func (s *Store) Collectors() []prometheus.Collector { return []prometheus.Collector{s.metrics} }

@@ -89,10 +89,13 @@ func TestAppendEventRetriesAnUnknownOutcome(t *testing.T) {
 func TestAppendEventReportsAnUnsettledOutcome(t *testing.T) {
 	es, rs := outcomeStores(t)
 	holder := holdRun(t, es, "r2")
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	// Long enough for the read of the run's last runSeq on a loaded machine:
+	// the append then waits on the held key until the deadline.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	_, err := rs.AppendEvent(ctx, runEvent("r2", "k1"))
 	require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown, "got %v", err)
+	require.ErrorIs(t, err, runstore.ErrOutcomeUnknown, "runstore's own sentinel too")
 	require.NoError(t, holder.Rollback(context.Background()))
 	res, err := rs.AppendEvent(context.Background(), runEvent("r2", "k1"))
 	require.NoError(t, err)

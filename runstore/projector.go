@@ -12,12 +12,12 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/query"
 )
 
-// SnapshotProjector keeps run_snapshots current: it tails the log with
-// eventstore.ReadTailTx (so no late-committing event is skipped), folds each
-// runstore event into its run's snapshot with the store's Reducer, and
+// SnapshotProjector keeps run_snapshots current: it tails the run events of
+// the log below the horizon, as eventstore.ReadTail does (so no
+// late-committing event is skipped), folds each into its run's snapshot with
+// the store's Reducer (RunSnapshot.Observe), and
 // upserts the snapshots in the same transaction as its checkpoint (row
 // Config.ProjectorName of the checkpoints table): exactly-once effect.
 // Several instances may run; they take turns on an advisory lock.
@@ -28,6 +28,13 @@ type SnapshotProjector struct {
 	// cursor, with its snapshot); see processBatch.
 	aheadMu sync.Mutex
 	ahead   *cursor.Cursor
+	// lagCheckAt is when a batch last looked for runs behind by more than
+	// Config.ResyncLag (resync.go).
+	lagCheckAt time.Time
+
+	// beforeResync, when set (tests), runs before a resync with the runs it
+	// rebuilds, while they are marked STALE.
+	beforeResync func([]StaleRun)
 }
 
 // Lag is the projector's distance behind the log.
@@ -87,67 +94,94 @@ func (p *SnapshotProjector) Run(ctx context.Context) error {
 	}
 }
 
-// ProcessBatch projects one batch of up to Config.ProjectorBatch log events
-// (of any kind; runstore events are applied) and returns how many log events
-// it read.
+// ProcessBatch projects one batch of up to Config.ProjectorBatch run events
+// (the projector reads nothing else of the log) and returns how many it read
+// below the horizon. Runs it finds STALE (a non-contiguous observation, or
+// events older than Config.ResyncLag their snapshot does not hold) are
+// rebuilt from their events in the same call.
 func (p *SnapshotProjector) ProcessBatch(ctx context.Context) (int, error) {
 	n, _, err := p.processBatch(ctx)
 	return n, err
 }
 
-func (p *SnapshotProjector) processBatch(ctx context.Context) (int, eventstore.TailBatch, error) {
+func (p *SnapshotProjector) processBatch(ctx context.Context) (int, runPage, error) {
+	n, page, stale, err := p.project(ctx)
+	if err != nil {
+		return 0, page, err
+	}
+	if len(stale) > 0 {
+		if err := p.resync(ctx, stale); err != nil {
+			return 0, page, err
+		}
+	}
+	return n, page, nil
+}
+
+// project is a batch's transaction: the tail, the pass beyond a held horizon,
+// the lag trigger. It returns the STALE runs to resync.
+func (p *SnapshotProjector) project(ctx context.Context) (int, runPage, []StaleRun, error) {
 	s := p.s
 	tx, err := s.es.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return 0, eventstore.TailBatch{}, fmt.Errorf("runstore: projector: %w", err)
+		return 0, runPage{}, nil, fmt.Errorf("runstore: projector: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 	if _, err := tx.Exec(ctx, s.sql.projectorLock, s.es.Schema(), s.cfg.ProjectorName); err != nil {
-		return 0, eventstore.TailBatch{}, fmt.Errorf("runstore: projector lock: %w", err)
+		return 0, runPage{}, nil, fmt.Errorf("runstore: projector lock: %w", err)
 	}
 	after, err := p.checkpoint(ctx, tx)
 	if err != nil {
-		return 0, eventstore.TailBatch{}, err
+		return 0, runPage{}, nil, err
 	}
 	// Read before the transaction's first write (it has no xid yet, so it does
 	// not hold the horizon back itself).
-	batch, err := s.es.ReadTailTx(ctx, tx, query.All(), after, s.cfg.ProjectorBatch)
+	page, err := s.readRunTail(ctx, tx, after, s.cfg.ProjectorBatch)
 	if err != nil {
-		return 0, eventstore.TailBatch{}, fmt.Errorf("runstore: projector read: %w", err)
+		return 0, runPage{}, nil, err
 	}
 	// Committed events beyond the horizon: an open transaction somewhere in
 	// the cluster holds the tail back. A run's events commit in runSeq order
 	// (runSeq is assigned under the run's lock), so an event that extends its
 	// run's snapshot contiguously can be applied now; the checkpoint stays
-	// at the horizon, so nothing is skipped, and apply ignores what a
+	// at the horizon, so nothing is skipped, and Observe ignores what a
 	// snapshot already holds when the tail reaches it.
-	held := len(batch.Events) < s.cfg.ProjectorBatch && batch.Horizon > 0 &&
-		batch.Head.TransactionID >= batch.Horizon
-	if batch.Cursor == after && !held {
-		return 0, batch, nil // nothing new
+	full := len(page.rows) == s.cfg.ProjectorBatch
+	held := !full && page.horizon > 0 && page.head.TransactionID >= page.horizon
+	if page.cursor == after && !held {
+		stale, err := p.staleRuns(ctx, tx)
+		return 0, page, stale, err // nothing new
 	}
-	if batch.Cursor != after {
-		if err := p.apply(ctx, tx, batch.Events, false); err != nil {
-			return 0, batch, err
+	if page.cursor != after {
+		if err := p.apply(ctx, tx, page.rows, false); err != nil {
+			return 0, page, nil, err
 		}
-		if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cfg.ProjectorName, batch.Cursor.TransactionID, batch.Cursor.Position); err != nil {
-			return 0, batch, fmt.Errorf("runstore: projector checkpoint: %w", err)
+		if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cfg.ProjectorName, page.cursor.TransactionID, page.cursor.Position); err != nil {
+			return 0, page, nil, fmt.Errorf("runstore: projector checkpoint: %w", err)
 		}
 	}
 	var next *cursor.Cursor
 	if held {
-		if next, err = p.applyAhead(ctx, tx, batch.Cursor); err != nil {
-			return 0, batch, err
+		if next, err = p.applyAhead(ctx, tx, page.cursor); err != nil {
+			return 0, page, nil, err
 		}
 	}
+	if (full || held) && p.lagCheckDue() {
+		if err := p.markLagging(ctx, tx, page.cursor); err != nil {
+			return 0, page, nil, err
+		}
+	}
+	stale, err := p.staleRuns(ctx, tx)
+	if err != nil {
+		return 0, page, nil, err
+	}
 	if err := tx.Commit(ctx); err != nil {
-		return 0, batch, fmt.Errorf("runstore: projector commit: %w", err)
+		return 0, page, nil, fmt.Errorf("runstore: projector commit: %w", err)
 	}
 	p.aheadMu.Lock()
 	p.ahead = next
 	p.aheadMu.Unlock()
-	s.metrics.projected.Add(float64(len(batch.Events)))
-	return len(batch.Events), batch, nil
+	s.metrics.projected.Add(float64(len(page.rows)))
+	return len(page.rows), page, stale, nil
 }
 
 // applyAhead applies the committed run events after the tail's cursor that
@@ -160,94 +194,77 @@ func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail curs
 		from = *a // with its snapshot: its in-progress transactions are read again
 	}
 	p.aheadMu.Unlock()
-	evs, c, err := p.s.es.ReadAllTx(ctx, tx, query.All(), &eventstore.ReadOptions{After: &from, Limit: p.s.cfg.ProjectorBatch})
+	page, err := p.s.readRunAhead(ctx, tx, from, p.s.cfg.ProjectorBatch)
 	if err != nil {
-		return nil, fmt.Errorf("runstore: projector read beyond the horizon: %w", err)
-	}
-	if err := p.apply(ctx, tx, evs, true); err != nil {
 		return nil, err
 	}
-	p.s.metrics.ahead.Add(float64(len(evs)))
-	return &c, nil
+	if err := p.apply(ctx, tx, page.rows, true); err != nil {
+		return nil, err
+	}
+	p.s.metrics.ahead.Add(float64(len(page.rows)))
+	return &page.cursor, nil
 }
 
-// apply decodes the run events among evs, grouped by run in log (= runSeq)
-// order, and folds them into their snapshots. contiguous: apply a run's
-// events only while each is the next runSeq of its snapshot.
-func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent, contiguous bool) error {
+// apply folds run events, grouped by run in log (= runSeq) order, into their
+// snapshots (RunSnapshot.Observe). ahead: the events are beyond the horizon,
+// where a run's next event may still be in a transaction the read saw in
+// progress; a run stops at its first non-contiguous event and the tail
+// brings the rest. Otherwise (the tail: every earlier transaction has ended)
+// a non-contiguous observation marks the run STALE for a resync.
+func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, rows []runRow, ahead bool) error {
 	byRun := map[string][]CanonicalEngineEvent{}
 	var runs []string
-	for _, se := range evs {
-		if !isRunEvent(se) {
-			continue
+	for _, r := range rows {
+		id := r.ev.RunID
+		if _, ok := byRun[id]; !ok {
+			runs = append(runs, id)
 		}
-		ev, err := decodeEvent(se.Data, se.OccurredAt)
-		if err != nil {
-			return fmt.Errorf("runstore: projector: event at %d: %w", se.Position, err)
-		}
-		if _, ok := byRun[ev.RunID]; !ok {
-			runs = append(runs, ev.RunID)
-		}
-		byRun[ev.RunID] = append(byRun[ev.RunID], ev)
+		byRun[id] = append(byRun[id], r.ev)
 	}
 	if len(runs) == 0 {
 		return nil
 	}
-	return p.applyRuns(ctx, tx, runs, byRun, contiguous)
-}
-
-func (p *SnapshotProjector) applyRuns(ctx context.Context, tx pgx.Tx, runs []string, byRun map[string][]CanonicalEngineEvent, contiguous bool) error {
 	s := p.s
-	snaps := make(map[string]*RunSnapshot, len(runs))
-	rows, err := tx.Query(ctx, s.sql.loadSnapshots, runs)
+	snaps, stale, err := p.loadSnapshots(ctx, tx, runs)
 	if err != nil {
-		return fmt.Errorf("runstore: projector load snapshots: %w", err)
-	}
-	for rows.Next() {
-		var (
-			id   string
-			data []byte
-		)
-		if err := rows.Scan(&id, &data); err != nil {
-			rows.Close()
-			return fmt.Errorf("runstore: projector load snapshots: %w", err)
-		}
-		var snap RunSnapshot
-		if err := json.Unmarshal(data, &snap); err != nil {
-			rows.Close()
-			return fmt.Errorf("%w: snapshot of %q: %v", ErrCorruptEvent, id, err)
-		}
-		snaps[id] = &snap
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return fmt.Errorf("runstore: projector load snapshots: %w", err)
+		return err
 	}
 	b := &pgx.Batch{}
 	for _, id := range runs {
-		snap := snaps[id]
-		if snap == nil {
+		if stale[id] {
+			continue // a resync rebuilds it from its events
+		}
+		snap, known := snaps[id]
+		if !known {
 			snap = NewSnapshot(id)
 		}
-		changed := false
+		changed, reason := false, ""
 		for _, ev := range byRun[id] {
-			if contiguous && ev.RunSeq != snap.LastEventSeq+1 {
-				if ev.RunSeq <= snap.LastEventSeq {
-					continue // already applied
-				}
-				break // a gap: the tail brings the rest in order
+			obs := snap.Observe(ev, s.cfg.Reducer)
+			if obs == ObservedNext {
+				changed = true
+				continue
 			}
-			changed = s.apply(snap, ev) || changed
+			if obs == ObservedHeld {
+				continue
+			}
+			if !ahead {
+				reason = obs.String()
+			}
+			break
 		}
-		if !changed {
-			continue
+		if changed || (reason != "" && !known) {
+			data, err := json.Marshal(snap)
+			if err != nil {
+				return fmt.Errorf("runstore: projector encode snapshot: %w", err)
+			}
+			b.Queue(s.sql.upsertSnapshot, id, snap.Status, snap.LastEventSeq, data,
+				timeOrNil(snap.StartedAt), timeOrNil(snap.CompletedAt))
 		}
-		data, err := json.Marshal(snap)
-		if err != nil {
-			return fmt.Errorf("runstore: projector encode snapshot: %w", err)
+		if reason != "" {
+			b.Queue(s.sql.markStale, id, reason)
+			s.log.WarnContext(ctx, "runstore: run STALE", "run", id, "reason", reason, "lastEventSeq", snap.LastEventSeq)
 		}
-		b.Queue(s.sql.upsertSnapshot, id, snap.Status, snap.LastEventSeq, data,
-			timeOrNil(snap.StartedAt), timeOrNil(snap.CompletedAt))
 	}
 	if b.Len() == 0 {
 		return nil
@@ -256,6 +273,36 @@ func (p *SnapshotProjector) applyRuns(ctx context.Context, tx pgx.Tx, runs []str
 		return fmt.Errorf("runstore: projector upsert snapshots: %w", err)
 	}
 	return nil
+}
+
+func (p *SnapshotProjector) loadSnapshots(ctx context.Context, tx pgx.Tx, runs []string) (map[string]*RunSnapshot, map[string]bool, error) {
+	snaps := make(map[string]*RunSnapshot, len(runs))
+	stale := map[string]bool{}
+	rows, err := tx.Query(ctx, p.s.sql.loadSnapshots, runs)
+	if err != nil {
+		return nil, nil, fmt.Errorf("runstore: projector load snapshots: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			id      string
+			data    []byte
+			isStale bool
+		)
+		if err := rows.Scan(&id, &data, &isStale); err != nil {
+			return nil, nil, fmt.Errorf("runstore: projector load snapshots: %w", err)
+		}
+		var snap RunSnapshot
+		if err := json.Unmarshal(data, &snap); err != nil {
+			return nil, nil, fmt.Errorf("%w: snapshot of %q: %v", ErrCorruptEvent, id, err)
+		}
+		snaps[id] = &snap
+		stale[id] = isStale
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, fmt.Errorf("runstore: projector load snapshots: %w", err)
+	}
+	return snaps, stale, nil
 }
 
 func timeOrNil(s string) any {
@@ -267,16 +314,6 @@ func timeOrNil(s string) any {
 		return nil
 	}
 	return t
-}
-
-func isRunEvent(se eventstore.StoredEvent) bool {
-	if len(se.Metadata) == 0 {
-		return false
-	}
-	var m struct {
-		Runstore string `json:"runstore"`
-	}
-	return json.Unmarshal(se.Metadata, &m) == nil && m.Runstore == "v1"
 }
 
 func (p *SnapshotProjector) checkpoint(ctx context.Context, db interface {
@@ -305,16 +342,16 @@ func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 		return fmt.Errorf("runstore: catch up: %w", err)
 	}
 	for {
-		_, batch, err := p.processBatch(ctx)
+		_, page, err := p.processBatch(ctx)
 		if err != nil {
 			return err
 		}
-		cur := batch.Cursor
+		cur := page.cursor
 		if cursor.Compare(cur.TransactionID, cur.Position, head.TransactionID, head.Position) >= 0 {
 			_, _ = p.Lag(ctx)
 			return nil
 		}
-		if len(batch.Events) == 0 {
+		if len(page.rows) == 0 {
 			select {
 			case <-ctx.Done():
 				return ctx.Err()

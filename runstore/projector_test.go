@@ -134,7 +134,9 @@ func TestFetchMaxLimit(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	s := newStore(t, nil)
 	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(s.Metrics()))
+	for _, c := range s.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
 	ev := conformance.Event("r", "A", "k")
 	for range 2 {
 		_, err := s.AppendEvent(context.Background(), ev)

@@ -23,7 +23,7 @@ import (
 // grant`) gets a permission error (SQLSTATE 42501) and deletes nothing; see
 // docs/SECURITY.md.
 func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
-	if err := validateRunID(runID); err != nil {
+	if err := ValidateRunID(runID); err != nil {
 		return 0, err
 	}
 	var n int64
@@ -48,7 +48,7 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
 // as JSON lines (one CanonicalEngineEvent, with runSeq and persistedAt, per
 // line) and returns how many it wrote. It reads in pages of MaxFetchLimit.
 func (s *Store) ExportRun(ctx context.Context, runID string, w io.Writer) (int64, error) {
-	if err := validateRunID(runID); err != nil {
+	if err := ValidateRunID(runID); err != nil {
 		return 0, err
 	}
 	if w == nil {

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/jackc/pgx/v5"
 )
@@ -37,6 +38,17 @@ type RunSnapshot struct {
 	Steps map[string]StepState `json:"steps,omitempty"`
 	// Data is free for custom reducers (JSON).
 	Data json.RawMessage `json:"data,omitempty"`
+	// Gaps are the runSeqs below LastEventSeq that no event held when the
+	// snapshot was folded (set by Fold; none on a backend whose runSeqs are
+	// contiguous, as this one's): an event arriving later in one of them is
+	// a gap filled later, and Observe reports it (contract §4.2).
+	Gaps []SeqRange `json:"gaps,omitempty"`
+}
+
+// SeqRange is the runSeqs From..To, both included.
+type SeqRange struct {
+	From int64 `json:"from"`
+	To   int64 `json:"to"`
 }
 
 // StepState is one step in a RunSnapshot.
@@ -107,22 +119,93 @@ func DefaultReducer(s *RunSnapshot, ev CanonicalEngineEvent) {
 	}
 }
 
-// apply runs the reducer and the store's bookkeeping; events at or before the
-// snapshot's LastEventSeq are skipped (already applied).
-func (s *Store) apply(snap *RunSnapshot, ev CanonicalEngineEvent) bool {
+// Observation is how an event stands against a snapshot (Observe).
+type Observation int
+
+// Observations. ObservedNext is the only one that applies the event;
+// ObservedGap and ObservedFill are the contract's non-contiguous
+// observations (§4.2): mark the run STALE and rebuild its snapshot from its
+// events (Fold, in runSeq order).
+const (
+	// ObservedNext: the event's runSeq is LastEventSeq+1; it was applied.
+	ObservedNext Observation = iota + 1
+	// ObservedHeld: the snapshot already holds the event (a runSeq at or
+	// below LastEventSeq, not in Gaps); nothing changed.
+	ObservedHeld
+	// ObservedGap: the runSeq is beyond LastEventSeq+1; not applied.
+	ObservedGap
+	// ObservedFill: the runSeq is in Gaps (a gap filled later); not applied.
+	ObservedFill
+)
+
+func (o Observation) String() string {
+	switch o {
+	case ObservedNext:
+		return "next"
+	case ObservedHeld:
+		return "held"
+	case ObservedGap:
+		return "gap"
+	case ObservedFill:
+		return "fill"
+	}
+	return "Observation(" + strconv.Itoa(int(o)) + ")"
+}
+
+// Observe is the incremental projection's bookkeeping, for every backend:
+// it applies ev with r (nil: DefaultReducer) and sets LastEventSeq and
+// EventCount when ev extends the snapshot contiguously, and otherwise says
+// why not, changing nothing.
+func (snap *RunSnapshot) Observe(ev CanonicalEngineEvent, r Reducer) Observation {
+	switch {
+	case ev.RunSeq == snap.LastEventSeq+1:
+		snap.reduce(ev, r)
+		return ObservedNext
+	case ev.RunSeq > snap.LastEventSeq:
+		return ObservedGap
+	case snap.inGap(ev.RunSeq):
+		return ObservedFill
+	}
+	return ObservedHeld
+}
+
+// Fold is the replay's bookkeeping, for every backend: called with a run's
+// events in runSeq order from NewSnapshot (ProjectSnapshot, a resync), it
+// applies each event after LastEventSeq with r (nil: DefaultReducer), records
+// the runSeqs it skipped over in Gaps, and reports whether it applied ev.
+func (snap *RunSnapshot) Fold(ev CanonicalEngineEvent, r Reducer) bool {
 	if ev.RunSeq <= snap.LastEventSeq {
 		return false
 	}
-	s.cfg.Reducer(snap, ev)
+	if ev.RunSeq > snap.LastEventSeq+1 {
+		snap.Gaps = append(snap.Gaps, SeqRange{From: snap.LastEventSeq + 1, To: ev.RunSeq - 1})
+	}
+	snap.reduce(ev, r)
+	return true
+}
+
+func (snap *RunSnapshot) reduce(ev CanonicalEngineEvent, r Reducer) {
+	if r == nil {
+		r = DefaultReducer
+	}
+	r(snap, ev)
 	snap.LastEventSeq = ev.RunSeq
 	snap.EventCount++
-	return true
+}
+
+func (snap *RunSnapshot) inGap(seq int64) bool {
+	for _, g := range snap.Gaps {
+		if seq >= g.From && seq <= g.To {
+			return true
+		}
+	}
+	return false
 }
 
 // GetSnapshot implements StateStore: the run_snapshots row, nil when the run
 // is unknown to the projector.
 func (s *Store) GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, error) {
-	if err := validateRunID(runID); err != nil {
+	if err := ValidateRunID(runID); err != nil {
 		return nil, err
 	}
 	var data []byte
@@ -141,19 +224,24 @@ func (s *Store) GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, er
 }
 
 // ProjectSnapshot implements StateStore: it replays the run's events (pages of
-// MaxFetchLimit) through the reducer.
+// MaxFetchLimit) through the reducer (RunSnapshot.Fold).
 func (s *Store) ProjectSnapshot(ctx context.Context, runID string) (*RunSnapshot, error) {
-	if err := validateRunID(runID); err != nil {
+	if err := ValidateRunID(runID); err != nil {
 		return nil, err
 	}
+	return s.replay(ctx, s.es.Pool(), runID)
+}
+
+// replay folds every event of the run, in runSeq order, into a new snapshot.
+func (s *Store) replay(ctx context.Context, db querier, runID string) (*RunSnapshot, error) {
 	snap := NewSnapshot(runID)
 	for {
-		evs, err := s.FetchEvents(ctx, runID, &FetchOptions{AfterSeq: snap.LastEventSeq, Limit: s.cfg.MaxFetchLimit})
+		evs, err := s.fetch(ctx, db, runID, snap.LastEventSeq, s.cfg.MaxFetchLimit)
 		if err != nil {
 			return nil, err
 		}
 		for _, ev := range evs {
-			s.apply(snap, ev)
+			snap.Fold(ev, s.cfg.Reducer)
 		}
 		if len(evs) < s.cfg.MaxFetchLimit {
 			return snap, nil

@@ -12,11 +12,15 @@ const markerPred = `e.metadata @> '{"runstore": "v1"}'`
 type statements struct {
 	lastSeq, fetch, existingSeq, getSnapshot, deleteRun, deleteSnapshot string
 	checkpoint, saveCheckpoint, loadSnapshots, upsertSnapshot, lag      string
-	projectorLock                                                       string
+	projectorLock, runTail, runAhead, lagging, markStale, staleRuns     string
+	clearStale, countStale, insertPending                               string
 }
 
 func newStatements(schema string) statements {
 	ev := schema + ".events"
+	// The last event of the whole log (events_log_order backward, one row).
+	head := `LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + ev + `
+				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true`
 	return statements{
 		// The decision read of an append that does not know the run's last
 		// runSeq: in ONE statement (one snapshot) the snapshot, the head of the
@@ -26,8 +30,7 @@ func newStatements(schema string) statements {
 		// event visible in the snapshot was seen, and the max is over them.
 		lastSeq: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), coalesce(m.seq, 0)
 			FROM (SELECT pg_current_snapshot() AS snap) s
-			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + ev + `
-				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true
+			` + head + `
 			LEFT JOIN LATERAL (SELECT (e.data->'runSeq')::bigint AS seq FROM ` + ev + ` e
 				WHERE e.data->>'runId' = $1 AND ` + markerPred + `
 				ORDER BY e.data->'runSeq' DESC LIMIT 1) m ON true`,
@@ -56,7 +59,7 @@ func newStatements(schema string) statements {
 			ON CONFLICT (name) DO UPDATE SET transaction_id = excluded.transaction_id,
 				position = excluded.position, updated_at = now(), error_count = 0, last_error = NULL`,
 		// run_snapshots primary key, one probe per run of the batch.
-		loadSnapshots: `SELECT run_id, snapshot_data FROM ` + schema + `.run_snapshots WHERE run_id = ANY ($1::text[])`,
+		loadSnapshots: `SELECT run_id, snapshot_data, stale_since IS NOT NULL FROM ` + schema + `.run_snapshots WHERE run_id = ANY ($1::text[])`,
 		// run_snapshots primary key.
 		upsertSnapshot: `INSERT INTO ` + schema + `.run_snapshots
 				(run_id, status, last_event_seq, snapshot_data, started_at, completed_at, projected_at, version)
@@ -76,6 +79,58 @@ func newStatements(schema string) statements {
 			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint) AND ` + markerPred + `
 			  AND (r.run_id IS NULL OR (e.data->>'runSeq')::bigint > r.last_event_seq)
 			ORDER BY e.transaction_id, e.position LIMIT 1`,
+		// The projector's tail (tail.go): run events below the horizon after
+		// the checkpoint (events_runstore_log_order range scan), with the
+		// snapshot, the head of the log and the durable point (the last event
+		// of the whole log below the horizon: events_log_order backward, one
+		// row), as eventstore.ReadTail.
+		runTail: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
+				coalesce(d.transaction_id, '0'), coalesce(d.position, 0), r.*
+			FROM (SELECT pg_current_snapshot() AS snap) s
+			` + head + `
+			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + ev + `
+				WHERE transaction_id < pg_snapshot_xmin(s.snap)
+				ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true
+			LEFT JOIN LATERAL (SELECT e.transaction_id, e.position, e.data, e.occurred_at FROM ` + ev + ` e
+				WHERE ` + markerPred + ` AND e.transaction_id < pg_snapshot_xmin(s.snap)
+				  AND (e.transaction_id, e.position) > ($1::xid8, $2::bigint)
+				ORDER BY e.transaction_id, e.position LIMIT $3) r ON true`,
+		// The projector's pass beyond a held horizon (tail.go): committed run
+		// events the cursor ($1, $2, in-progress $3) has not seen
+		// (events_runstore_log_order), with the snapshot and the head.
+		runAhead: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), r.*
+			FROM (SELECT pg_current_snapshot() AS snap) s
+			` + head + `
+			LEFT JOIN LATERAL (SELECT e.transaction_id, e.position, e.data, e.occurred_at FROM ` + ev + ` e
+				WHERE ` + markerPred + ` AND ((e.transaction_id, e.position) > ($1::xid8, $2::bigint)
+				  OR e.transaction_id = ANY ($3::xid8[]))
+				ORDER BY e.transaction_id, e.position LIMIT $4) r ON true`,
+		// Runs, not STALE yet, holding a committed run event past the
+		// checkpoint that their snapshot does not hold and that is older than
+		// the resync threshold ($3 seconds): the lag trigger of a resync
+		// (events_runstore_log_order range from the checkpoint, a
+		// run_snapshots primary-key probe per run event).
+		lagging: `SELECT DISTINCT e.data->>'runId' FROM ` + ev + ` e
+			LEFT JOIN ` + schema + `.run_snapshots r ON r.run_id = e.data->>'runId'
+			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint) AND ` + markerPred + `
+			  AND (r.run_id IS NULL OR ((e.data->>'runSeq')::bigint > r.last_event_seq AND r.stale_since IS NULL))
+			  AND e.occurred_at < now() - make_interval(secs => $3)
+			LIMIT $4`,
+		// run_snapshots primary key: the run is STALE from now (or since it
+		// already was) until a resync clears it.
+		markStale: `UPDATE ` + schema + `.run_snapshots SET stale_since = coalesce(stale_since, now()),
+				stale_reason = coalesce(stale_reason, $2) WHERE run_id = $1`,
+		// run_snapshots_stale (partial): the STALE runs, oldest first.
+		staleRuns: `SELECT run_id, stale_since, stale_reason FROM ` + schema + `.run_snapshots
+			WHERE stale_since IS NOT NULL ORDER BY stale_since LIMIT $1`,
+		// run_snapshots primary key: the row of a run the projector has not
+		// seen, so that it can be marked STALE.
+		insertPending: `INSERT INTO ` + schema + `.run_snapshots (run_id, status, last_event_seq, snapshot_data)
+			VALUES ($1, $2, 0, $3) ON CONFLICT (run_id) DO NOTHING`,
+		// run_snapshots primary key: a resync rebuilt the snapshot.
+		clearStale: `UPDATE ` + schema + `.run_snapshots SET stale_since = NULL, stale_reason = NULL WHERE run_id = $1`,
+		// run_snapshots_stale (partial).
+		countStale: `SELECT count(*) FROM ` + schema + `.run_snapshots WHERE stale_since IS NOT NULL`,
 		// Serialises projector instances (and DeleteRun) without giving the
 		// transaction an xid (a row lock would, and would hold the tailing
 		// horizon below its own writes). The two-int4 form is a different lock

@@ -60,6 +60,8 @@ const (
 	LagAlertThreshold = 5 * time.Second
 	// LagTarget is the contract's normal-operation bound on projector lag.
 	LagTarget = time.Second
+	// DefaultResyncLag is the contract's resync trigger on lag (§5.2).
+	DefaultResyncLag = 10 * time.Second
 )
 
 // Config configures a Store. nil or the zero value means every default: in
@@ -89,13 +91,19 @@ type Config struct {
 	// ProjectorName is the snapshot projector's row in the checkpoints table:
 	// UTF-8 without NUL. Default "runstore.snapshots".
 	ProjectorName string
-	// ProjectorBatch is how many log events the projector reads per
+	// ProjectorBatch is how many run events the projector reads per
 	// transaction. 0: the default, 1000.
 	ProjectorBatch int
 	// PollInterval is how long the projector's Run waits for a notification
 	// before it polls again. 0: the default, 100ms.
 	PollInterval time.Duration
-	// Logger receives debug logs. Default: none.
+	// ResyncLag: a run holding a committed event older than this that its
+	// snapshot does not hold is marked STALE and its snapshot rebuilt from
+	// its events (the contract's resync trigger, §5.2; see StaleRuns). 0:
+	// the default, 10s.
+	ResyncLag time.Duration
+	// Logger receives the store's logs: runs marked STALE at Warn, resyncs
+	// at Info. Default: none.
 	Logger *slog.Logger
 }
 
@@ -117,7 +125,8 @@ var (
 	_ Retainer   = (*Store)(nil)
 )
 
-// New returns a Store over es. The schema needs migration 005 (sql.Migrate).
+// New returns a Store over es. The schema needs migrations 005 and 012
+// (sql.Migrate).
 func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	if es == nil {
 		return nil, invalid("eventstore", "nil *eventstore.Store")
@@ -132,6 +141,7 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 		cfgcheck.Int("MaxAppendAttempts", c.MaxAppendAttempts, DefaultMaxAppendAttempts),
 		cfgcheck.Int("ProjectorBatch", c.ProjectorBatch, DefaultProjectorBatch),
 		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
+		cfgcheck.Duration("ResyncLag", c.ResyncLag, DefaultResyncLag),
 	); err != nil {
 		ia := err.(*pgdcb.InvalidArgumentError)
 		return nil, &ValidationError{Field: ia.Name, Reason: ia.Reason, Err: ia}
@@ -161,6 +171,9 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	if c.PollInterval == 0 {
 		c.PollInterval = DefaultPollInterval
 	}
+	if c.ResyncLag == 0 {
+		c.ResyncLag = DefaultResyncLag
+	}
 	log := c.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -175,6 +188,7 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	}
 	s.proj = &SnapshotProjector{s: s}
 	s.metrics.lagOf = s.proj.Lag
+	s.metrics.staleOf = s.countStale
 	return s, nil
 }
 

@@ -194,7 +194,9 @@ func parseTime(s string) (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, s)
 }
 
-func validateRunID(runID string) error {
+// ValidateRunID refuses a runId that is missing or not a valid tag value
+// (1..256 bytes of UTF-8 without NUL), as a *ValidationError naming "runId".
+func ValidateRunID(runID string) error {
 	if runID == "" {
 		return invalid("runId", "missing")
 	}
@@ -202,4 +204,35 @@ func validateRunID(runID string) error {
 		return invalid("runId", "%v", err)
 	}
 	return nil
+}
+
+// ValidateEvent is AppendEvent's input validation, for every backend: it
+// returns ev normalised (an empty eventId generated, an empty eventData made
+// null, runSeq and persistedAt cleared) or a *ValidationError naming the
+// contract's field. It does not know a backend's size limit (this store also
+// refuses an event larger than the event store's MaxEventBytes).
+func ValidateEvent(ev CanonicalEngineEvent) (CanonicalEngineEvent, error) {
+	ev, _, err := prepare(ev)
+	return ev, err
+}
+
+// ValidateFetch is FetchEvents' input validation, for every backend: nil opts
+// mean AfterSeq 0 and DefaultFetchLimit; given opts need AfterSeq >= 0 and
+// 1 <= Limit <= maxLimit. It returns the options to use or a
+// *ValidationError naming "runId", "afterSeq" or "limit".
+func ValidateFetch(runID string, opts *FetchOptions, maxLimit int) (FetchOptions, error) {
+	o := FetchOptions{Limit: DefaultFetchLimit}
+	if opts != nil {
+		o = *opts
+	}
+	if err := ValidateRunID(runID); err != nil {
+		return o, err
+	}
+	if o.AfterSeq < 0 {
+		return o, invalid("afterSeq", "must be >= 0, got %d", o.AfterSeq)
+	}
+	if o.Limit <= 0 || o.Limit > maxLimit {
+		return o, invalid("limit", "must be 1..%d, got %d", maxLimit, o.Limit)
+	}
+	return o, nil
 }

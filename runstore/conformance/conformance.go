@@ -14,6 +14,14 @@
 // reducer, GetSnapshot = ProjectSnapshot once caught up (when the store
 // implements runstore.Syncer; otherwise it polls GetSnapshot), and retention
 // and archival when it implements runstore.Retainer.
+//
+// A backend that may show gaps in a run's runSeqs that fill later (one
+// without locks or enforced unique keys) sets Options.MayShowGaps: the
+// watermark test then reads as the contract's reader does (§4.2: a
+// non-contiguous observation makes it STALE and it refetches what it missed)
+// instead of requiring that no gap is ever seen. Options.WriteAt lets the
+// suite open a gap and fill it, and require the materialised snapshots to
+// follow (STALE, resync, resume).
 package conformance
 
 import (
@@ -45,6 +53,21 @@ type Options struct {
 	// SnapshotTimeout bounds the wait for GetSnapshot to catch up when the
 	// store does not implement runstore.Syncer. Default 10s.
 	SnapshotTimeout time.Duration
+	// MayShowGaps: the store may show gaps in a run's runSeqs that fill later
+	// (seed 002's backend). WatermarkNoGapFilledLater then follows the run as
+	// the contract's reader (§4.2): a page that does not continue at
+	// watermark+1 leaves holes, the reader is STALE while it has any and
+	// refetches them on every read (the resync); at the end it must have seen
+	// every event. Without it, the reader never refetches, so a gap filled
+	// behind its watermark fails the test. Default false.
+	MayShowGaps bool
+	// WriteAt writes ev (a valid event) with ev.RunSeq as given, around the
+	// store's append authority, as a writer that took a runSeq and commits
+	// late would. When set, the Resync test opens a gap in a run, then fills
+	// it, and requires GetSnapshot to equal ProjectSnapshot after each (the
+	// projector marks the run STALE and rebuilds it, §4.2). nil: that test
+	// is skipped.
+	WriteAt func(t *testing.T, s runstore.StateStore, ev runstore.CanonicalEngineEvent)
 }
 
 // Run runs the suite with default options.
@@ -84,6 +107,7 @@ func RunWithOptions(t *testing.T, newStore func(t *testing.T) runstore.StateStor
 		{"IdempotencyKeyHelper", testKeyHelper},
 		{"DefaultReducer", testDefaultReducer},
 		{"SnapshotsAgree", testSnapshotsAgree},
+		{"Resync", testResync},
 		{"Retention", testRetention},
 	}
 	for _, tc := range tests {
@@ -330,8 +354,7 @@ func testWatermark(t *testing.T, s runstore.StateStore, o Options) {
 		}
 		go func() { wg.Wait(); close(done) }()
 
-		seen := map[int64]bool{}
-		var watermark int64
+		rd := &reader{s: s, runID: runID, mayGap: o.MayShowGaps, seen: map[int64]bool{}}
 		pages := 0
 		finished := false
 		for !finished {
@@ -340,19 +363,13 @@ func testWatermark(t *testing.T, s runstore.StateStore, o Options) {
 				finished = true // one more read after the writers are done
 			default:
 			}
-			evs, err := s.FetchEvents(ctx, runID, &runstore.FetchOptions{AfterSeq: watermark, Limit: 7})
-			require.NoError(t, err)
-			for _, ev := range evs {
-				require.Greater(t, ev.RunSeq, watermark, "round %d: page must continue strictly after the watermark", round)
-				require.False(t, seen[ev.RunSeq])
-				seen[ev.RunSeq] = true
-				watermark = ev.RunSeq
-			}
-			if len(evs) > 0 {
+			n := rd.read(t, round)
+			if n > 0 {
 				pages++
 				finished = false // drain before the final check
 			}
 		}
+		seen := rd.seen
 		require.Empty(t, errs)
 		total := o.Writers * o.EventsPerWriter
 		require.Len(t, written, total)
@@ -363,8 +380,72 @@ func testWatermark(t *testing.T, s runstore.StateStore, o Options) {
 			require.True(t, seen[ev.RunSeq], "round %d: the watermark reader never saw runSeq %d: a gap was filled behind it", round, ev.RunSeq)
 			require.Equal(t, written[ev.RunSeq], ev.IdempotencyKey)
 		}
-		t.Logf("round %d: %d events, reader read %d non-empty pages", round, total, pages)
+		t.Logf("round %d: %d events, reader read %d non-empty pages, was STALE %d times", round, total, pages, rd.stale)
 	}
+}
+
+// reader follows a run with a watermark (§4.1). mayGap: as the contract's
+// reader of a store that may show gaps (§4.2): a page that does not continue
+// at watermark+1 leaves holes below the watermark; while any remain the
+// reader is STALE and refetches from the lowest (the resync), and it resumes
+// once none remain.
+type reader struct {
+	s         runstore.StateStore
+	runID     string
+	mayGap    bool
+	watermark int64
+	seen      map[int64]bool
+	holes     map[int64]bool
+	stale     int
+}
+
+// read reads once (resyncing first when STALE) and returns how many new
+// events it saw.
+func (r *reader) read(t *testing.T, round int) int {
+	ctx := t.Context()
+	n := 0
+	if len(r.holes) > 0 {
+		r.stale++
+		lowest := r.watermark
+		for h := range r.holes {
+			lowest = min(lowest, h)
+		}
+		after := lowest - 1
+		for after < r.watermark {
+			evs, err := r.s.FetchEvents(ctx, r.runID, &runstore.FetchOptions{AfterSeq: after, Limit: 7})
+			require.NoError(t, err)
+			if len(evs) == 0 {
+				break
+			}
+			for _, ev := range evs {
+				if ev.RunSeq <= r.watermark && !r.seen[ev.RunSeq] {
+					require.True(t, r.holes[ev.RunSeq], "round %d: resync: runSeq %d was neither seen nor a hole", round, ev.RunSeq)
+					delete(r.holes, ev.RunSeq)
+					r.seen[ev.RunSeq] = true
+					n++
+				}
+				after = ev.RunSeq
+			}
+		}
+	}
+	evs, err := r.s.FetchEvents(ctx, r.runID, &runstore.FetchOptions{AfterSeq: r.watermark, Limit: 7})
+	require.NoError(t, err)
+	for _, ev := range evs {
+		require.Greater(t, ev.RunSeq, r.watermark, "round %d: page must continue strictly after the watermark", round)
+		require.False(t, r.seen[ev.RunSeq])
+		if r.mayGap {
+			for h := r.watermark + 1; h < ev.RunSeq; h++ {
+				if r.holes == nil {
+					r.holes = map[int64]bool{}
+				}
+				r.holes[h] = true // non-contiguous: STALE until refetched
+			}
+		}
+		r.seen[ev.RunSeq] = true
+		r.watermark = ev.RunSeq
+		n++
+	}
+	return n
 }
 
 func testBadInput(t *testing.T, s runstore.StateStore, _ Options) {
@@ -446,6 +527,13 @@ func step(runID, typ, stepID, key string) runstore.CanonicalEngineEvent {
 // waitSnapshot returns GetSnapshot once it reflects lastSeq.
 func waitSnapshot(t *testing.T, s runstore.StateStore, o Options, runID string, lastSeq int64) *runstore.RunSnapshot {
 	t.Helper()
+	return waitSnapshotFor(t, s, o, runID, func(snap *runstore.RunSnapshot) bool { return snap.LastEventSeq >= lastSeq })
+}
+
+// waitSnapshotFor returns GetSnapshot once done accepts it (after CatchUp when
+// the store is a runstore.Syncer; otherwise polling).
+func waitSnapshotFor(t *testing.T, s runstore.StateStore, o Options, runID string, done func(*runstore.RunSnapshot) bool) *runstore.RunSnapshot {
+	t.Helper()
 	ctx := t.Context()
 	if sy, ok := s.(runstore.Syncer); ok {
 		require.NoError(t, sy.CatchUp(ctx))
@@ -457,7 +545,7 @@ func waitSnapshot(t *testing.T, s runstore.StateStore, o Options, runID string, 
 	for {
 		snap, err := s.GetSnapshot(ctx, runID)
 		require.NoError(t, err)
-		if snap != nil && snap.LastEventSeq >= lastSeq {
+		if snap != nil && done(snap) {
 			return snap
 		}
 		require.True(t, time.Now().Before(deadline), "GetSnapshot did not catch up within %v", o.SnapshotTimeout)
@@ -620,4 +708,53 @@ func testRetention(t *testing.T, s runstore.StateStore, o Options) {
 	require.Zero(t, empty.Len())
 	_, err = rt.DeleteRun(ctx, "")
 	require.True(t, errors.Is(err, runstore.ErrInvalidInput))
+}
+
+// testResync: a gap opens in a run (an event written at last+2) and fills
+// later (last+1). Each time, GetSnapshot must come to equal ProjectSnapshot:
+// the gap is recorded, and the late event is folded in runSeq order rather
+// than dropped as "at or below the snapshot's lastEventSeq" (§4.2: the run is
+// marked STALE, its snapshot rebuilt from its events, then resumed).
+func testResync(t *testing.T, s runstore.StateStore, o Options) {
+	if o.WriteAt == nil {
+		t.Skip("Options.WriteAt not set")
+	}
+	ctx := t.Context()
+	r := newRunID(t)
+	var last int64
+	for i := range 3 {
+		res, err := s.AppendEvent(ctx, step(r, "StepStarted", "a", fmt.Sprint("s", i)))
+		require.NoError(t, err)
+		last = res.RunSeq
+	}
+	waitSnapshot(t, s, o, r, last)
+
+	gap := step(r, "StepCompleted", "a", "late-2")
+	gap.RunSeq = last + 2
+	o.WriteAt(t, s, gap)
+	snap := waitSnapshot(t, s, o, r, last+2)
+	p, err := s.ProjectSnapshot(ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, int64(4), p.EventCount)
+	requireSameSnapshot(t, p, snap)
+
+	fill := step(r, "StepFailed", "a", "late-1")
+	fill.RunSeq = last + 1
+	o.WriteAt(t, s, fill)
+	snap = waitSnapshotFor(t, s, o, r, func(snap *runstore.RunSnapshot) bool { return snap.EventCount == 5 })
+	p, err = s.ProjectSnapshot(ctx, r)
+	require.NoError(t, err)
+	require.Equal(t, int64(5), p.EventCount)
+	require.Equal(t, runstore.StatusCompleted, p.Steps["a"].Status, "folded in runSeq order: StepFailed, then StepCompleted")
+	requireSameSnapshot(t, p, snap)
+
+	// And the run resumes: the next append follows the highest runSeq.
+	res, err := s.AppendEvent(ctx, Event(r, "RunCompleted", "end"))
+	require.NoError(t, err)
+	require.Greater(t, res.RunSeq, last+2)
+	snap = waitSnapshot(t, s, o, r, res.RunSeq)
+	p, err = s.ProjectSnapshot(ctx, r)
+	require.NoError(t, err)
+	requireSameSnapshot(t, p, snap)
+	require.Equal(t, runstore.StatusCompleted, snap.Status)
 }

@@ -1,0 +1,105 @@
+package runstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/runstore"
+)
+
+func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range mfs {
+		if mf.GetName() == name {
+			sum := 0.0
+			for _, m := range mf.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+			return sum
+		}
+	}
+	return 0
+}
+
+// appendOther writes n events that are not run events (another producer in
+// the same schema), in one transaction.
+func appendOther(t *testing.T, es *eventstore.Store, n, batch int) {
+	t.Helper()
+	evs := make([]eventstore.Event, n)
+	for i := range evs {
+		evs[i] = eventstore.MustEvent("OrderPlaced", map[string]any{"n": i, "note": "other traffic"},
+			fmt.Sprintf("order=o%d-%d", batch, i))
+	}
+	_, err := es.Append(context.Background(), evs)
+	require.NoError(t, err)
+}
+
+// Other traffic in the same schema is not the projector's work: it reads the
+// run events alone. With 5,000 other events around 20 run events it reads 20
+// events (before: every event of the log, 5,020, in 101 batches of 50), and
+// the server's plan of its tail statement reads no other row (the partial
+// index events_runstore_log_order, migration 012).
+func TestProjectorReadsOnlyRunEvents(t *testing.T) {
+	rs := newStore(t, &runstore.Config{ProjectorBatch: 50})
+	es := rs.EventStore()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(rs.Collectors()...)
+	ctx := context.Background()
+
+	const runs, otherPerRun = 20, 250
+	for i := range runs {
+		appendOther(t, es, otherPerRun, i)
+		_, err := rs.AppendEvent(ctx, runEvent(fmt.Sprint("run-", i%4), fmt.Sprint("k", i)))
+		require.NoError(t, err)
+	}
+	appendOther(t, es, otherPerRun, runs)
+
+	require.NoError(t, rs.CatchUp(ctx))
+	require.Equal(t, float64(runs), counter(t, reg, "pgdcb_runstore_projector_events_total"),
+		"the projector reads the run events, not the %d other events", runs*otherPerRun+otherPerRun)
+	for r := range 4 {
+		snap, err := rs.GetSnapshot(ctx, fmt.Sprint("run-", r))
+		require.NoError(t, err)
+		require.Equal(t, int64(runs/4), snap.EventCount)
+	}
+
+	// What the server reads for one tail page from the start: the run events
+	// and two one-row probes (head, durable point), no other event.
+	_, err := es.Pool().Exec(ctx, "ANALYZE "+es.QuotedSchema()+".events")
+	require.NoError(t, err)
+	var plan []byte
+	require.NoError(t, es.Pool().QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+rs.RunTailSQL(), "0", 0, 50).Scan(&plan))
+	var doc []struct{ Plan planNode }
+	require.NoError(t, json.Unmarshal(plan, &doc))
+	read, usesIndex := 0.0, false
+	var walk func(n planNode)
+	walk = func(n planNode) {
+		if n.Relation == "events" {
+			read += (n.ActualRows + n.RemovedByFilter) * n.ActualLoops
+			usesIndex = usesIndex || n.Index == "events_runstore_log_order"
+		}
+		for _, c := range n.Plans {
+			walk(c)
+		}
+	}
+	walk(doc[0].Plan)
+	require.True(t, usesIndex, "plan: %s", plan)
+	require.LessOrEqual(t, read, float64(runs+2), "rows of events read by one tail page: %s", plan)
+}
+
+type planNode struct {
+	Relation        string     `json:"Relation Name"`
+	Index           string     `json:"Index Name"`
+	ActualRows      float64    `json:"Actual Rows"`
+	ActualLoops     float64    `json:"Actual Loops"`
+	RemovedByFilter float64    `json:"Rows Removed by Filter"`
+	Plans           []planNode `json:"Plans"`
+}
