@@ -51,6 +51,23 @@ gotest:
 	@echo "==> go test $(TESTFLAGS) ./..."
 	@$(GO) test $(TESTFLAGS) ./...
 
+## fuzz: each fuzz test for FUZZTIME (default 10s; plain go test runs their seed corpora)
+FUZZTIME ?= 10s
+FUZZ_TARGETS := \
+	./cursor:FuzzParse \
+	./cursor:FuzzParseSnapshot \
+	./tags:FuzzParse \
+	./query:FuzzQueryJSON \
+	./eventstore:FuzzModelUnmarshalState \
+	./runstore:FuzzRunSnapshotJSON
+.PHONY: fuzz
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do \
+		pkg=$${t%%:*}; fn=$${t#*:}; \
+		echo "==> go test -run '^$$' -fuzz '^$$fn$$' -fuzztime $(FUZZTIME) $$pkg"; \
+		$(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZTIME) $$pkg; \
+	done
+
 ## faults: the fault suite alone (it also runs in test), printing its figures
 faults:
 	@echo "==> go test -race -count=1 -v ./internal/faults/ (crashes a throwaway cluster it starts)"

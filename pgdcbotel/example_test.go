@@ -1,0 +1,31 @@
+package pgdcbotel_test
+
+import (
+	"context"
+	"fmt"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/pgdcbotel"
+)
+
+func ExampleNew() {
+	recorder := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	tracer := pgdcbotel.New(&pgdcbotel.Config{TracerProvider: provider})
+	// store, err := eventstore.New(pool, &eventstore.Config{Tracer: tracer})
+	// Here, what the store reports when an AppendIf finds its condition failed:
+	ctx := tracer.TraceAppendStart(context.Background(), eventstore.TraceAppendStartData{})
+	tracer.TraceAppendEnd(ctx, eventstore.TraceAppendEndData{Outcome: eventstore.OutcomeConditionFailed})
+
+	span := recorder.Ended()[0]
+	for _, kv := range span.Attributes() {
+		if kv.Key == pgdcbotel.AttrOutcome {
+			fmt.Println(span.Name(), kv.Value.AsString(), span.Status().Code)
+		}
+	}
+	// Output:
+	// pgdcb.append condition_failed Unset
+}

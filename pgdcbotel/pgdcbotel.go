@@ -1,0 +1,131 @@
+// Package pgdcbotel turns the event store's traced calls into OpenTelemetry
+// spans: set a *Tracer as eventstore.Config.Tracer.
+//
+//	store, err := eventstore.New(pool, &eventstore.Config{Tracer: pgdcbotel.New(nil)})
+//
+// Each append is a span named "pgdcb.append" and each read a span named
+// "pgdcb." + its op ("pgdcb.read", "pgdcb.read_last", "pgdcb.read_tail",
+// "pgdcb.head", "pgdcb.project"), a child of the span in the call's context.
+// Attributes (docs/METRICS.md lists them): pgdcb.outcome (committed,
+// condition_failed, idempotent, invalid, unknown, error; ok for reads),
+// pgdcb.events, pgdcb.conditional, pgdcb.idempotency, pgdcb.in_tx,
+// pgdcb.grouped and pgdcb.group_size for appends; pgdcb.op, pgdcb.query for
+// reads. A failed condition and an idempotent refusal are answers, not
+// errors: their spans keep an unset status. Every other failure sets the
+// span's status to Error and records the error. A statement-level tracer of
+// pgx (pgx.QueryTracer) adds the SQL statements as child spans.
+//
+// Only the importers of this package depend on OpenTelemetry; package
+// eventstore does not. Combine it with pgdcbprom with eventstore.MultiTracer.
+package pgdcbotel
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/clip"
+)
+
+// ScopeName is the instrumentation scope of the spans.
+const ScopeName = "github.com/pgdcb/pgdcb/pgdcbotel"
+
+// Attribute keys of the spans.
+const (
+	AttrOutcome     = attribute.Key("pgdcb.outcome")
+	AttrEvents      = attribute.Key("pgdcb.events")
+	AttrConditional = attribute.Key("pgdcb.conditional")
+	AttrIdempotency = attribute.Key("pgdcb.idempotency")
+	AttrInTx        = attribute.Key("pgdcb.in_tx")
+	AttrGrouped     = attribute.Key("pgdcb.grouped")
+	AttrGroupSize   = attribute.Key("pgdcb.group_size")
+	AttrOp          = attribute.Key("pgdcb.op")
+	AttrQuery       = attribute.Key("pgdcb.query")
+)
+
+// dbSystem is the OpenTelemetry semantic convention's database attribute.
+var dbSystem = attribute.String("db.system.name", "postgresql")
+
+// Config configures a Tracer. The zero value (or nil) means every default.
+type Config struct {
+	// TracerProvider makes the spans' tracer. Default: the global provider
+	// (otel.GetTracerProvider) when New is called.
+	TracerProvider trace.TracerProvider
+}
+
+// Tracer is an eventstore.Tracer making OpenTelemetry spans. It is safe for
+// concurrent use.
+type Tracer struct {
+	tracer trace.Tracer
+}
+
+var _ eventstore.Tracer = (*Tracer)(nil)
+
+// New returns a Tracer.
+func New(cfg *Config) *Tracer {
+	var tp trace.TracerProvider
+	if cfg != nil {
+		tp = cfg.TracerProvider
+	}
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return &Tracer{tracer: tp.Tracer(ScopeName)}
+}
+
+// TraceAppendStart implements eventstore.Tracer.
+func (t *Tracer) TraceAppendStart(ctx context.Context, d eventstore.TraceAppendStartData) context.Context {
+	conditional := d.Condition != nil && !d.Condition.FailIfEventsMatch.IsEmpty()
+	idempotency := d.Condition != nil && !d.Condition.Idempotency.IsEmpty()
+	ctx, _ = t.tracer.Start(ctx, "pgdcb.append", trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(dbSystem, AttrEvents.Int(len(d.Events)), AttrConditional.Bool(conditional),
+			AttrIdempotency.Bool(idempotency), AttrInTx.Bool(d.InTx)))
+	return ctx
+}
+
+// TraceAppendEnd implements eventstore.Tracer.
+func (t *Tracer) TraceAppendEnd(ctx context.Context, d eventstore.TraceAppendEndData) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(AttrOutcome.String(string(d.Outcome)), AttrGrouped.Bool(d.Grouped))
+	if d.Grouped {
+		span.SetAttributes(AttrGroupSize.Int(d.GroupSize))
+	}
+	end(span, d.Outcome, d.Err)
+}
+
+// TraceReadStart implements eventstore.Tracer.
+func (t *Tracer) TraceReadStart(ctx context.Context, d eventstore.TraceReadStartData) context.Context {
+	attrs := []attribute.KeyValue{dbSystem, AttrOp.String(string(d.Op)), AttrInTx.Bool(d.InTx)}
+	if !d.Query.IsEmpty() {
+		attrs = append(attrs, AttrQuery.String(clip.Quote(d.Query.String())))
+	}
+	ctx, _ = t.tracer.Start(ctx, "pgdcb."+string(d.Op), trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(attrs...))
+	return ctx
+}
+
+// TraceReadEnd implements eventstore.Tracer.
+func (t *Tracer) TraceReadEnd(ctx context.Context, d eventstore.TraceReadEndData) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(AttrOutcome.String(string(d.Outcome)), AttrEvents.Int(d.Events))
+	end(span, d.Outcome, d.Err)
+}
+
+// end sets the span's status and ends it: answers (a failed condition, an
+// idempotent refusal) are not errors.
+func end(span trace.Span, o eventstore.Outcome, err error) {
+	switch o {
+	case eventstore.OutcomeCommitted, eventstore.OutcomeOK,
+		eventstore.OutcomeConditionFailed, eventstore.OutcomeIdempotent:
+	default:
+		if err != nil {
+			span.RecordError(err)
+			span.SetStatus(codes.Error, err.Error())
+		}
+	}
+	span.End()
+}

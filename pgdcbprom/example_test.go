@@ -1,0 +1,35 @@
+package pgdcbprom_test
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
+)
+
+func ExampleNew() {
+	tracer := pgdcbprom.New()
+	registry := prometheus.NewRegistry()
+	for _, c := range tracer.Collectors() {
+		registry.MustRegister(c)
+	}
+	// store, err := eventstore.New(pool, &eventstore.Config{Tracer: tracer})
+	// Here, what the store reports when an append of two events commits:
+	tracer.TraceAppendEnd(context.Background(), eventstore.TraceAppendEndData{
+		Outcome: eventstore.OutcomeCommitted, Events: 2, Duration: time.Millisecond})
+
+	families, _ := registry.Gather()
+	for _, f := range families {
+		fmt.Println(f.GetName())
+	}
+	// Output:
+	// pgdcb_store_append_conflicts_total
+	// pgdcb_store_append_duration_seconds
+	// pgdcb_store_append_idempotent_total
+	// pgdcb_store_appends_grouped_total
+	// pgdcb_store_events_appended_total
+}

@@ -1,0 +1,86 @@
+package pgdcbprom_test
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/tracescenario"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// gather returns each series' value (a histogram's sample count), keyed by
+// its name and label values: "name{v1,v2}".
+func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			key := mf.GetName() + "{"
+			for i, l := range m.GetLabel() {
+				if i > 0 {
+					key += ","
+				}
+				key += l.GetValue()
+			}
+			key += "}"
+			switch {
+			case m.GetCounter() != nil:
+				out[key] = m.GetCounter().GetValue()
+			case m.GetHistogram() != nil:
+				out[key] = float64(m.GetHistogram().GetSampleCount())
+			}
+		}
+	}
+	return out
+}
+
+// The tracer's metrics count a real append, conflict, idempotent refusal,
+// invalid append and the reads, by outcome.
+func TestMetricsOfARealStore(t *testing.T) {
+	tr := pgdcbprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	for _, c := range tr.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
+	s := tracescenario.Store(t, tr)
+	tracescenario.Run(t, s)
+
+	got := gather(t, reg)
+	want := map[string]float64{
+		"pgdcb_store_append_duration_seconds{committed}":        tracescenario.Committed,
+		"pgdcb_store_append_duration_seconds{condition_failed}": tracescenario.ConditionFailed,
+		"pgdcb_store_append_duration_seconds{idempotent}":       tracescenario.Idempotent,
+		"pgdcb_store_append_duration_seconds{invalid}":          tracescenario.Invalid,
+		"pgdcb_store_append_conflicts_total{}":                  tracescenario.ConditionFailed,
+		"pgdcb_store_append_idempotent_total{}":                 tracescenario.Idempotent,
+		"pgdcb_store_events_appended_total{}":                   tracescenario.EventsAppended,
+		"pgdcb_store_appends_grouped_total{}":                   0,
+		"pgdcb_store_read_duration_seconds{project,ok}":         1,
+		"pgdcb_store_read_duration_seconds{head,ok}":            1,
+		"pgdcb_store_read_duration_seconds{read,ok}":            1,
+		"pgdcb_store_events_read_total{project}":                tracescenario.ProjectEvents,
+		"pgdcb_store_events_read_total{read}":                   tracescenario.ReadEvents,
+	}
+	require.Equal(t, want, got)
+}
+
+// Collectors can be registered twice under different labels (one registry,
+// two stores), and a second New gives collectors of its own.
+func TestCollectorsWrapped(t *testing.T) {
+	reg := prometheus.NewPedanticRegistry()
+	for i, tr := range []*pgdcbprom.Tracer{pgdcbprom.New(), pgdcbprom.New()} {
+		r := prometheus.WrapRegistererWith(prometheus.Labels{"store": string(rune('a' + i))}, reg)
+		for _, c := range tr.Collectors() {
+			require.NoError(t, r.Register(c))
+		}
+	}
+	_, err := reg.Gather()
+	require.NoError(t, err)
+}
