@@ -100,6 +100,7 @@ func TestPluginWorkloads(t *testing.T) {
 		"runstore/append-event/new-run/w1", "runstore/append-event/new-run/w8",
 		"runstore/append-event/run-per-writer/w1", "runstore/append-event/run-per-writer/w8",
 		"runstore/fetch-events/10k",
+		"runstore/snapshot-lag/2000ev-s", "runstore/snapshot-lag/2000ev-s/held-xact",
 	}, names)
 }
 
@@ -123,7 +124,7 @@ func TestNoConflictSelfCheckFails(t *testing.T) {
 	t.Cleanup(func() { registry = saved })
 	registry = []Workload{{Name: "broken", Group: "appendif", Writers: 1, Quick: true,
 		Prepare: func(ctx context.Context, env *Env) (*Plan, error) {
-			p, err := prepareAppendIfDistinct(ctx, env)
+			p, err := prepareAppendIfDistinct(1)(ctx, env)
 			if err != nil {
 				return nil, err
 			}
@@ -159,4 +160,51 @@ func TestOrderCheck(t *testing.T) {
 	require.ErrorContains(t, dup.add([]eventstore.StoredEvent{ev(5, 9), ev(5, 9)}), "SELF-CHECK FAILED")
 	var back orderCheck
 	require.ErrorContains(t, back.add([]eventstore.StoredEvent{ev(6, 1), ev(5, 9)}), "SELF-CHECK FAILED")
+}
+
+// TestGroupWorkloads runs one group-commit workload of each kind with tiny
+// repetitions: their operations, floors, baselines (grouping off, the
+// grouped-INSERT ceiling) and self-checks must pass, and the JSON must carry
+// each baseline's rate and ratio and the GroupStats figures.
+func TestGroupWorkloads(t *testing.T) {
+	dir := t.TempDir()
+	jsonFile := filepath.Join(dir, "b.json")
+	var stdout, stderr bytes.Buffer
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	err := run(ctx, []string{
+		"--dsn", pgtest.DSN(t), "--quick",
+		"--only", `^group/(appendif/distinct/w8|append/1ev/w32|cycle/entity10/w8|runstore/append-event/run-per-writer/w32)$`,
+		"--duration", "60ms", "--warmup", "20ms", "--reps", "3", "--json", jsonFile,
+	}, &stdout, &stderr)
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	raw, err := os.ReadFile(jsonFile)
+	require.NoError(t, err)
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &objs))
+	require.Len(t, objs, 4)
+	wantBaselines := map[string][]string{
+		"group/appendif/distinct/w8":                     {"grouping off", "INSERT 4 rows per commit"},
+		"group/append/1ev/w32":                           {"grouping off", "INSERT 16 rows per commit"},
+		"group/cycle/entity10/w8":                        {"grouping off"},
+		"group/runstore/append-event/run-per-writer/w32": {"grouping off"},
+	}
+	for _, o := range objs {
+		name := o["name"].(string)
+		require.NotContains(t, o, "error", name)
+		bs := o["baselines"].([]any)
+		require.Len(t, bs, len(wantBaselines[name]), name)
+		for i, b := range bs {
+			b := b.(map[string]any)
+			require.Equal(t, wantBaselines[name][i], b["name"], name)
+			require.Greater(t, b["events_per_s"].(float64), 0.0, name)
+			require.InDelta(t, o["events_per_s"].(float64)/b["events_per_s"].(float64), b["ratio"].(float64), 1e-9, name)
+			require.Len(t, b["rep_events_per_s"], 3, name)
+		}
+		extra := o["extra"].(map[string]any)
+		require.GreaterOrEqual(t, extra["appends_per_commit"].(float64), 1.0, name)
+		require.Contains(t, extra, "queue_waits", name)
+		require.Contains(t, o["notes"], "appends/commit", name)
+		require.Contains(t, stdout.String(), "× of grouping off", name)
+	}
 }

@@ -32,6 +32,9 @@ type Env struct {
 	Floor string
 	// Fixture is how many events the fixture put in the table.
 	Fixture int
+	// GroupSenders is --group-senders: Config.GroupSenders of the stores
+	// with group commit that workloads build (0: the default).
+	GroupSenders int
 }
 
 // newEnv creates a fresh schema, migrates it, creates the floor table and,

@@ -35,6 +35,7 @@ type options struct {
 	only             string
 	duration, warmup time.Duration
 	reps             int
+	groupSenders     int
 	args             []string
 }
 
@@ -42,7 +43,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{args: args}
 	fs := flag.NewFlagSet("bench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.BoolVar(&o.quick, "quick", false, "short runs, 10k-event table only (under 2 minutes)")
+	fs.BoolVar(&o.quick, "quick", false, "short runs, 10k-event table only, no 128-writer workloads (about 3 minutes)")
 	fs.BoolVar(&o.large, "large", false, "also run the read workloads at 10M events")
 	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL URL (default: $PGDCB_DATABASE_URL, else a local or throwaway server)")
 	fs.StringVar(&o.jsonFile, "json", "", "write the results as JSON to `FILE`")
@@ -52,6 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 0, "length of each measured repetition (default 2s, 400ms with --quick)")
 	fs.DurationVar(&o.warmup, "warmup", 0, "length of the warm-up (default 1s, 200ms with --quick)")
 	fs.IntVar(&o.reps, "reps", 0, "repetitions per workload, at least 3 (default 5, 3 with --quick)")
+	fs.IntVar(&o.groupSenders, "group-senders", 0, "Config.GroupSenders of the group/* workloads' stores (default: the store's default)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -67,11 +69,20 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	if o.reps == 0 {
 		o.reps = pick(o.quick, 3, 5)
 	}
+	if o.groupSenders < 0 {
+		return nil, fmt.Errorf("--group-senders %d: must not be negative", o.groupSenders)
+	}
 	if o.reps < 3 {
 		return nil, fmt.Errorf("--reps %d: at least 3 repetitions are needed for a median", o.reps)
 	}
 	return o, nil
 }
+
+// maxPoolWriters bounds the pool: one connection per writer up to 64 (plus
+// two), so that the 128-writer workloads do not take 130 of the server's
+// connections; beyond 64, writers wait for a connection as an application's
+// goroutines do.
+const maxPoolWriters = 64
 
 func pick[T any](cond bool, a, b T) T {
 	if cond {
@@ -123,7 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		maxW = max(maxW, w.Writers)
 	}
 	if !strings.Contains(srv.DSN(), "pool_max_conns") {
-		cfg.MaxConns = int32(maxW + 2)
+		cfg.MaxConns = int32(min(maxW, maxPoolWriters) + 2)
 	}
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {

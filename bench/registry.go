@@ -46,6 +46,15 @@ type Plan struct {
 	FloorName string
 	// FloorWriters is the concurrency of Floor; 0 means Writers.
 	FloorWriters int
+	// Baselines are further operations measured like Floor: warmed up, then
+	// one repetition of each after the floor's in every round (interleaved
+	// with Op's). The result reports each one's rate and latencies and Op's
+	// ratio to it: variants compared in the same run (grouping on against
+	// off, a grouped-INSERT ceiling).
+	Baselines []Baseline
+	// Start, when set, runs once after the warm-ups, just before the first
+	// measured repetition (to snapshot counters such as GroupStats).
+	Start func()
 	// Check runs after all repetitions with the counters summed over them
 	// (warm-up excluded); a non-nil error fails the workload loudly.
 	Check func(ctx context.Context, c *Counters) error
@@ -53,6 +62,16 @@ type Plan struct {
 	Notes func(c *Counters, elapsedSeconds float64) string
 	// Extra, when set, returns extra JSON fields.
 	Extra func(c *Counters, elapsedSeconds float64) map[string]any
+}
+
+// Baseline is one of Plan.Baselines.
+type Baseline struct {
+	// Name says what it is, in the tables.
+	Name string
+	// Op is the operation, called like Plan.Op.
+	Op OpFunc
+	// Writers is its concurrency; 0 means the workload's Writers.
+	Writers int
 }
 
 // OpFunc is one operation; see Plan.Op.

@@ -167,10 +167,29 @@ func writeTable(w io.Writer, results []*Result) {
 		if r.Floor != "" && r.FloorWriters != r.Writers {
 			floor += fmt.Sprintf(" ×%d", r.FloorWriters)
 		}
+		notes := r.Notes
+		if b := baselineNotes(r); b != "" {
+			notes = strings.TrimSuffix(b+"; "+notes, "; ")
+		}
 		fmt.Fprintf(w, "| %s | %d | %s | %.0f | %s | %s | %s | %.2f | %.2f | %s |\n",
 			r.Name, r.Writers, sizeName(int(r.TableEvents)), r.EventsPerS, floor,
-			fmtFloat(r.FloorEventsPerS, "%.0f"), fmtFloat(r.Ratio, "%.2f×"), r.P50Ms, r.P99Ms, r.Notes)
+			fmtFloat(r.FloorEventsPerS, "%.0f"), fmtFloat(r.Ratio, "%.2f×"), r.P50Ms, r.P99Ms, notes)
 	}
+}
+
+// baselineNotes renders the baselines for the notes column: for each, its
+// rate, latencies and the workload's ratio to it.
+func baselineNotes(r *Result) string {
+	var parts []string
+	for _, b := range r.Baselines {
+		name := b.Name
+		if b.Writers != r.Writers {
+			name += fmt.Sprintf(" ×%d", b.Writers)
+		}
+		parts = append(parts, fmt.Sprintf("**%s× of %s** (%.0f ev/s, p50 %.2f, p99 %.2f ms)",
+			fmtFloat(b.Ratio, "%.2f"), name, b.EventsPerS, b.P50Ms, b.P99Ms))
+	}
+	return strings.Join(parts, "; ")
 }
 
 func writeJSON(path string, results []*Result) error {

@@ -31,17 +31,32 @@ type Result struct {
 	// workload ended (the fixture size for reads).
 	TableEvents int64 `json:"table_events"`
 
-	Floor              string         `json:"floor,omitempty"`
-	FloorWriters       int            `json:"floor_writers,omitempty"`
-	FloorP50Ms         float64        `json:"floor_p50_ms,omitempty"`
-	FloorP99Ms         float64        `json:"floor_p99_ms,omitempty"`
-	Reps               int            `json:"reps"`
-	Ops                int64          `json:"ops"`
-	RepEventsPerS      []float64      `json:"rep_events_per_s"`
-	FloorRepEventsPerS []float64      `json:"floor_rep_events_per_s,omitempty"`
-	Notes              string         `json:"notes,omitempty"`
-	Extra              map[string]any `json:"extra,omitempty"`
-	Error              string         `json:"error,omitempty"`
+	Floor              string    `json:"floor,omitempty"`
+	FloorWriters       int       `json:"floor_writers,omitempty"`
+	FloorP50Ms         float64   `json:"floor_p50_ms,omitempty"`
+	FloorP99Ms         float64   `json:"floor_p99_ms,omitempty"`
+	Reps               int       `json:"reps"`
+	Ops                int64     `json:"ops"`
+	RepEventsPerS      []float64 `json:"rep_events_per_s"`
+	FloorRepEventsPerS []float64 `json:"floor_rep_events_per_s,omitempty"`
+	// Baselines are Plan.Baselines' outcomes, in order.
+	Baselines []BaselineResult `json:"baselines,omitempty"`
+	Notes     string           `json:"notes,omitempty"`
+	Extra     map[string]any   `json:"extra,omitempty"`
+	Error     string           `json:"error,omitempty"`
+}
+
+// BaselineResult is one of Result.Baselines.
+type BaselineResult struct {
+	Name    string `json:"name"`
+	Writers int    `json:"writers"`
+	// EventsPerS is the median of its repetitions, RepEventsPerS each one.
+	EventsPerS    float64   `json:"events_per_s"`
+	RepEventsPerS []float64 `json:"rep_events_per_s"`
+	// Ratio is the workload's EventsPerS over this one's.
+	Ratio *float64 `json:"ratio"`
+	P50Ms float64  `json:"p50_ms"`
+	P99Ms float64  `json:"p99_ms"`
 }
 
 // runAll runs the workloads in order. A workload that fails is reported with
@@ -82,6 +97,7 @@ func runAll(ctx context.Context, pool *pgxpool.Pool, o *options, ws []Workload, 
 				fmt.Fprintf(log, "bench: built a %s-event table in %s\n", sizeName(w.Fixture), time.Since(t0).Round(100*time.Millisecond))
 			}
 		}
+		env.GroupSenders = o.groupSenders
 		t0 := time.Now()
 		r, err := runOne(ctx, env, o, w)
 		if w.Fixture == 0 {
@@ -123,6 +139,17 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 		r.Floor, r.FloorWriters = plan.FloorName, fw
 	}
 
+	baselines := make([]*runner, len(plan.Baselines))
+	r.Baselines = make([]BaselineResult, len(plan.Baselines))
+	for i, b := range plan.Baselines {
+		bw := b.Writers
+		if bw == 0 {
+			bw = w.Writers
+		}
+		baselines[i] = newRunner(b.Op, bw)
+		r.Baselines[i] = BaselineResult{Name: b.Name, Writers: bw}
+	}
+
 	if _, err := op.run(ctx, o.warmup); err != nil {
 		return r, fmt.Errorf("warm-up: %w", err)
 	}
@@ -131,6 +158,15 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 			return r, fmt.Errorf("floor warm-up: %w", err)
 		}
 	}
+	for i, b := range baselines {
+		if _, err := b.run(ctx, o.warmup); err != nil {
+			return r, fmt.Errorf("%s warm-up: %w", plan.Baselines[i].Name, err)
+		}
+	}
+	if plan.Start != nil {
+		plan.Start()
+	}
+	baseLats := make([][]time.Duration, len(baselines))
 
 	var (
 		total             Counters
@@ -156,6 +192,14 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 			floorLats = append(floorLats, fs.latencies...)
 			floorRates = append(floorRates, fs.perSecond())
 		}
+		for i, b := range baselines {
+			bs, err := b.run(ctx, o.duration)
+			if err != nil {
+				return r, fmt.Errorf("%s: %w", plan.Baselines[i].Name, err)
+			}
+			baseLats[i] = append(baseLats[i], bs.latencies...)
+			r.Baselines[i].RepEventsPerS = append(r.Baselines[i].RepEventsPerS, bs.perSecond())
+		}
 	}
 	r.RepEventsPerS = rates
 	r.EventsPerS = median(rates)
@@ -167,6 +211,15 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 		if f > 0 {
 			ratio := r.EventsPerS / f
 			r.Ratio = &ratio
+		}
+	}
+	for i := range r.Baselines {
+		b := &r.Baselines[i]
+		b.EventsPerS = median(b.RepEventsPerS)
+		b.P50Ms, b.P99Ms = percentileMs(baseLats[i], 50), percentileMs(baseLats[i], 99)
+		if b.EventsPerS > 0 {
+			ratio := r.EventsPerS / b.EventsPerS
+			b.Ratio = &ratio
 		}
 	}
 	if plan.Notes != nil {

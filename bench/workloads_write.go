@@ -39,7 +39,7 @@ func writeWorkloads() []Workload {
 		Workload{Name: "insert-indexed/batch100", Group: "indexed", Writers: 1, Quick: true, Prepare: prepareIndexedInsert(100)},
 	)
 	for _, n := range []int{1, 8, 32} {
-		register(Workload{Name: "appendif/distinct/w" + strconv.Itoa(n), Group: "appendif", Writers: n, Quick: true, Prepare: prepareAppendIfDistinct})
+		register(Workload{Name: "appendif/distinct/w" + strconv.Itoa(n), Group: "appendif", Writers: n, Quick: true, Prepare: prepareAppendIfDistinct(n)})
 	}
 	register(
 		Workload{Name: "appendif/contended/w8", Group: "contended", Writers: 8, Quick: true, Prepare: prepareContended},
@@ -106,25 +106,28 @@ func insertBatch(env *Env, table string, size int) OpFunc {
 	}
 }
 
+// appendOp is Append of size bench events on st.
+func appendOp(st *eventstore.Store, size int) OpFunc {
+	return func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
+		evs := make([]eventstore.Event, size)
+		for i := range evs {
+			evs[i] = benchEvent(w, seq*int64(size)+int64(i))
+		}
+		res, err := st.Append(ctx, evs)
+		if err != nil {
+			return 0, err
+		}
+		if len(res.Positions) != size {
+			return 0, fmt.Errorf("append returned %d positions for %d events", len(res.Positions), size)
+		}
+		c.Successes.Add(1)
+		return size, nil
+	}
+}
+
 func prepareAppend(size int) func(context.Context, *Env) (*Plan, error) {
 	return func(_ context.Context, env *Env) (*Plan, error) {
-		p := &Plan{
-			Op: func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
-				evs := make([]eventstore.Event, size)
-				for i := range evs {
-					evs[i] = benchEvent(w, seq*int64(size)+int64(i))
-				}
-				res, err := env.Store.Append(ctx, evs)
-				if err != nil {
-					return 0, err
-				}
-				if len(res.Positions) != size {
-					return 0, fmt.Errorf("append returned %d positions for %d events", len(res.Positions), size)
-				}
-				c.Successes.Add(1)
-				return size, nil
-			},
-		}
+		p := &Plan{Op: appendOp(env.Store, size)}
 		if size == 1 {
 			p.Floor, p.FloorName = floorInsert1(env, nil), "INSERT 1 row"
 		} else {
@@ -169,39 +172,51 @@ var errNoConflictExpected = errors.New("SELF-CHECK FAILED: unexpected condition 
 // prepareAppendIfDistinct: every writer decides on its own boundary (tag
 // writer=<w>), with the cursor of its previous append as the decision: the
 // check runs (exclusive key lock, index probe) but can never fail.
-func prepareAppendIfDistinct(_ context.Context, env *Env) (*Plan, error) {
+func prepareAppendIfDistinct(writers int) func(context.Context, *Env) (*Plan, error) {
+	return func(_ context.Context, env *Env) (*Plan, error) {
+		return &Plan{
+			Op:        appendIfDistinctOp(env.Store, writers, 0),
+			Floor:     floorInsert1(env, nil),
+			FloorName: "INSERT 1 row",
+			Check:     checkNoConflict,
+		}, nil
+	}
+}
+
+// appendIfDistinctOp is the operation of prepareAppendIfDistinct on st for
+// up to writers writers: writer w decides on boundary writer=<base+w> (ops
+// on one schema with distinct bases never meet).
+func appendIfDistinctOp(st *eventstore.Store, writers, base int) OpFunc {
 	type state struct {
 		q   query.Query
 		cur *cursor.Cursor
 	}
-	var states [64]state // one per writer; each touched by its writer only
-	return &Plan{
-		Op: func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
-			st := &states[w]
-			if seq == 0 {
-				st.q = query.Tagged([]string{appendedType}, "writer="+strconv.Itoa(w))
-			}
-			res, err := env.Store.AppendIf(ctx, []eventstore.Event{benchEvent(w, seq)}, appendif.FailIf(st.q, st.cur))
-			if errors.Is(err, pgdcb.ErrConditionFailed) {
-				c.Conflicts.Add(1)
-				return 0, fmt.Errorf("%w: %v", errNoConflictExpected, err)
-			}
-			if err != nil {
-				return 0, err
-			}
-			c.Successes.Add(1)
-			st.cur = &cursor.Cursor{TransactionID: res.TransactionID, Position: res.Positions[0]}
-			return 1, nil
-		},
-		Floor:     floorInsert1(env, nil),
-		FloorName: "INSERT 1 row",
-		Check: func(_ context.Context, c *Counters) error {
-			if n := c.Conflicts.Load(); n != 0 {
-				return fmt.Errorf("%w: %d conflicts", errNoConflictExpected, n)
-			}
-			return nil
-		},
-	}, nil
+	states := make([]state, writers) // one per writer; each touched by its writer only
+	return func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
+		s := &states[w]
+		if seq == 0 {
+			s.q = query.Tagged([]string{appendedType}, "writer="+strconv.Itoa(base+w))
+		}
+		res, err := st.AppendIf(ctx, []eventstore.Event{benchEvent(base+w, seq)}, appendif.FailIf(s.q, s.cur))
+		if errors.Is(err, pgdcb.ErrConditionFailed) {
+			c.Conflicts.Add(1)
+			return 0, fmt.Errorf("%w: %v", errNoConflictExpected, err)
+		}
+		if err != nil {
+			return 0, err
+		}
+		c.Successes.Add(1)
+		s.cur = &cursor.Cursor{TransactionID: res.TransactionID, Position: res.Positions[0]}
+		return 1, nil
+	}
+}
+
+// checkNoConflict is the Check of workloads that cannot conflict.
+func checkNoConflict(_ context.Context, c *Counters) error {
+	if n := c.Conflicts.Load(); n != 0 {
+		return fmt.Errorf("%w: %d conflicts", errNoConflictExpected, n)
+	}
+	return nil
 }
 
 const countedType = "BenchCounted"
