@@ -4,6 +4,12 @@
 // runs many concurrent transfers through it, then checks from the log that no
 // balance ever went negative (replaying in log order) and that the total money
 // is unchanged, and prints the figures.
+//
+// Long runs: every -interval it prints the transfers done, the rate over the
+// interval and since the start, and the conflicts; at the end it prints the
+// rate of each minute and the last minute's rate against the first's (a soak:
+// -wallets 200 -transfers 60000 -clients 64). -snapshots=false decides from
+// the whole history of each wallet, for comparison (docs/SNAPSHOTS.md).
 package main
 
 import (
@@ -40,16 +46,28 @@ func main() {
 	transfers := flag.Int("transfers", 2000, "transfers to attempt")
 	clients := flag.Int("clients", 16, "concurrent HTTP clients")
 	keep := flag.Bool("keep", false, "keep the demo schema")
+	interval := flag.Duration("interval", 5*time.Second, "print progress every interval (0: never)")
+	snapshots := flag.Bool("snapshots", true, "decide from decision snapshots (false: fold each wallet's whole history)")
 	flag.Parse()
-	if *nWallets < 2 || *initial < 2 || *transfers < 1 || *clients < 1 {
-		log.Fatalf("demo: need -wallets >= 2, -initial >= 2, -transfers >= 1 and -clients >= 1")
+	if *nWallets < 2 || *initial < 2 || *transfers < 1 || *clients < 1 || *interval < 0 {
+		log.Fatalf("demo: need -wallets >= 2, -initial >= 2, -transfers >= 1, -clients >= 1 and -interval >= 0")
 	}
-	if err := run(*nWallets, *initial, *transfers, *clients, *keep); err != nil {
+	o := options{nWallets: *nWallets, initial: *initial, nTransfers: *transfers, clients: *clients,
+		keep: *keep, interval: *interval, snapshots: *snapshots}
+	if err := run(o); err != nil {
 		log.Fatalf("demo: %v", err)
 	}
 }
 
-func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error {
+type options struct {
+	nWallets, nTransfers, clients int
+	initial                       int64
+	keep, snapshots               bool
+	interval                      time.Duration
+}
+
+func run(o options) error {
+	nWallets, initial, nTransfers, clients := o.nWallets, o.initial, o.nTransfers, o.clients
 	ctx := context.Background()
 	srv, err := pgserver.Find(ctx, pgserver.Options{EnvVar: pgserver.EnvVar, PreferThrowaway: true})
 	if err != nil {
@@ -74,10 +92,10 @@ func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error 
 	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
 		return err
 	}
-	if !keep {
+	if !o.keep {
 		defer pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
 	}
-	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema, SnapshotsDisabled: !o.snapshots})
 	if err != nil {
 		return err
 	}
@@ -126,8 +144,11 @@ func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error 
 	var ok, insufficient, conflict, other atomic.Int64
 	var next atomic.Int64
 	lat := make([][]time.Duration, clients)
+	ends := make([][]time.Duration, clients) // when each transfer finished, since start
 	var wg sync.WaitGroup
+	cpu0 := cpuTime()
 	start := time.Now()
+	stopProgress := progress(o.interval, start, nTransfers, svc, &ok, &insufficient, &conflict, &other)
 	for c := range clients {
 		wg.Go(func() {
 			for next.Add(1) <= int64(nTransfers) {
@@ -136,6 +157,7 @@ func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error 
 				t0 := time.Now()
 				st, body, err := post("/transfers", wallet.TransferRequest{From: ids[from], To: ids[to], Amount: 1 + rand.Int64N(initial/2)})
 				lat[c] = append(lat[c], time.Since(t0))
+				ends[c] = append(ends[c], time.Since(start))
 				var e wallet.ErrorResponse
 				_ = json.Unmarshal(body, &e)
 				switch {
@@ -154,6 +176,8 @@ func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error 
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
+	cpu := cpuTime() - cpu0
+	stopProgress()
 	after := svc.Executor().Stats()
 
 	// Let the read model catch up, then stop it.
@@ -230,6 +254,15 @@ func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error 
 	fmt.Printf("  commands/s           %.0f\n", float64(nTransfers)/elapsed.Seconds())
 	fmt.Printf("  conflicts            %d (%.1f%% of commands), retries %d\n", conflicts, 100*float64(conflicts)/float64(nTransfers), retries)
 	fmt.Printf("  latency p50 %v  p99 %v\n", pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
+	fmt.Printf("  demo process CPU     %.0f%% of one core (client, HTTP server and store)\n", 100*cpu.Seconds()/elapsed.Seconds())
+	if o.snapshots {
+		st := store.SnapshotStats()
+		fmt.Printf("  decision snapshots   loaded %d, written %d, write failures %d, ignored %d\n",
+			st.Loaded, st.Written, st.WriteFailures, st.IgnoredVersion+st.IgnoredCorrupt+st.IgnoredStale)
+	} else {
+		fmt.Printf("  decision snapshots   off (-snapshots=false)\n")
+	}
+	printMinutes(ends, elapsed)
 	fmt.Printf("\nchecks from the log (%d events replayed in log order):\n", len(evs))
 	fmt.Printf("  no balance ever negative:  %v\n", negatives == 0)
 	fmt.Printf("  total money unchanged:     %v (%d)\n", total == int64(nWallets)*initial, total)
@@ -239,4 +272,71 @@ func run(nWallets int, initial int64, nTransfers, clients int, keep bool) error 
 	}
 	fmt.Println("OK")
 	return nil
+}
+
+// progress prints, every interval, the transfers done, the rate over the
+// interval and since start, and the conflicts; stop ends it.
+func progress(interval time.Duration, start time.Time, total int, svc *wallet.Service, ok, insufficient, conflict, other *atomic.Int64) (stop func()) {
+	if interval <= 0 {
+		return func() {}
+	}
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTicker(interval)
+		defer t.Stop()
+		base := svc.Executor().Stats()
+		prevN, prevT := int64(0), start
+		for {
+			select {
+			case <-done:
+				return
+			case now := <-t.C:
+				n := ok.Load() + insufficient.Load() + conflict.Load() + other.Load()
+				st := svc.Executor().Stats()
+				fmt.Printf("[%6s] %d/%d transfers (%.1f%%)  %.0f/s over the last %v, %.0f/s overall  conflicts %d, retries %d, exhausted %d, errors %d\n",
+					now.Sub(start).Round(time.Second), n, total, 100*float64(n)/float64(total),
+					float64(n-prevN)/now.Sub(prevT).Seconds(), interval, float64(n)/now.Sub(start).Seconds(),
+					st.Conflicts-base.Conflicts, st.Retries-base.Retries, conflict.Load(), other.Load())
+				prevN, prevT = n, now
+			}
+		}
+	})
+	return func() { close(done); wg.Wait() }
+}
+
+// printMinutes prints the transfers per second of each minute of the run and
+// of the last minute against the first (both whole minutes, or the first
+// and last halves of a run shorter than two minutes).
+func printMinutes(ends [][]time.Duration, elapsed time.Duration) {
+	var all []time.Duration
+	for _, e := range ends {
+		all = append(all, e...)
+	}
+	count := func(from, to time.Duration) int {
+		n := 0
+		for _, t := range all {
+			if t >= from && t < to {
+				n++
+			}
+		}
+		return n
+	}
+	if elapsed >= 2*time.Minute {
+		fmt.Printf("  transfers/s by minute:")
+		for m := time.Duration(0); m+time.Minute <= elapsed; m += time.Minute {
+			fmt.Printf(" %.0f", float64(count(m, m+time.Minute))/60)
+		}
+		fmt.Println()
+	}
+	w := min(time.Minute, elapsed/2)
+	if w <= 0 {
+		return
+	}
+	first := float64(count(0, w)) / w.Seconds()
+	last := float64(count(elapsed-w, elapsed+1)) / w.Seconds()
+	if first > 0 {
+		fmt.Printf("  first %v: %.0f transfers/s, last %v: %.0f transfers/s (last/first %.2f)\n",
+			w.Round(time.Second), first, w.Round(time.Second), last, last/first)
+	}
 }

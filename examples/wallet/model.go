@@ -1,20 +1,41 @@
 package wallet
 
 import (
+	"errors"
+
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// State is a wallet's decision state.
+// State is a wallet's decision state. Decisions start from a stored snapshot
+// of it (eventstore.Model.WithSnapshots, docs/SNAPSHOTS.md), so it must
+// survive a JSON round trip: change modelVersion whenever it or the fold
+// changes.
 type State struct {
-	Open    bool
-	Balance int64
-	// Err is set if an event could not be decoded.
-	Err error
+	Open    bool  `json:"open"`
+	Balance int64 `json:"balance"`
+	// Corrupt is the error text of the first event of the wallet that could
+	// not be decoded ("" if none): every decision on the wallet then fails
+	// with CorruptError.
+	Corrupt string `json:"corrupt,omitempty"`
 }
 
-// Model returns the decision model of one wallet.
+// CorruptError returns the error recorded in Corrupt, nil if there is none.
+func (s State) CorruptError() error {
+	if s.Corrupt == "" {
+		return nil
+	}
+	return errors.New(s.Corrupt)
+}
+
+// The decision model's snapshot name and version (see State).
+const (
+	modelName    = "wallet"
+	modelVersion = 1
+)
+
+// Model returns the decision model of one wallet, with snapshots.
 func Model(id string) *eventstore.Model[State] {
 	return eventstore.NewModel(Query(id), State{}, func(s State, ev eventstore.StoredEvent) State {
 		if ev.Type == WalletOpened {
@@ -22,12 +43,12 @@ func Model(id string) *eventstore.Model[State] {
 			return s
 		}
 		d, err := Delta(ev)
-		if err != nil && s.Err == nil {
-			s.Err = err
+		if err != nil && s.Corrupt == "" {
+			s.Corrupt = err.Error()
 		}
 		s.Balance += d
 		return s
-	})
+	}).WithSnapshots(modelName, modelVersion)
 }
 
 // unseen is a Projector that notes, for each cursor of an If-Match

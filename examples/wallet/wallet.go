@@ -125,8 +125,8 @@ func (s *Service) Wallet(ctx context.Context, id string) (View, error) {
 	if err != nil {
 		return View{}, err
 	}
-	if m.State.Err != nil {
-		return View{}, m.State.Err
+	if err := m.State.CorruptError(); err != nil {
+		return View{}, err
 	}
 	if !m.State.Open {
 		return View{}, ErrWalletNotFound
@@ -184,8 +184,8 @@ func (s *Service) single(ctx context.Context, cmdType, evType, id string, amount
 		}
 		st := m.State
 		switch {
-		case st.Err != nil:
-			return nil, cond, st.Err
+		case st.Corrupt != "":
+			return nil, cond, st.CorruptError()
 		case !st.Open:
 			return nil, cond, ErrWalletNotFound
 		case chk.stale():
@@ -236,10 +236,10 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 			return nil, cond, err
 		}
 		switch {
-		case src.State.Err != nil:
-			return nil, cond, src.State.Err
-		case dst.State.Err != nil:
-			return nil, cond, dst.State.Err
+		case src.State.Corrupt != "":
+			return nil, cond, src.State.CorruptError()
+		case dst.State.Corrupt != "":
+			return nil, cond, dst.State.CorruptError()
 		case !src.State.Open:
 			return nil, cond, fmt.Errorf("%w: %s", ErrWalletNotFound, from)
 		case !dst.State.Open:

@@ -14,6 +14,7 @@ import (
 
 	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/commands"
+	"github.com/pgdcb/pgdcb/commands/commandstest"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
@@ -27,7 +28,7 @@ func newService(t testing.TB) *wallet.Service {
 	schema := pgtest.Schema(t)
 	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
 	require.NoError(t, err)
-	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
 	require.NoError(t, err)
 	svc, err := wallet.New(st, &wallet.Config{Commands: &commands.Config{MaxAttempts: 50, BackoffBase: 1, BackoffMax: 2e6}})
 	require.NoError(t, err)
@@ -41,87 +42,177 @@ func logLen(t testing.TB, svc *wallet.Service) int {
 	return len(evs)
 }
 
-func TestOpen(t *testing.T) {
-	ctx := context.Background()
-	svc := newService(t)
-	res, err := svc.Open(ctx, "w1", nil)
+// The domain's rules as given-when-then scenarios (package
+// commands/commandstest). The service takes the PostgreSQL store (its
+// Idempotency-Key locks are advisory locks), so these run on PostgreSQL.
+
+// fixture is a scenario fixture with the service over its store.
+func fixture(t *testing.T) (*commandstest.Fixture, *wallet.Service) {
+	t.Helper()
+	fx := commandstest.New(t, &commandstest.Options{Postgres: true})
+	svc, err := wallet.New(fx.Store().(*eventstore.Store), nil)
 	require.NoError(t, err)
-	require.Equal(t, "w1", res.WalletID)
-	require.Zero(t, res.Balance)
-	_, err = svc.Open(ctx, "w1", nil)
-	require.ErrorIs(t, err, wallet.ErrWalletExists)
-	_, err = svc.Open(ctx, "bad id!", nil)
-	require.ErrorIs(t, err, wallet.ErrInvalidWalletID)
+	return fx, svc
+}
+
+func walletEvent(typ string, d wallet.EventData) eventstore.Event {
+	return eventstore.MustEvent(typ, d, wallet.TagKey+"="+d.WalletID)
+}
+
+func opened(id string) eventstore.Event {
+	return walletEvent(wallet.WalletOpened, wallet.EventData{WalletID: id})
+}
+
+func deposited(id string, amount, balance int64) eventstore.Event {
+	return walletEvent(wallet.MoneyDeposited, wallet.EventData{WalletID: id, Amount: amount, Balance: balance})
+}
+
+func withdrawn(id string, amount, balance int64) eventstore.Event {
+	return walletEvent(wallet.MoneyWithdrawn, wallet.EventData{WalletID: id, Amount: amount, Balance: balance})
+}
+
+func transferred(id uuid.UUID, from, to string, amount, fromBalance, toBalance int64) []eventstore.Event {
+	d := wallet.EventData{Amount: amount, TransferID: id.String(), From: from, To: to}
+	sent, recv := d, d
+	sent.WalletID, sent.Balance = from, fromBalance
+	recv.WalletID, recv.Balance = to, toBalance
+	return []eventstore.Event{walletEvent(wallet.TransferSent, sent), walletEvent(wallet.TransferReceived, recv)}
+}
+
+// outcome adapts a service call to commandstest's WhenFunc.
+func outcome(call func(ctx context.Context) (wallet.Result, error)) func(context.Context) (commands.Outcome, error) {
+	return func(ctx context.Context) (commands.Outcome, error) {
+		res, err := call(ctx)
+		return res.Outcome, err
+	}
+}
+
+func TestOpen(t *testing.T) {
+	fx, svc := fixture(t)
+	fx.Given().WhenFunc(outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Open(ctx, "w1", nil) })).
+		Then(opened("w1"))
+	fx.Given().WhenFunc(outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Open(ctx, "w1", nil) })).
+		ThenError(wallet.ErrWalletExists)
+	fx.Given().WhenFunc(outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Open(ctx, "bad id!", nil) })).
+		ThenError(wallet.ErrInvalidWalletID)
+
+	ctx := context.Background()
 	v, err := svc.Wallet(ctx, "w1")
 	require.NoError(t, err)
 	require.Zero(t, v.Balance)
 	_, err = svc.Wallet(ctx, "nope")
 	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
-	require.Equal(t, 1, logLen(t, svc))
 }
 
 func TestDepositAndWithdraw(t *testing.T) {
-	ctx := context.Background()
-	svc := newService(t)
-	_, err := svc.Open(ctx, "w1", nil)
-	require.NoError(t, err)
-	res, err := svc.Deposit(ctx, "w1", 100, nil)
-	require.NoError(t, err)
-	require.EqualValues(t, 100, res.Balance)
-	res, err = svc.Withdraw(ctx, "w1", 30, nil)
-	require.NoError(t, err)
-	require.EqualValues(t, 70, res.Balance)
-
-	n := logLen(t, svc)
-	for _, amt := range []int64{0, -5} {
-		_, err = svc.Deposit(ctx, "w1", amt, nil)
-		require.ErrorIs(t, err, wallet.ErrInvalidAmount)
-		_, err = svc.Withdraw(ctx, "w1", amt, nil)
-		require.ErrorIs(t, err, wallet.ErrInvalidAmount)
+	deposit := func(svc *wallet.Service, id string, amount int64) func(context.Context) (commands.Outcome, error) {
+		return outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Deposit(ctx, id, amount, nil) })
 	}
-	_, err = svc.Withdraw(ctx, "w1", 71, nil)
-	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
-	_, err = svc.Deposit(ctx, "ghost", 1, nil)
-	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
-	_, err = svc.Withdraw(ctx, "ghost", 1, nil)
-	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
-	_, err = svc.Deposit(ctx, "w1", math.MaxInt64, nil)
-	require.ErrorIs(t, err, wallet.ErrInvalidAmount)
-	require.Equal(t, n, logLen(t, svc), "rejections append nothing")
-
-	v, err := svc.Wallet(ctx, "w1")
-	require.NoError(t, err)
-	require.EqualValues(t, 70, v.Balance)
+	withdraw := func(svc *wallet.Service, id string, amount int64) func(context.Context) (commands.Outcome, error) {
+		return outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Withdraw(ctx, id, amount, nil) })
+	}
+	for name, tc := range map[string]struct {
+		given []eventstore.Event
+		when  func(svc *wallet.Service) func(context.Context) (commands.Outcome, error)
+		then  []eventstore.Event
+		err   error
+	}{
+		"deposit": {[]eventstore.Event{opened("w1")},
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return deposit(svc, "w1", 100)
+			},
+			[]eventstore.Event{deposited("w1", 100, 100)}, nil},
+		"withdraw": {[]eventstore.Event{opened("w1"), deposited("w1", 100, 100)},
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return withdraw(svc, "w1", 30)
+			},
+			[]eventstore.Event{withdrawn("w1", 30, 70)}, nil},
+		"withdraw everything": {[]eventstore.Event{opened("w1"), deposited("w1", 100, 100), withdrawn("w1", 30, 70)},
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return withdraw(svc, "w1", 70)
+			},
+			[]eventstore.Event{withdrawn("w1", 70, 0)}, nil},
+		"overdraft": {[]eventstore.Event{opened("w1"), deposited("w1", 100, 100), withdrawn("w1", 30, 70)},
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return withdraw(svc, "w1", 71)
+			},
+			nil, wallet.ErrInsufficientFunds},
+		"deposit zero": {[]eventstore.Event{opened("w1")},
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return deposit(svc, "w1", 0)
+			},
+			nil, wallet.ErrInvalidAmount},
+		"withdraw a negative amount": {[]eventstore.Event{opened("w1")},
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return withdraw(svc, "w1", -5)
+			},
+			nil, wallet.ErrInvalidAmount},
+		"deposit to an unknown wallet": {nil,
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return deposit(svc, "ghost", 1)
+			},
+			nil, wallet.ErrWalletNotFound},
+		"withdraw from an unknown wallet": {nil,
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return withdraw(svc, "ghost", 1)
+			},
+			nil, wallet.ErrWalletNotFound},
+		"balance overflow": {[]eventstore.Event{opened("w1"), deposited("w1", 1, 1)},
+			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
+				return deposit(svc, "w1", math.MaxInt64)
+			},
+			nil, wallet.ErrInvalidAmount},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fx, svc := fixture(t)
+			sc := fx.Given(tc.given...).WhenFunc(tc.when(svc))
+			if tc.err != nil {
+				sc.ThenError(tc.err)
+				return
+			}
+			sc.Then(tc.then...)
+		})
+	}
 }
 
 func TestTransfer(t *testing.T) {
-	ctx := context.Background()
-	svc := newService(t)
-	for _, id := range []string{"a", "b"} {
-		_, err := svc.Open(ctx, id, nil)
-		require.NoError(t, err)
+	id := uuid.New()
+	transfer := func(svc *wallet.Service, from, to string, amount int64) func(context.Context) (commands.Outcome, error) {
+		return outcome(func(ctx context.Context) (wallet.Result, error) {
+			return svc.Transfer(ctx, from, to, amount, &wallet.Options{CommandID: id})
+		})
 	}
-	_, err := svc.Deposit(ctx, "a", 100, nil)
-	require.NoError(t, err)
-	res, err := svc.Transfer(ctx, "a", "b", 60, nil)
-	require.NoError(t, err)
-	require.EqualValues(t, 40, res.Balance)
-	require.EqualValues(t, 60, res.ToBalance)
-	require.Len(t, res.Outcome.Events, 2)
-	require.Equal(t, res.Outcome.Events[0].TransactionID, res.Outcome.Events[1].TransactionID)
+	given := []eventstore.Event{opened("a"), opened("b"), deposited("a", 100, 100), deposited("b", 5, 5)}
 
-	n := logLen(t, svc)
-	_, err = svc.Transfer(ctx, "a", "b", 41, nil)
-	require.ErrorIs(t, err, wallet.ErrInsufficientFunds)
-	_, err = svc.Transfer(ctx, "a", "a", 1, nil)
-	require.ErrorIs(t, err, wallet.ErrSameWallet)
-	_, err = svc.Transfer(ctx, "a", "ghost", 1, nil)
-	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
-	_, err = svc.Transfer(ctx, "ghost", "a", 1, nil)
-	require.ErrorIs(t, err, wallet.ErrWalletNotFound)
-	_, err = svc.Transfer(ctx, "a", "b", 0, nil)
-	require.ErrorIs(t, err, wallet.ErrInvalidAmount)
-	require.Equal(t, n, logLen(t, svc))
+	fx, svc := fixture(t)
+	out := fx.Given(given...).WhenFunc(transfer(svc, "a", "b", 60)).Then(transferred(id, "a", "b", 60, 40, 65)...)
+	require.Equal(t, out.Events[0].TransactionID, out.Events[1].TransactionID, "one transaction")
+
+	for name, tc := range map[string]struct {
+		from, to string
+		amount   int64
+		err      error
+	}{
+		"overdraft":         {"a", "b", 101, wallet.ErrInsufficientFunds},
+		"same wallet":       {"a", "a", 1, wallet.ErrSameWallet},
+		"unknown target":    {"a", "ghost", 1, wallet.ErrWalletNotFound},
+		"unknown source":    {"ghost", "a", 1, wallet.ErrWalletNotFound},
+		"zero":              {"a", "b", 0, wallet.ErrInvalidAmount},
+		"invalid wallet id": {"a", "b c", 1, wallet.ErrInvalidWalletID},
+	} {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			fx, svc := fixture(t)
+			fx.Given(given...).WhenFunc(transfer(svc, tc.from, tc.to, tc.amount)).ThenError(tc.err)
+		})
+	}
+	t.Run("target would overflow", func(t *testing.T) {
+		t.Parallel()
+		fx, svc := fixture(t)
+		fx.Given(opened("a"), opened("b"), deposited("a", 1, 1), deposited("b", math.MaxInt64, math.MaxInt64)).
+			WhenFunc(transfer(svc, "a", "b", 1)).ThenError(wallet.ErrInvalidAmount)
+	})
 }
 
 func TestIfMatch(t *testing.T) {
