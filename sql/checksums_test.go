@@ -3,6 +3,7 @@ package sql_test
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -17,7 +18,7 @@ import (
 
 // Every numbered migration's text is pinned in checksums.txt: editing one
 // that has run somewhere leaves those databases without the edit (it
-// happened to migration 6). A change is a new migration.
+// happened to a pre-release migration, since squashed). A change is a new migration.
 func TestMigrationTextsNeverChange(t *testing.T) {
 	f, err := os.Open("checksums.txt")
 	require.NoError(t, err)
@@ -72,11 +73,34 @@ func TestCheckCurrentReportsDrift(t *testing.T) {
 	require.NoError(t, err)
 	err = pgdcbsql.CheckCurrent(ctx, pool, schema)
 	require.ErrorIs(t, err, pgdcb.ErrMigrationDrift)
-	require.ErrorContains(t, err, "006_append_arrays")
+	require.ErrorContains(t, err, "006_runstore")
 
 	// Migrating again changes nothing and keeps reporting it.
 	done, err := pgdcbsql.Migrate(ctx, pool, schema)
 	require.NoError(t, err)
 	require.Empty(t, done)
 	require.ErrorIs(t, pgdcbsql.CheckCurrent(ctx, pool, schema), pgdcb.ErrMigrationDrift)
+}
+
+// A schema that has applied a step this library does not have (a newer
+// pgdcb's, or a pre-release step since squashed) is refused before anything
+// is applied, rather than migrated halfway on top of another schema.
+func TestMigrateRefusesUnknownSteps(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := pgdcbsql.Migrate(ctx, pool, schema)
+	require.NoError(t, err)
+	q, err := pgdcbsql.Quote(schema)
+	require.NoError(t, err)
+	unknown := pgdcbsql.LatestVersion() + 1
+	_, err = pool.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name) VALUES ($1, 'from_elsewhere')", unknown)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "DELETE FROM "+q+".schema_migrations WHERE version = $1", pgdcbsql.LatestVersion())
+	require.NoError(t, err)
+
+	done, err := pgdcbsql.Migrate(ctx, pool, schema)
+	require.ErrorIs(t, err, pgdcb.ErrMigrationDrift)
+	require.ErrorContains(t, err, fmt.Sprint(unknown))
+	require.Empty(t, done, "nothing applied on top of an unknown step")
 }

@@ -194,6 +194,9 @@ func applyPending(ctx context.Context, db execQuerier, q string, apply func(Migr
 	if err != nil {
 		return nil, err
 	}
+	if err := unknownSteps(q, applied); err != nil {
+		return nil, err
+	}
 	var done []int
 	for _, m := range Migrations() {
 		if _, ok := applied[m.Version]; ok {
@@ -205,6 +208,29 @@ func applyPending(ctx context.Context, db execQuerier, q string, apply func(Migr
 		done = append(done, m.Version)
 	}
 	return done, nil
+}
+
+// unknownSteps refuses a schema that has applied a step this library does
+// not have: a newer pgdcb migrated it, or a pre-release one whose steps were
+// since squashed into the current ones (applying these on top would fail
+// halfway or leave a mixed schema).
+func unknownSteps(q string, applied map[int]appliedStep) error {
+	known := map[int]bool{}
+	for _, m := range Migrations() {
+		known[m.Version] = true
+	}
+	var unknown []int
+	for v := range applied {
+		if !known[v] {
+			unknown = append(unknown, v)
+		}
+	}
+	if len(unknown) == 0 {
+		return nil
+	}
+	sort.Ints(unknown)
+	return fmt.Errorf("%w: schema %s has applied step(s) %v, which this library does not have (migrated by a newer pgdcb, or by a pre-release one whose migrations were squashed): migrate a new schema and copy the log with `pgdcb export` / `pgdcb import`",
+		pgdcb.ErrMigrationDrift, q, unknown)
 }
 
 // Script returns the SQL that migrates a schema from step after (0: from

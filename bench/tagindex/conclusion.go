@@ -239,7 +239,7 @@ func (rep *Report) surprises(b *strings.Builder, s *sizeResult) {
 	}
 	for _, w := range []string{"check/recent/hit", "check/recent/old-tag", "check/recent/absent"} {
 		if t := planJIT(planOf(s, w, "GIN generic plan")); t != "" {
-			out = append(out, fmt.Sprintf("JIT: the recent check's generic plan at %s events scans the same few buffers as the custom plan but spends %s per call compiling it (`jit = on`, estimated cost above `jit_above_cost`). Any store statement that ends up on a generic plan with a large estimated cost pays this; the custom plans stay below the threshold. Migration 006 (committed while this ran) forces generic plans in append_events, and its recent check with in-progress transactions at the decision is this very statement: at this size it would pay the JIT compile on every such append unless JIT is off for it.", humanCount(s.N), strings.TrimPrefix(t, "JIT ")))
+			out = append(out, fmt.Sprintf("JIT: the recent check's generic plan at %s events scans the same few buffers as the custom plan but spends %s per call compiling it (`jit = on`, estimated cost above `jit_above_cost`). Any store statement that ends up on a generic plan with a large estimated cost pays this; the custom plans stay below the threshold. The second form of append_events (committed while this ran) forces generic plans in append_events, and its recent check with in-progress transactions at the decision is this very statement: at this size it would pay the JIT compile on every such append unless JIT is off for it.", humanCount(s.N), strings.TrimPrefix(t, "JIT ")))
 			break
 		}
 	}

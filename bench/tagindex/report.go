@@ -182,7 +182,7 @@ func (rep *Report) method(b *strings.Builder) {
   the table) and ` + "`shard=g%%16`" + `, of type ` + "`Opened`" + ` when g%%10 = 0, else ` + "`Deposited`" + `; data
   ` + "`{\"amount\": g%%100}`" + `. The tables are filled first and indexed afterwards (the primary key too), then
   ` + "`VACUUM ANALYZE`" + `; the load session has ` + "`maintenance_work_mem = 1GB`" + `. Each step is timed.
-- **GIN** is the store's ` + "`events`" + ` table exactly as in sql/migrations/001_core.sql (same columns, constraint and
+- **GIN** is the store's ` + "`events`" + ` table exactly as in sql/migrations/001_events.sql (same columns, constraint and
   indexes: ` + "`events_pkey`" + `, ` + "`events_log_order (transaction_id, position)`" + `, ` + "`events_tags`" + ` = GIN (tags) WITH
   (fastupdate = off), ` + "`events_type_log_order (type, transaction_id, position)`" + `, ` + "`events_event_id`" + ` unique
   partial), without the append-only triggers.
@@ -199,7 +199,7 @@ func (rep *Report) method(b *strings.Builder) {
 - **The store's statements, reproduced for GIN.** Reads are eventstore/read.go's ` + "`readSQL`" + ` verbatim: the snapshot
   and the head of the log (one row) left-joined to the matching events, so both variants also pay the head lookup;
   ` + "`ReadLast`" + ` is its fenced form (` + "`OFFSET 0`" + ` subquery, then top-1). The checks are ` + "`first_unseen_match`" + ` of
-  sql/migrations/002_append_function.sql (migration 006 has since replaced it; see the surprises): with a recent cursor the cached statement over the ` + "`events_log_order`" + `
+  the first, pre-release form of append_events (since replaced; see the surprises): with a recent cursor the cached statement over the ` + "`events_log_order`" + `
   ranges since the cursor with the tag test written ` + "`IS TRUE`" + ` (so it uses no tag index); without a cursor the
   statement it builds and runs with ` + "`EXECUTE`" + ` (planned per call with the real tag: here pgx's unnamed statement,
   parsed and planned at every call). Both under ` + "`enable_seqscan = off`" + `, as the function sets it. BTREE gets the

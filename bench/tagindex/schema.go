@@ -20,7 +20,7 @@ type Variant int
 
 const (
 	// GIN is the store as it is: events with every index of
-	// sql/migrations/001_core.sql, events_tags = GIN (tags).
+	// sql/migrations/001_events.sql, events_tags = GIN (tags).
 	GIN Variant = iota
 	// BTREE is the same events table without events_tags, plus a derived
 	// table event_tags(tag, transaction_id, position) with a B-tree primary
@@ -38,7 +38,7 @@ func (v Variant) String() string {
 // entityEvents is the number of events per entity tag (loadEvents' shape).
 const entityEvents = 50
 
-// eventsTable is the events table of sql/migrations/001_core.sql, without the
+// eventsTable is the events table of sql/migrations/001_events.sql, without the
 // primary key (added after the bulk load, as events_pkey, the name the inline
 // constraint gets) and without the append-only triggers.
 const eventsTable = `CREATE TABLE %[1]s.events (

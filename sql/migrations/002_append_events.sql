@@ -1,12 +1,17 @@
--- append_events, second form: the same steps and guarantees as in migration 2
--- (see its comments, DESIGN.md §2 and docs/CONCURRENCY.md), cheaper per call.
+-- append_events: the whole append (key locks, idempotency check, condition
+-- check, insert) in one server call, one round trip. Called only by package
+-- eventstore, which computes the lock keys; docs/CONCURRENCY.md says why each
+-- step is where it is. It runs as its owner (SECURITY DEFINER, with a fixed
+-- search_path), so an application role appends with EXECUTE on it and no
+-- privilege on events but SELECT (sql.Grant; docs/SECURITY.md).
+--
 -- Server CPU per call (user time of the backend from log_statement_stats,
 -- pgbench, one event with one tag, synchronous_commit off, 3000 calls, two
 -- runs): INSERT into an unindexed table 50-66 us; the same INSERT into events
--- with its indexes 82-85 us; migration 2's append 155-187 us unconditional and
--- 248-268 us with a one-tag check without cursor (most of the check's cost in
--- a nested PL/pgSQL call, a jsonb query decoded into records and a statement
--- planned at every call); this form 113-128 us and 138-161 us. Here:
+-- with its indexes 82-85 us; an earlier form of this function (a jsonb query
+-- decoded into records, the check in a nested PL/pgSQL call planned at every
+-- call) 155-187 us unconditional and 248-268 us with a one-tag check without
+-- cursor; this form 113-128 us and 138-161 us. Here:
 --   * the queries come as arrays (one entry per item, its types and tags
 --     flattened), not jsonb;
 --   * the check runs inline, in a function that carries SET enable_seqscan =
@@ -20,11 +25,7 @@
 --   * cached statements always use their generic plan (see the SET below);
 --   * a key lock is an assignment, not a PERFORM statement;
 --   * a batch of one event is inserted with a plain VALUES row.
-DROP FUNCTION {{schema}}.append_events(text[], integer[], text[], jsonb[], jsonb[], uuid[],
-    bigint[], boolean[], jsonb, jsonb, xid8, bigint, pg_snapshot);
-DROP FUNCTION {{schema}}.first_unseen_match(jsonb, boolean, xid8, bigint, xid8[]);
-
--- Events are passed column-wise as before: tags of event i are
+-- Events are passed column-wise: tags of event i are
 -- p_tags[s(i-1)+1 : s(i)] where s(i) is the running sum of p_tag_counts.
 --
 -- Checks are passed as items, one entry per item in each p_item_* array:
@@ -79,6 +80,8 @@ SET plan_cache_mode = force_generic_plan
 -- whole range), which at 10M events passes jit_above_cost, and every call then
 -- spent about 5 ms compiling a plan that reads 5 buffers (docs/TAGINDEX.md).
 SET jit = off
+SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     i        integer;
@@ -269,3 +272,7 @@ BEGIN
     -- through its commit (and WAL flush), which serialised 8 writers to 0.17x of
     -- the INSERT floor. The Go side notifies after commit, coalesced.
 END $$;
+
+-- Functions are EXECUTE-able by PUBLIC by default; sql.Grant grants it to the
+-- application role.
+REVOKE ALL ON FUNCTION {{schema}}.append_events FROM PUBLIC;

@@ -14,8 +14,8 @@
 --      A member whose check fails writes nothing;
 --   4. per member: status 'ok' | 'idempotent' | 'condition'.
 -- The check statements and their index-friendly shapes are those of
--- append_events (migration 6, see its comments for the plans and the SET
--- clauses below).
+-- append_events (see its comments for the plans and the SET clauses
+-- below).
 --
 -- Events of all members are passed column-wise, concatenated in member order;
 -- member m has p_member_events[m] events. Check items likewise, member m has

@@ -29,30 +29,3 @@ CREATE TABLE {{schema}}.decision_snapshot_epoch (
     epoch bigint  NOT NULL
 );
 INSERT INTO {{schema}}.decision_snapshot_epoch (epoch) VALUES (0);
-
--- Retention (migration 8's function) now also drops every decision snapshot,
--- since any of them may cover a deleted event, and bumps the epoch. It first
--- locks decision_snapshots against writers: a snapshot write in progress
--- finishes first (and is then deleted here); one that starts later waits for
--- this transaction and then sees the new epoch, so it writes nothing.
-CREATE OR REPLACE FUNCTION {{schema}}.delete_events_tagged(p_tag text) RETURNS bigint
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    n bigint;
-BEGIN
-    LOCK TABLE {{schema}}.decision_snapshots IN SHARE ROW EXCLUSIVE MODE;
-    PERFORM set_config('pgdcb.allow_delete', 'on', true);
-    -- events_tags (GIN) finds the rows.
-    DELETE FROM {{schema}}.events WHERE tags @> ARRAY[p_tag];
-    GET DIAGNOSTICS n = ROW_COUNT;
-    PERFORM set_config('pgdcb.allow_delete', 'off', true);
-    IF n > 0 THEN
-        UPDATE {{schema}}.decision_snapshot_epoch SET epoch = epoch + 1;
-        DELETE FROM {{schema}}.decision_snapshots;
-    END IF;
-    RETURN n;
-END $$;
-REVOKE ALL ON FUNCTION {{schema}}.delete_events_tagged FROM PUBLIC;
