@@ -1,0 +1,28 @@
+// Package effects executes side effects recorded as events: a per-effect
+// queue on the event store, with leases, retries, poison effects and FIFO
+// order per session (docs/EFFECTS.md).
+//
+// An effect is requested once per dedupe key ([Queue.Request]): an
+// effect_requested event appended with an AppendIf whose idempotency query is
+// "an event tagged effect_dedupe=<key>", so the same effect is never created
+// twice. Workers ([NewWorker], [Worker.Run]) claim an effect by appending
+// effect_started with an AppendIf conditioned on the session's events since
+// their read, so two workers never both hold it; the claim carries a lease,
+// extended (effect_lease_extended) while the handler runs.
+// The registered [Handler] runs; success appends effect_completed, an error
+// appends effect_failed and the effect is retried with capped exponential
+// backoff until Config.MaxAttempts, after which it is failed for good (a
+// poison effect). Completion and failure are appended only if nothing
+// happened to the effect since the worker's read, so an effect is completed
+// at most once even when its lease expired and another worker took it over.
+//
+// Every effect event is tagged effect_id=<id> and effect_session=<session>;
+// an effect's state is the fold of its events ([Queue.Effect]). Within a
+// session an effect starts only after the previous one finished (completed
+// or failed for good); sessions run in parallel.
+//
+// Handlers run at least once; an effect's completion is recorded exactly
+// once. A handler runs a second time only when a lease expired (its worker
+// died or could not extend it); handlers with external side effects should be
+// idempotent on the effect's ID.
+package effects

@@ -1,0 +1,9 @@
+package effects_test
+
+import (
+	"testing"
+
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }

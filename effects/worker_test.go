@@ -1,0 +1,507 @@
+package effects_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/effects"
+	"github.com/pgdcb/pgdcb/eventstore"
+)
+
+// ledger is a handler's own idempotency check: what ran, per effect and per
+// session, and whether two effects of a session ever ran at once.
+type ledger struct {
+	mu        sync.Mutex
+	runs      map[string]int    // handler runs per effect id
+	completed map[string]int    // successful runs per effect id
+	order     map[string][]int  // per session: seq of each successful run
+	running   map[string]string // per session: effect id running now
+	overlaps  []string          // sessions that ran two effects at once
+	attempts  map[string][]int  // per effect: attempt of each run
+}
+
+func newLedger() *ledger {
+	return &ledger{runs: map[string]int{}, completed: map[string]int{}, order: map[string][]int{},
+		running: map[string]string{}, attempts: map[string][]int{}}
+}
+
+type payload struct {
+	Seq int `json:"seq"`
+}
+
+// handler records the run; it fails when fail says so.
+func (l *ledger) handler(work time.Duration, fail func(effects.Effect) error) effects.Handler {
+	return func(ctx context.Context, e effects.Effect) error {
+		l.mu.Lock()
+		l.runs[e.ID]++
+		l.attempts[e.ID] = append(l.attempts[e.ID], e.Attempts)
+		if other, busy := l.running[e.Session]; busy && other != e.ID {
+			l.overlaps = append(l.overlaps, fmt.Sprintf("%s: %s while %s", e.Session, e.ID, other))
+		}
+		l.running[e.Session] = e.ID
+		l.mu.Unlock()
+		defer func() {
+			l.mu.Lock()
+			delete(l.running, e.Session)
+			l.mu.Unlock()
+		}()
+		if work > 0 {
+			time.Sleep(work)
+		}
+		if fail != nil {
+			if err := fail(e); err != nil {
+				return err
+			}
+		}
+		var p payload
+		if err := json.Unmarshal(e.Payload, &p); err != nil {
+			return err
+		}
+		l.mu.Lock()
+		l.completed[e.ID]++
+		l.order[e.Session] = append(l.order[e.Session], p.Seq)
+		l.mu.Unlock()
+		return nil
+	}
+}
+
+// requestMany requests perSession effects in each of sessions sessions, seq
+// 0.. in each; it returns the ids by session, in order.
+func requestMany(t testing.TB, q *effects.Queue, typ string, sessions, perSession int) map[string][]string {
+	t.Helper()
+	ids := map[string][]string{}
+	for i := range perSession {
+		for s := range sessions {
+			session := fmt.Sprintf("session-%d", s)
+			p, _ := json.Marshal(payload{Seq: i})
+			id, created, err := q.Request(context.Background(), effects.Request{Type: typ, Session: session,
+				DedupeKey: fmt.Sprintf("%s/%d", session, i), Payload: p})
+			require.NoError(t, err)
+			require.True(t, created)
+			ids[session] = append(ids[session], id)
+		}
+	}
+	return ids
+}
+
+// TestEightWorkersOneKilledMidEffect: every effect is completed exactly once
+// (one effect_completed event, one successful handler run), in session order,
+// although one worker is killed while its handler runs.
+func TestEightWorkersOneKilledMidEffect(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	q := newQueue(t, s)
+	const sessions, perSession = 6, 8
+	ids := requestMany(t, q, "job", sessions, perSession)
+	l := newLedger()
+	cfg := func(h effects.Handler) *effects.Config {
+		return &effects.Config{Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
+			Handlers: map[string]effects.Handler{"job": h}}
+	}
+
+	// The victim: its first effect blocks until the worker is killed, and
+	// does not complete.
+	var victimEffect atomic.Value
+	inHandler := make(chan struct{})
+	victim, err := effects.NewWorker(s, cfg(func(ctx context.Context, e effects.Effect) error {
+		victimEffect.Store(e.ID)
+		close(inHandler)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	require.NoError(t, err)
+	vctx, kill := context.WithCancel(ctx)
+	verr := make(chan error, 1)
+	go func() { verr <- victim.Run(vctx) }()
+	select {
+	case <-inHandler:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the victim never ran an effect")
+	}
+
+	workers := []*effects.Worker{}
+	for range 7 {
+		w, err := effects.NewWorker(s, cfg(l.handler(time.Millisecond, nil)))
+		require.NoError(t, err)
+		workers = append(workers, w)
+	}
+	stop := startWorkers(t, workers...)
+	kill()
+	require.ErrorIs(t, <-verr, context.Canceled)
+
+	waitCounts(t, q, sessions*perSession, 0, 2*time.Minute)
+	stop()
+
+	var total effects.Stats
+	for _, w := range workers {
+		total = total.Add(w.Stats())
+	}
+	require.Equal(t, int64(sessions*perSession), total.Executed, "stats: %+v", total)
+	require.GreaterOrEqual(t, total.LeaseTakeovers, int64(1), "the victim's lease was taken over: %+v", total)
+	require.Equal(t, int64(1), victim.Stats().Claims)
+	require.Zero(t, victim.Stats().Executed)
+
+	killed := victimEffect.Load().(string)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(t, l.overlaps, "two effects of a session ran at once")
+	for session, list := range ids {
+		seqs := make([]int, perSession)
+		for i := range seqs {
+			seqs[i] = i
+		}
+		require.Equal(t, seqs, l.order[session], "order of session %s", session)
+		for _, id := range list {
+			require.Equal(t, 1, l.completed[id], "effect %s completed by its handler", id)
+			require.Equal(t, 1, countEvents(t, s, effects.TypeCompleted, id), "effect_completed events of %s", id)
+			e, err := q.Effect(ctx, id)
+			require.NoError(t, err)
+			require.Equal(t, effects.StateCompleted, e.State)
+			if id == killed {
+				require.Equal(t, 2, e.Attempts, "the killed effect's next attempt completed it")
+				require.Equal(t, 2, countEvents(t, s, effects.TypeStarted, id))
+			} else if l.runs[id] > 1 {
+				// A second run is allowed only after a lease expired.
+				require.Greater(t, e.Attempts, 1, "effect %s ran %d times without a takeover", id, l.runs[id])
+			}
+		}
+	}
+}
+
+// TestSessionOrderUnderEightWorkers: with handlers of varying length, each
+// session's effects run one at a time and in request order.
+func TestSessionOrderUnderEightWorkers(t *testing.T) {
+	s := newStore(t)
+	q := newQueue(t, s)
+	const sessions, perSession = 4, 10
+	ids := requestMany(t, q, "job", sessions, perSession)
+	l := newLedger()
+	var n atomic.Int64
+	h := l.handler(0, func(effects.Effect) error {
+		time.Sleep(time.Duration(n.Add(1)%4) * time.Millisecond)
+		return nil
+	})
+	var ws []*effects.Worker
+	for range 8 {
+		w, err := effects.NewWorker(s, &effects.Config{PollInterval: 100 * time.Millisecond, Handlers: map[string]effects.Handler{"job": h}})
+		require.NoError(t, err)
+		ws = append(ws, w)
+	}
+	stop := startWorkers(t, ws...)
+	waitCounts(t, q, sessions*perSession, 0, 2*time.Minute)
+	stop()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	require.Empty(t, l.overlaps)
+	for session, list := range ids {
+		want := make([]int, perSession)
+		for i := range want {
+			want[i] = i
+		}
+		require.Equal(t, want, l.order[session], "session %s", session)
+		for _, id := range list {
+			require.Equal(t, 1, l.runs[id], "no lease expired: one run of %s", id)
+		}
+	}
+}
+
+// TestPoisonEffectFailsWithoutBlockingOtherSessions: an effect whose handler
+// always fails is retried, then failed for good with the last error; the
+// other sessions run meanwhile, and its own session's next effect runs after.
+func TestPoisonEffectFailsWithoutBlockingOtherSessions(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	q := newQueue(t, s)
+	poison, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "sick", DedupeKey: "poison", Payload: json.RawMessage(`{"seq":0}`)})
+	require.NoError(t, err)
+	after, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "sick", DedupeKey: "after", Payload: json.RawMessage(`{"seq":1}`)})
+	require.NoError(t, err)
+	requestMany(t, q, "job", 3, 3)
+
+	l := newLedger()
+	var healthyDone atomic.Int64
+	var poisonFinal atomic.Bool
+	var healthyBeforePoison atomic.Int64
+	h := l.handler(0, func(e effects.Effect) error {
+		if e.ID == poison {
+			return fmt.Errorf("boom %d", e.Attempts)
+		}
+		if e.Session != "sick" {
+			healthyDone.Add(1)
+			if !poisonFinal.Load() {
+				healthyBeforePoison.Add(1)
+			}
+		}
+		return nil
+	})
+	var ws []*effects.Worker
+	for range 2 {
+		w, err := effects.NewWorker(s, &effects.Config{MaxAttempts: 3, RetryBackoff: 200 * time.Millisecond, MaxBackoff: 400 * time.Millisecond,
+			PollInterval: 50 * time.Millisecond, Handlers: map[string]effects.Handler{"job": h}})
+		require.NoError(t, err)
+		ws = append(ws, w)
+	}
+	stop := startWorkers(t, ws...)
+	waitFor(t, time.Minute, "the poison effect failed", func() (bool, string) {
+		e, err := q.Effect(ctx, poison)
+		require.NoError(t, err)
+		if e.State == effects.StateFailed {
+			poisonFinal.Store(true)
+		}
+		return e.State == effects.StateFailed, fmt.Sprintf("%+v", e)
+	})
+	waitCounts(t, q, 1+3*3, 1, time.Minute)
+	stop()
+
+	e, err := q.Effect(ctx, poison)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateFailed, e.State)
+	require.Equal(t, 3, e.Attempts)
+	require.Equal(t, "boom 3", e.LastError)
+	require.Equal(t, 3, countEvents(t, s, effects.TypeFailed, poison))
+	require.Zero(t, countEvents(t, s, effects.TypeCompleted, poison))
+
+	// The other sessions were not held up by the poison effect's retries.
+	require.Equal(t, int64(9), healthyBeforePoison.Load(), "healthy effects done before the poison effect failed for good")
+	// Its own session waited for it.
+	next, err := q.Effect(ctx, after)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateCompleted, next.State)
+	require.False(t, next.LastAttemptAt.Before(e.FinishedAt), "the next effect of the session started after the poison one failed")
+
+	var total effects.Stats
+	for _, w := range ws {
+		total = total.Add(w.Stats())
+	}
+	require.Equal(t, int64(1), total.Failed)
+	require.Equal(t, int64(2), total.Retried)
+	require.Equal(t, int64(10), total.Executed)
+}
+
+// TestLateResultOfATakenOverLeaseIsNotRecorded: a handler whose lease could
+// not be extended (the append hangs) and that ignores its context finishes
+// after another worker took the effect over and completed it: its success is
+// not recorded a second time.
+func TestLateResultOfATakenOverLeaseIsNotRecorded(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	q := newQueue(t, s)
+	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k", Payload: json.RawMessage(`{"seq":0}`)})
+	require.NoError(t, err)
+	l := newLedger()
+	slowStarted := make(chan struct{})
+	tr := newBlockAppends(effects.TypeLeaseExtended) // its lease cannot be extended
+	release := tr.release
+	traced, err := eventstore.New(s.Pool(), &eventstore.Config{Schema: s.Schema(), Tracer: tr})
+	require.NoError(t, err)
+	slow, err := effects.NewWorker(traced, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": l.handler(0, func(effects.Effect) error {
+			close(slowStarted)
+			<-release // ignores its context on purpose
+			return nil
+		})}})
+	require.NoError(t, err)
+	stopSlow := startWorkers(t, slow)
+	<-slowStarted
+	fast, err := effects.NewWorker(s, &effects.Config{PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": l.handler(0, nil)}})
+	require.NoError(t, err)
+	stopFast := startWorkers(t, fast)
+	waitCounts(t, q, 1, 0, 30*time.Second)
+	close(release)
+	waitFor(t, 30*time.Second, "the slow worker gave up its result", func() (bool, string) {
+		st := slow.Stats()
+		return st.LostLeases == 1, fmt.Sprintf("%+v", st)
+	})
+	stopSlow()
+	stopFast()
+
+	require.Equal(t, 1, countEvents(t, s, effects.TypeCompleted, id))
+	e, err := q.Effect(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 2, e.Attempts)
+	require.Equal(t, fast.ID(), e.Worker)
+	require.Equal(t, int64(1), fast.Stats().LeaseTakeovers)
+	require.Zero(t, slow.Stats().Executed)
+	require.Equal(t, 2, l.runs[id], "ran twice: once per lease")
+}
+
+// blockAppends is a Tracer that holds every append of one event of type typ
+// until release is closed (it never calls the store).
+type blockAppends struct {
+	typ     string
+	held    chan struct{}
+	release chan struct{}
+	once    sync.Once
+}
+
+func newBlockAppends(typ string) *blockAppends {
+	return &blockAppends{typ: typ, held: make(chan struct{}), release: make(chan struct{})}
+}
+
+func (b *blockAppends) TraceAppendStart(ctx context.Context, d eventstore.TraceAppendStartData) context.Context {
+	if len(d.Events) == 1 && d.Events[0].Type == b.typ {
+		b.once.Do(func() { close(b.held) })
+		<-b.release
+	}
+	return ctx
+}
+func (b *blockAppends) TraceAppendEnd(context.Context, eventstore.TraceAppendEndData) {}
+func (b *blockAppends) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
+	return ctx
+}
+func (b *blockAppends) TraceReadEnd(context.Context, eventstore.TraceReadEndData) {}
+
+// TestCompletionRacingATakeoverIsRefused: a worker read its claim as still
+// its own, then its lease expired and another worker took the effect over
+// and completed it before the first worker's completion reached the server:
+// the completion's condition refuses it, and the effect is completed once.
+func TestCompletionRacingATakeoverIsRefused(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	q := newQueue(t, s)
+	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k", Payload: json.RawMessage(`{"seq":0}`)})
+	require.NoError(t, err)
+	tr := newBlockAppends(effects.TypeCompleted)
+	traced, err := eventstore.New(s.Pool(), &eventstore.Config{Schema: s.Schema(), Tracer: tr})
+	require.NoError(t, err)
+	l := newLedger()
+	slow, err := effects.NewWorker(traced, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": l.handler(0, nil)}})
+	require.NoError(t, err)
+	stopSlow := startWorkers(t, slow)
+	select {
+	case <-tr.held:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the slow worker never tried to complete")
+	}
+	fast, err := effects.NewWorker(s, &effects.Config{PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": l.handler(0, nil)}})
+	require.NoError(t, err)
+	stopFast := startWorkers(t, fast)
+	waitCounts(t, q, 1, 0, 30*time.Second)
+	close(tr.release)
+	waitFor(t, 30*time.Second, "the slow worker gave up its result", func() (bool, string) {
+		st := slow.Stats()
+		return st.LostLeases == 1, fmt.Sprintf("%+v", st)
+	})
+	stopSlow()
+	stopFast()
+	require.Equal(t, 1, countEvents(t, s, effects.TypeCompleted, id))
+	require.Zero(t, slow.Stats().Executed)
+	require.Equal(t, int64(1), fast.Stats().Executed)
+}
+
+// TestExpiredLastLeaseFailsTheEffect: when the last attempt's worker dies,
+// the next worker fails the effect for good instead of claiming it, and the
+// session moves on.
+func TestExpiredLastLeaseFailsTheEffect(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	q := newQueue(t, s)
+	first, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "first", Payload: json.RawMessage(`{"seq":0}`)})
+	require.NoError(t, err)
+	second, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "second", Payload: json.RawMessage(`{"seq":1}`)})
+	require.NoError(t, err)
+	cfg := func(h effects.Handler) *effects.Config {
+		return &effects.Config{MaxAttempts: 1, Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+			Handlers: map[string]effects.Handler{"job": h}}
+	}
+	inHandler := make(chan struct{})
+	victim, err := effects.NewWorker(s, cfg(func(ctx context.Context, _ effects.Effect) error {
+		close(inHandler)
+		<-ctx.Done()
+		return ctx.Err()
+	}))
+	require.NoError(t, err)
+	vctx, kill := context.WithCancel(ctx)
+	verr := make(chan error, 1)
+	go func() { verr <- victim.Run(vctx) }()
+	<-inHandler
+	kill()
+	require.ErrorIs(t, <-verr, context.Canceled)
+
+	l := newLedger()
+	w, err := effects.NewWorker(s, cfg(l.handler(0, nil)))
+	require.NoError(t, err)
+	stop := startWorkers(t, w)
+	waitCounts(t, q, 1, 1, 30*time.Second)
+	stop()
+
+	e, err := q.Effect(ctx, first)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateFailed, e.State)
+	require.Equal(t, 1, e.Attempts)
+	require.Contains(t, e.LastError, "lease expired")
+	require.Equal(t, 1, countEvents(t, s, effects.TypeStarted, first), "not claimed again")
+	require.Zero(t, l.runs[first])
+	require.Equal(t, 1, l.completed[second])
+	st := w.Stats()
+	require.Equal(t, int64(1), st.Failed)
+	require.Equal(t, int64(1), st.LeaseTakeovers)
+}
+
+// TestPanickingHandlerFailsTheAttempt: a panic is recorded as the attempt's
+// error; the worker keeps running.
+func TestPanickingHandlerFailsTheAttempt(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	q := newQueue(t, s)
+	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k"})
+	require.NoError(t, err)
+	w, err := effects.NewWorker(s, &effects.Config{MaxAttempts: 1, PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": func(context.Context, effects.Effect) error { panic("kaboom") }}})
+	require.NoError(t, err)
+	stop := startWorkers(t, w)
+	waitCounts(t, q, 0, 1, 30*time.Second)
+	stop()
+	e, err := q.Effect(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateFailed, e.State)
+	require.Equal(t, `effects: handler for "job" panicked: kaboom`, e.LastError)
+}
+
+// TestLeaseIsExtendedWhileTheHandlerRuns: a handler running for several
+// leases keeps its effect; no other worker takes it over.
+func TestLeaseIsExtendedWhileTheHandlerRuns(t *testing.T) {
+	ctx := context.Background()
+	s := newStore(t)
+	q := newQueue(t, s)
+	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k", Payload: json.RawMessage(`{"seq":0}`)})
+	require.NoError(t, err)
+	l := newLedger()
+	h := l.handler(0, func(e effects.Effect) error { return nil })
+	slowH := func(ctx context.Context, e effects.Effect) error {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(time.Second):
+		}
+		return h(ctx, e)
+	}
+	var ws []*effects.Worker
+	for range 2 {
+		w, err := effects.NewWorker(s, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+			Handlers: map[string]effects.Handler{"job": slowH}})
+		require.NoError(t, err)
+		ws = append(ws, w)
+	}
+	stop := startWorkers(t, ws...)
+	waitCounts(t, q, 1, 0, 30*time.Second)
+	stop()
+	total := ws[0].Stats().Add(ws[1].Stats())
+	require.Zero(t, total.LeaseTakeovers, "%+v", total)
+	require.GreaterOrEqual(t, total.LeaseExtensions, int64(2), "%+v", total)
+	e, err := q.Effect(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Attempts)
+	require.Equal(t, 1, l.runs[id])
+	require.Equal(t, 1, countEvents(t, s, effects.TypeStarted, id))
+}
