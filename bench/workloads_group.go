@@ -9,7 +9,7 @@ import (
 	"time"
 
 	pgdcb "github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/appendif"
+	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"

@@ -7,7 +7,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgdcb/pgdcb/appendif"
+	appendif "github.com/pgdcb/pgdcb/append"
 )
 
 // AppendResult says where an append's events landed.

@@ -4,7 +4,7 @@ import (
 	"hash/fnv"
 	"slices"
 
-	"github.com/pgdcb/pgdcb/appendif"
+	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/query"
 )
 

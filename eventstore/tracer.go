@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/appendif"
+	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/query"
 )
 

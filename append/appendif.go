@@ -1,8 +1,12 @@
 // Package appendif defines the condition of a conditional append (AppendIf) and
 // the errors that report why one did not commit.
 //
-// The package is not called "append": that name would shadow Go's builtin in
-// every file that imports it.
+// It lives in the directory append/ (import "github.com/pgdcb/pgdcb/append")
+// but its package clause is appendif: a package named append would shadow
+// Go's builtin append in every file that imports it. Import it with the
+// explicit name, as the rest of this module does:
+//
+//	import appendif "github.com/pgdcb/pgdcb/append"
 package appendif
 
 import (
