@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"math"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -26,16 +27,25 @@ type Config struct {
 
 // Service runs the wallet commands.
 type Service struct {
-	store *eventstore.Store
+	store eventstore.Interface
+	pg    *eventstore.Store // store, when it is PostgreSQL's; else nil
 	exec  *commands.Executor
 	// claims bounds the connections held by idempotency-key locks (see claim)
 	// to half the pool, so that lock holders waiting for a connection to run
 	// their command can never take the whole pool.
 	claims chan struct{}
+	// local holds the idempotency keys in flight on a store other than
+	// PostgreSQL's (one process: memstore in tests).
+	localMu sync.Mutex
+	local   map[uuid.UUID]bool
 }
 
-// New returns a Service over a migrated store.
-func New(store *eventstore.Store, cfg *Config) (*Service, error) {
+// New returns a Service over a migrated PostgreSQL store, or over any other
+// eventstore.Interface (memstore, for domain tests). On another store the
+// Idempotency-Key locks are held in this process only, and a replayed
+// command id with a Fingerprint fails (the fingerprint is read back from the
+// commands table, which only PostgreSQL has: commands.UnsupportedStoreError).
+func New(store eventstore.Interface, cfg *Config) (*Service, error) {
 	var cc *commands.Config
 	if cfg != nil {
 		cc = cfg.Commands
@@ -44,14 +54,23 @@ func New(store *eventstore.Store, cfg *Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Service{store: store, exec: ex, claims: make(chan struct{}, max(1, store.Pool().Config().MaxConns/2))}, nil
+	s := &Service{store: store, exec: ex, local: map[uuid.UUID]bool{}}
+	s.pg, _ = store.(*eventstore.Store)
+	if s.pg != nil {
+		s.claims = make(chan struct{}, max(1, s.pg.Pool().Config().MaxConns/2))
+	}
+	return s, nil
 }
 
 // Executor returns the command executor (its Stats and Collectors).
 func (s *Service) Executor() *commands.Executor { return s.exec }
 
-// Store returns the event store.
-func (s *Service) Store() *eventstore.Store { return s.store }
+// Store returns the PostgreSQL event store; nil when the service runs on
+// another store (see Log).
+func (s *Service) Store() *eventstore.Store { return s.pg }
+
+// Log returns the store the service runs on, whichever it is.
+func (s *Service) Log() eventstore.Interface { return s.store }
 
 // Options are per-command options; nil means none.
 type Options struct {
@@ -353,17 +372,20 @@ func IdempotencyLockKey(schema string, id uuid.UUID) (int32, int32) {
 // The lock is in the database, so it works across instances, and it goes with
 // the session if the process dies.
 func (s *Service) claim(ctx context.Context, id uuid.UUID) (release func(), err error) {
+	if s.pg == nil {
+		return s.claimLocal(id)
+	}
 	select {
 	case s.claims <- struct{}{}:
 	case <-ctx.Done():
 		return nil, ctx.Err()
 	}
-	conn, err := s.store.Pool().Acquire(ctx)
+	conn, err := s.pg.Pool().Acquire(ctx)
 	if err != nil {
 		<-s.claims
 		return nil, fmt.Errorf("wallet: idempotency lock: %w", err)
 	}
-	k1, k2 := IdempotencyLockKey(s.store.Schema(), id)
+	k1, k2 := IdempotencyLockKey(s.pg.Schema(), id)
 	// done returns the connection; closing it first drops the session's locks
 	// when their state is unknown (the pool discards a closed connection).
 	done := func(closeConn bool) {
@@ -390,6 +412,22 @@ func (s *Service) claim(ctx context.Context, id uuid.UUID) (release func(), err 
 		var unlocked bool
 		err := conn.QueryRow(uctx, `SELECT pg_advisory_unlock($1, $2)`, k1, k2).Scan(&unlocked)
 		done(err != nil || !unlocked)
+	}, nil
+}
+
+// claimLocal is claim on a store other than PostgreSQL's: the key is held
+// in this process.
+func (s *Service) claimLocal(id uuid.UUID) (release func(), err error) {
+	s.localMu.Lock()
+	defer s.localMu.Unlock()
+	if s.local[id] {
+		return nil, ErrInFlight
+	}
+	s.local[id] = true
+	return func() {
+		s.localMu.Lock()
+		delete(s.local, id)
+		s.localMu.Unlock()
 	}, nil
 }
 

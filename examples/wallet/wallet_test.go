@@ -37,20 +37,20 @@ func newService(t testing.TB) *wallet.Service {
 
 func logLen(t testing.TB, svc *wallet.Service) int {
 	t.Helper()
-	evs, _, err := svc.Store().ReadAll(context.Background(), query.All(), nil)
+	evs, _, err := svc.Log().ReadAll(context.Background(), query.All(), nil)
 	require.NoError(t, err)
 	return len(evs)
 }
 
 // The domain's rules as given-when-then scenarios (package
-// commands/commandstest). The service takes the PostgreSQL store (its
-// Idempotency-Key locks are advisory locks), so these run on PostgreSQL.
+// commands/commandstest): on the in-memory store, or on PostgreSQL with
+// PGDCB_FIXTURE_STORE=postgres.
 
 // fixture is a scenario fixture with the service over its store.
 func fixture(t *testing.T) (*commandstest.Fixture, *wallet.Service) {
 	t.Helper()
-	fx := commandstest.New(t, &commandstest.Options{Postgres: true})
-	svc, err := wallet.New(fx.Store().(*eventstore.Store), nil)
+	fx := commandstest.New(t, nil)
+	svc, err := wallet.New(fx.Store(), nil)
 	require.NoError(t, err)
 	return fx, svc
 }
@@ -279,7 +279,7 @@ func TestCommandIDIsIdempotent(t *testing.T) {
 // negative; it returns the final balances.
 func replay(t testing.TB, svc *wallet.Service) map[string]int64 {
 	t.Helper()
-	evs, _, err := svc.Store().ReadAll(context.Background(), query.All(), nil)
+	evs, _, err := svc.Log().ReadAll(context.Background(), query.All(), nil)
 	require.NoError(t, err)
 	bal := map[string]int64{}
 	for _, ev := range evs {
