@@ -16,7 +16,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 15m
 .NOTPARALLEL:
 .PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck gotest faults demo bench bench-quick bench-go explain
 
-## test: gofmt check, go vet, staticcheck, then the race-enabled tests
+## test: gofmt check, go vet, staticcheck, then the race-enabled tests (and the store's again with group commit off)
 test: lint gotest
 
 ## lint: gofmt check, a tidy module, go vet and staticcheck, no tests
@@ -47,9 +47,13 @@ staticcheck: | $(STATICCHECK)
 	@echo "==> staticcheck ./..."
 	@$(STATICCHECK) ./...
 
+# Group commit is on by default; the store and the executor are also tested
+# on the per-call path (PGDCB_TEST_GROUP_COMMIT=0 sets GroupCommitDisabled).
 gotest:
 	@echo "==> go test $(TESTFLAGS) ./..."
 	@$(GO) test $(TESTFLAGS) ./...
+	@echo "==> PGDCB_TEST_GROUP_COMMIT=0 go test $(TESTFLAGS) ./eventstore/ ./commands/ (group commit off)"
+	@PGDCB_TEST_GROUP_COMMIT=0 $(GO) test $(TESTFLAGS) ./eventstore/ ./commands/
 
 ## fuzz: each fuzz test for FUZZTIME (default 10s; plain go test runs their seed corpora)
 FUZZTIME ?= 10s

@@ -54,7 +54,7 @@ func newEnv(ctx context.Context, pool *pgxpool.Pool, fixture int) (*Env, error) 
 		_ = env.drop(context.WithoutCancel(ctx))
 		return nil, err
 	}
-	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: true})
 	if err != nil {
 		return fail(err)
 	}

@@ -15,7 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
-// Group-commit workloads (eventstore Config.GroupCommit, docs/GROUPCOMMIT.md).
+// Group-commit workloads (the default; eventstore Config.GroupCommitDisabled turns it off; docs/GROUPCOMMIT.md).
 // Each runs its operation on a store with grouping on and measures, in the
 // same rounds (interleaved), the autocommit one-row INSERT floor and, as
 // baselines, the same operation with grouping off and (for plain writes at
@@ -48,10 +48,11 @@ func init() {
 		Prepare: prepareGrouped(32, runPerWriterOp, false)})
 }
 
-// groupedStore is the env's schema through a store with group commit on
-// (GroupSenders from --group-senders, every other setting the default).
+// groupedStore is the env's schema through a store with group commit on, the
+// default (GroupSenders from --group-senders, every other setting the
+// default too); env.Store has it off.
 func groupedStore(env *Env) (*eventstore.Store, error) {
-	return eventstore.New(env.Pool, &eventstore.Config{Schema: env.Schema, GroupCommit: true, GroupSenders: env.GroupSenders})
+	return eventstore.New(env.Pool, &eventstore.Config{Schema: env.Schema, GroupSenders: env.GroupSenders})
 }
 
 // offBase is the writer offset of the grouping-off baseline, so that its

@@ -156,7 +156,7 @@ func prepareIndexedInsert(size int) func(context.Context, *Env) (*Plan, error) {
 
 // prepareAppendNoNotify is prepareAppend(1) on a store with NotifyDisabled.
 func prepareAppendNoNotify(ctx context.Context, env *Env) (*Plan, error) {
-	st, err := eventstore.New(env.Pool, &eventstore.Config{Schema: env.Schema, NotifyDisabled: true})
+	st, err := eventstore.New(env.Pool, &eventstore.Config{Schema: env.Schema, NotifyDisabled: true, GroupCommitDisabled: true})
 	if err != nil {
 		return nil, err
 	}

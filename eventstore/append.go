@@ -39,7 +39,7 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 	if err := s.validate(events); err != nil {
 		return AppendResult{}, err
 	}
-	if s.cfg.GroupCommit {
+	if !s.cfg.GroupCommitDisabled {
 		return s.appendGrouped(ctx, events, cond)
 	}
 	return s.appendOne(ctx, events, cond)

@@ -17,7 +17,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 )
 
-// Group commit (Config.GroupCommit, docs/GROUPCOMMIT.md).
+// Group commit (on unless Config.GroupCommitDisabled, docs/GROUPCOMMIT.md).
 //
 // A call that finds the queue empty and fewer than GroupSenders senders at
 // work is sent at once by its caller, as without grouping (it holds a
@@ -147,7 +147,7 @@ func (st GroupStats) Sub(before GroupStats) GroupStats {
 }
 
 // GroupStats returns the group committer's counters (all zero when
-// Config.GroupCommit is off).
+// Config.GroupCommitDisabled is set).
 func (s *Store) GroupStats() GroupStats {
 	g := &s.group
 	st := GroupStats{Groups: g.groups.Load(), Grouped: g.grouped.Load(), Alone: g.alone.Load(),
@@ -192,7 +192,7 @@ func orDefault(v, def int) int {
 	return v
 }
 
-// appendGrouped is appendPool with Config.GroupCommit (events validated).
+// appendGrouped is appendPool with group commit on (events validated).
 func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, errf("append", err) // nothing was sent

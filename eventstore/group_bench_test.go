@@ -40,7 +40,7 @@ func BenchmarkGroup(b *testing.B) {
 		require.NoError(b, err)
 	}
 	senders, _ := strconv.Atoi(os.Getenv("BENCH_GROUP_SENDERS")) // 0: the default
-	on, err := eventstore.New(pool, &eventstore.Config{Schema: off.Schema(), GroupCommit: true, GroupSenders: senders})
+	on, err := eventstore.New(pool, &eventstore.Config{Schema: off.Schema(), GroupSenders: senders})
 	require.NoError(b, err)
 	tbl := floorTable(b, off, pool)
 	for _, writers := range []int{1, 8, 32} {

@@ -34,7 +34,7 @@ func groupStore(t *testing.T, tune ...func(*eventstore.Config)) (*eventstore.Sto
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	c := eventstore.Config{Schema: base.Schema(), GroupCommit: true, GroupSenders: 1, NotifyDisabled: true}
+	c := eventstore.Config{Schema: base.Schema(), GroupSenders: 1, NotifyDisabled: true}
 	for _, f := range tune {
 		f(&c)
 	}
@@ -246,7 +246,7 @@ func TestGroupOverlappingOrMixed(t *testing.T) {
 	require.Positive(t, verifyORDecisions(t, s))
 
 	// Free race with grouping on (default senders, shared pool).
-	fs, _ := newStore(t, &eventstore.Config{GroupCommit: true})
+	fs := groupedStore(t)
 	for r := range 10 {
 		tg := func(x string) string { return fmt.Sprintf("k=%s%d", x, r) }
 		a, b, c := tg("a"), tg("b"), tg("c")
@@ -381,7 +381,7 @@ func TestGroupDuplicateIDDoesNotFailOthers(t *testing.T) {
 // (shared pool, default senders): the counter loses no decision.
 func TestGroupRaceSameBoundary(t *testing.T) {
 	ctx := context.Background()
-	s, _ := newStore(t, &eventstore.Config{GroupCommit: true})
+	s := groupedStore(t)
 	for r := range 15 {
 		tag := fmt.Sprintf("counter=c%d", r)
 		q := query.Tagged(nil, tag)
@@ -557,4 +557,14 @@ func TestGroupStatsQueueWait(t *testing.T) {
 	require.Equal(t, int64(1), st.Groups)
 	require.Equal(t, int64(2), st.Commits())
 	require.InDelta(t, float64(n+1)/2, st.AppendsPerCommit(), 1e-9)
+}
+
+// groupedStore is a store on a fresh schema with group commit on, whatever
+// PGDCB_TEST_GROUP_COMMIT says (shared pool, default senders).
+func groupedStore(t *testing.T) *eventstore.Store {
+	t.Helper()
+	base, pool := newStore(t, nil)
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: base.Schema()})
+	require.NoError(t, err)
+	return s
 }

@@ -24,8 +24,8 @@ func newStore(t testing.TB, cfg *eventstore.Config) (*eventstore.Store, *pgxpool
 		c = *cfg
 	}
 	c.Schema = schema
-	if pgtest.GroupCommit() {
-		c.GroupCommit = true
+	if pgtest.GroupCommitDisabled() {
+		c.GroupCommitDisabled = true
 	}
 	s, err := eventstore.New(pool, &c)
 	require.NoError(t, err)

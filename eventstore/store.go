@@ -59,12 +59,13 @@ type Config struct {
 	// pgdcbotel adapt it to Prometheus and OpenTelemetry). Default nil: no
 	// tracing, at no cost.
 	Tracer Tracer
-	// GroupCommit turns on the group committer (docs/GROUPCOMMIT.md):
-	// concurrent Append and AppendIf calls on the pool (never the …Tx forms)
-	// are sent together as one server call in one transaction, each decided
-	// as if they had run one after another. Default false: every call is its
-	// own transaction.
-	GroupCommit bool
+	// GroupCommitDisabled turns the group committer off (docs/GROUPCOMMIT.md).
+	// By default concurrent Append and AppendIf calls on the pool (never the
+	// …Tx forms) are sent together as one server call in one transaction,
+	// each decided as if they had run one after another; a call that finds
+	// no other in flight is sent at once, alone. Set it to make every call
+	// its own transaction. Default false: group commit on.
+	GroupCommitDisabled bool
 	// GroupMaxAppends is the most appends one group carries. 0: the
 	// default, 64.
 	GroupMaxAppends int
@@ -114,7 +115,7 @@ type Store struct {
 	notifyPending atomic.Bool
 	notifyRunning atomic.Bool
 
-	group groupCommitter // Config.GroupCommit (group.go)
+	group groupCommitter // unless Config.GroupCommitDisabled (group.go)
 
 	snap snapshotState // decision snapshots (snapshot.go)
 }

@@ -109,7 +109,7 @@ type TraceAppendEndData struct {
 	Events int
 	// Duration is the time from TraceAppendStart to TraceAppendEnd.
 	Duration time.Duration
-	// Grouped: with Config.GroupCommit, the append was sent in one server
+	// Grouped: with group commit on (the default), the append was sent in one server
 	// call together with other appends; GroupSize is that call's number of
 	// appends (0 when not grouped).
 	Grouped   bool

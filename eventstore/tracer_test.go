@@ -135,7 +135,10 @@ func TestTracerCalls(t *testing.T) {
 func TestTracerGrouped(t *testing.T) {
 	ctx := context.Background()
 	r := &recorder{}
-	s, _ := newStore(t, &eventstore.Config{Tracer: r, GroupCommit: true})
+	base, pool := newStore(t, nil)
+	// Group commit on whatever PGDCB_TEST_GROUP_COMMIT says.
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: base.Schema(), Tracer: r})
+	require.NoError(t, err)
 	grouped := func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()

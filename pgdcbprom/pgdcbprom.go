@@ -66,7 +66,7 @@ func New() *Tracer {
 		}),
 		grouped: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "appends_grouped_total",
-			Help: "Appends sent in one server call with other appends (Config.GroupCommit).",
+			Help: "Appends sent in one server call with other appends (group commit, on unless Config.GroupCommitDisabled).",
 		}),
 		readDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "read_duration_seconds",

@@ -32,9 +32,9 @@ const takeTimeout = 2 * time.Minute
 // ends. It fails the test when there is no server or the schema cannot be
 // had. Safe for parallel tests.
 //
-// With PGDCB_TEST_GROUP_COMMIT=1 in the environment every store has
-// Config.GroupCommit on (docs/GROUPCOMMIT.md), so that a suite can be run
-// with the group committer.
+// With PGDCB_TEST_GROUP_COMMIT=0 in the environment every store has
+// Config.GroupCommitDisabled set (docs/GROUPCOMMIT.md), so that a suite can
+// be run without the group committer.
 //
 // The store shares one pool (pgtest.DefaultMaxConns connections unless the
 // DSN sets pool_max_conns) with the binary's other stores unless
@@ -66,8 +66,8 @@ func NewStore(tb testing.TB, opts *Options) *eventstore.Store {
 		pool = pgtest.Pool(tb) // closed by its own cleanup, before the schema is dropped
 	}
 	cfg.Schema = name
-	if pgtest.GroupCommit() {
-		cfg.GroupCommit = true
+	if pgtest.GroupCommitDisabled() {
+		cfg.GroupCommitDisabled = true
 	}
 	store, err := eventstore.New(pool, &cfg)
 	if err != nil {

@@ -35,7 +35,7 @@ func newStore(t testing.TB) (*eventstore.Store, *pgxpool.Pool) {
 	schema := pgtest.Schema(t)
 	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
 	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
 	require.NoError(t, err)
 	_, err = pool.Exec(context.Background(), `CREATE TABLE `+s.QuotedSchema()+`.rm (position bigint NOT NULL, type text NOT NULL)`)
 	require.NoError(t, err)
@@ -44,7 +44,7 @@ func newStore(t testing.TB) (*eventstore.Store, *pgxpool.Pool) {
 
 // storeOn is the same schema through another pool.
 func storeOn(t testing.TB, pool *pgxpool.Pool, schema string) *eventstore.Store {
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
 	require.NoError(t, err)
 	return s
 }

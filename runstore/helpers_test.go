@@ -21,7 +21,7 @@ func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 	schema := pgtest.Schema(t)
 	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
 	require.NoError(t, err)
-	es, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
+	es, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
 	require.NoError(t, err)
 	s, err := runstore.New(es, cfg)
 	require.NoError(t, err)

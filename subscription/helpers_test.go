@@ -31,7 +31,7 @@ func newStore(t testing.TB, appName string) (*eventstore.Store, *pgxpool.Pool) {
 	schema := pgtest.Schema(t)
 	_, err = pgdcbsql.Migrate(context.Background(), pool, schema)
 	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
 	require.NoError(t, err)
 	return s, pool
 }

@@ -28,7 +28,7 @@ func newService(t testing.TB) *wallet.Service {
 	schema := pgtest.Schema(t)
 	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
 	require.NoError(t, err)
-	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommit: pgtest.GroupCommit()})
+	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
 	require.NoError(t, err)
 	svc, err := wallet.New(st, &wallet.Config{Commands: &commands.Config{MaxAttempts: 50, BackoffBase: 1, BackoffMax: 2e6}})
 	require.NoError(t, err)

@@ -9,8 +9,8 @@
 //
 // Set PGDCB_TEST_LOG=1 to see how the server was found,
 // PGDCB_TEST_THROWAWAY=1 to prefer a throwaway cluster (or container) to a
-// server already running here, and PGDCB_TEST_GROUP_COMMIT=1 to run the
-// suites with the group committer on (see [GroupCommit]).
+// server already running here, and PGDCB_TEST_GROUP_COMMIT=0 to run the
+// suites with the group committer off (see [GroupCommitDisabled]).
 //
 // A throwaway cluster is removed at exit: by [Main] in packages that use it
 // as TestMain, otherwise by a watchdog within a second or two of the test
@@ -48,18 +48,18 @@ const LogEnvVar = "PGDCB_TEST_LOG"
 // pgserver.Options.PreferThrowaway.
 const ThrowawayEnvVar = "PGDCB_TEST_THROWAWAY"
 
-// GroupCommitEnvVar, when set to "1", makes the stores that tests build turn
-// on eventstore.Config.GroupCommit (see [GroupCommit]), so that every suite
-// can be run with the group committer:
+// GroupCommitEnvVar, when set to "0", makes the stores that tests build set
+// eventstore.Config.GroupCommitDisabled (see [GroupCommitDisabled]), so that
+// every suite can also be run without the group committer (on by default):
 //
-//	PGDCB_TEST_GROUP_COMMIT=1 go test -race -count=1 ./commands/
+//	PGDCB_TEST_GROUP_COMMIT=0 go test -race -count=1 ./commands/
 const GroupCommitEnvVar = "PGDCB_TEST_GROUP_COMMIT"
 
-// GroupCommit reports whether GroupCommitEnvVar asks tests for stores with
-// group commit. Test helpers that build an eventstore.Store set
-// Config.GroupCommit from it (this package cannot take the Config itself:
-// eventstore's dependencies have tests that import it).
-func GroupCommit() bool { return os.Getenv(GroupCommitEnvVar) == "1" }
+// GroupCommitDisabled reports whether GroupCommitEnvVar asks tests for
+// stores without group commit. Test helpers that build an eventstore.Store
+// set Config.GroupCommitDisabled from it (this package cannot take the
+// Config itself: eventstore's dependencies have tests that import it).
+func GroupCommitDisabled() bool { return os.Getenv(GroupCommitEnvVar) == "0" }
 
 var (
 	once    sync.Once
