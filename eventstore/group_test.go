@@ -66,6 +66,14 @@ func startBlocker(t *testing.T, s *eventstore.Store) (wait func()) {
 func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, call func(i int) (eventstore.AppendResult, error)) ([]eventstore.AppendResult, []error) {
 	t.Helper()
 	ctx := context.Background()
+	// The previous round's sender may still be ending (it leaves once it
+	// finds the queue empty): the blocker must find no sender at work, or it
+	// queues and joins the group instead of holding the sender's place.
+	deadline := time.Now().Add(10 * time.Second)
+	for eventstore.GroupSenders(s) > 0 {
+		require.True(t, time.Now().Before(deadline), "the previous sender did not end")
+		time.Sleep(time.Millisecond)
+	}
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	blocker := startBlocker(t, s)
@@ -77,7 +85,7 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 	for i := range n {
 		wg.Go(func() { res[i], errs[i] = call(i) })
 	}
-	deadline := time.Now().Add(10 * time.Second)
+	deadline = time.Now().Add(10 * time.Second)
 	for eventstore.QueuedAppends(s) < n {
 		require.True(t, time.Now().Before(deadline), "calls did not queue")
 		time.Sleep(time.Millisecond)
