@@ -426,20 +426,6 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq, keys map[int64]
 	}
 }
 
-// groupLocks orders the union of the members' keys (at most MaxLockKeys:
-// see takeGroupLocked; a member's own set is already escalated if need be).
-func groupLocks(modes map[int64]bool) lockSet {
-	ls := lockSet{keys: make([]int64, 0, len(modes)), excl: make([]bool, 0, len(modes))}
-	for k := range modes {
-		ls.keys = append(ls.keys, k)
-	}
-	slices.Sort(ls.keys)
-	for _, k := range ls.keys {
-		ls.excl = append(ls.excl, modes[k])
-	}
-	return ls
-}
-
 // appendGroupCall sends the group as one append_group call and decodes each
 // member's outcome. An error is the call's: nothing of the group was written
 // unless it is of unknown outcome.
@@ -494,7 +480,9 @@ func (s *Store) appendGroupCall(ctx context.Context, db dbtx, batch []*groupReq,
 			}
 		}
 	}
-	locks := groupLocks(keys)
+	// The union of the members' keys: at most MaxLockKeys (takeGroupLocked
+	// sees to it; a member's own set is already escalated if need be).
+	locks := sortedLocks(keys)
 	var (
 		statuses  []string
 		txID      *uint64

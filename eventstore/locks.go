@@ -72,6 +72,12 @@ func locksFor(schema string, events []Event, cond *appendif.Condition, maxKeys i
 	if len(modes) > maxKeys {
 		return lockSet{keys: []int64{global}, excl: []bool{true}}
 	}
+	return sortedLocks(modes)
+}
+
+// sortedLocks turns keys with their modes (true: exclusive) into a lockSet
+// in ascending key order, the order every append takes them in.
+func sortedLocks(modes map[int64]bool) lockSet {
 	ls := lockSet{keys: make([]int64, 0, len(modes)), excl: make([]bool, 0, len(modes))}
 	for k := range modes {
 		ls.keys = append(ls.keys, k)
