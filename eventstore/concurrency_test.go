@@ -6,11 +6,9 @@ package eventstore_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,57 +19,25 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/racecheck"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
-// race runs n racers; each decides, waits until all have decided, then acts.
-func race(n int, decide func(i int) func() error) []error {
-	var (
-		ready sync.WaitGroup
-		done  sync.WaitGroup
-		start = make(chan struct{})
-		errs  = make([]error, n)
-	)
-	ready.Add(n)
-	done.Add(n)
-	for i := range n {
-		go func() {
-			defer done.Done()
-			act := decide(i)
-			ready.Done()
-			<-start
-			errs[i] = act()
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
-	return errs
-}
+// The racing and the replay are shared with the conformance suite.
+var (
+	race                 = racecheck.Race
+	outcomes             = racecheck.Outcomes
+	verifyNoLostDecision = racecheck.VerifyNoLostDecision
+)
+
+type decisionRecord = racecheck.DecisionRecord
 
 func countEvents(t *testing.T, s *eventstore.Store, q query.Query) int {
 	t.Helper()
 	evs, _, err := s.ReadAll(context.Background(), q, nil)
 	require.NoError(t, err)
 	return len(evs)
-}
-
-func outcomes(t *testing.T, errs []error) (ok, conflict, idem int) {
-	t.Helper()
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case errors.Is(err, pgdcb.ErrConditionFailed):
-			conflict++
-		case errors.Is(err, pgdcb.ErrIdempotent):
-			idem++
-		default:
-			t.Fatalf("unexpected error: %v", err)
-		}
-	}
-	return
 }
 
 // 1. Same condition: 16 racers claim one username, 50 rounds: one winner each.
@@ -351,39 +317,6 @@ func TestRaceIdempotency(t *testing.T) {
 		require.Zero(t, conflict)
 		require.Equal(t, 1, countEvents(t, s, idem))
 	}
-}
-
-// decisionRecord is stored in each conditional event: the cursor it decided at.
-type decisionRecord struct {
-	Cursor string `json:"cursor"`
-}
-
-// verifyNoLostDecision replays the log: for every committed conditional event
-// E (one carrying a decision cursor) every event matching q that E's cursor
-// did not see must sort after E in log order, i.e. must have been appended after
-// E committed. It returns how many conditional events it checked.
-func verifyNoLostDecision(t *testing.T, s *eventstore.Store, q query.Query) int {
-	t.Helper()
-	evs, _, err := s.ReadAll(context.Background(), q, nil)
-	require.NoError(t, err)
-	checked := 0
-	for _, e := range evs {
-		var rec decisionRecord
-		if json.Unmarshal(e.Data, &rec) != nil || rec.Cursor == "" {
-			continue
-		}
-		cur, err := cursor.Parse(rec.Cursor)
-		require.NoError(t, err)
-		checked++
-		for _, f := range evs {
-			if f.Position == e.Position || cur.Seen(f.TransactionID, f.Position) {
-				continue
-			}
-			require.Positive(t, cursor.Compare(f.TransactionID, f.Position, e.TransactionID, e.Position),
-				"conditional event %d committed over event %d that its decision did not see", e.Position, f.Position)
-		}
-	}
-	return checked
 }
 
 // 6. Mixed writers on one boundary: conditional appends (each recording its

@@ -2,18 +2,15 @@ package conformance
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/racecheck"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -63,82 +60,14 @@ func point(c cursor.Cursor) cursor.Cursor {
 	return cursor.Cursor{TransactionID: c.TransactionID, Position: c.Position}
 }
 
-// race runs n racers; each decides, waits until all have decided, then acts,
-// so the appends really overlap. Racers never touch t.
-func race(n int, decide func(i int) func() error) []error {
-	var (
-		ready sync.WaitGroup
-		done  sync.WaitGroup
-		start = make(chan struct{})
-		errs  = make([]error, n)
-	)
-	ready.Add(n)
-	done.Add(n)
-	for i := range n {
-		go func() {
-			defer done.Done()
-			act := decide(i)
-			ready.Done()
-			<-start
-			errs[i] = act()
-		}()
-	}
-	ready.Wait()
-	close(start)
-	done.Wait()
-	return errs
-}
+// The racing and the replay are shared with eventstore's own tests.
+var (
+	race                 = racecheck.Race
+	outcomes             = racecheck.Outcomes
+	verifyNoLostDecision = racecheck.VerifyNoLostDecision
+)
 
-// outcomes counts successes, failed conditions and idempotent refusals; any
-// other error fails t.
-func outcomes(t testing.TB, errs []error) (ok, conflict, idem int) {
-	t.Helper()
-	for _, err := range errs {
-		switch {
-		case err == nil:
-			ok++
-		case errors.Is(err, pgdcb.ErrConditionFailed):
-			conflict++
-		case errors.Is(err, pgdcb.ErrIdempotent):
-			idem++
-		default:
-			require.NoError(t, err, "unexpected error from a racer")
-		}
-	}
-	return
-}
-
-// decisionRecord is stored in each conditional event: the cursor it decided at.
-type decisionRecord struct {
-	Cursor string `json:"cursor"`
-}
-
-// verifyNoLostDecision replays the log: for every committed conditional event
-// E (one carrying a decision cursor) every event matching q that E's cursor
-// did not see must sort after E in log order, i.e. must have been appended
-// after E committed. It returns how many conditional events it checked.
-func verifyNoLostDecision(t testing.TB, s eventstore.Interface, q query.Query) int {
-	t.Helper()
-	evs := readAll(t, s, q)
-	checked := 0
-	for _, e := range evs {
-		var rec decisionRecord
-		if json.Unmarshal(e.Data, &rec) != nil || rec.Cursor == "" {
-			continue
-		}
-		cur, err := cursor.Parse(rec.Cursor)
-		require.NoError(t, err)
-		checked++
-		for _, f := range evs {
-			if f.Position == e.Position || cur.Seen(f.TransactionID, f.Position) {
-				continue
-			}
-			require.Positive(t, cursor.Compare(f.TransactionID, f.Position, e.TransactionID, e.Position),
-				"conditional event %d committed over event %d that its decision did not see", e.Position, f.Position)
-		}
-	}
-	return checked
-}
+type decisionRecord = racecheck.DecisionRecord
 
 // tailChecked follows q from after in pages of limit until it has n events
 // and a short page came (or tailTimeout passes), asserting at every page what
