@@ -2,10 +2,7 @@ package conformance_test
 
 import (
 	"context"
-	"fmt"
-	"runtime"
 	"slices"
-	"sync"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -13,51 +10,19 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/eventstore/conformance"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/memstore"
 )
-
-// recorder is a testing.TB that records failures instead of reporting them:
-// Fatal and FailNow end the check's goroutine with runtime.Goexit, as
-// testing.T does. Everything else goes to the real test.
-type recorder struct {
-	testing.TB
-	mu       sync.Mutex
-	failures []string
-}
-
-func (r *recorder) record(msg string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.failures = append(r.failures, msg)
-}
-
-func (r *recorder) Fail()                     { r.record("Fail") }
-func (r *recorder) Error(args ...any)         { r.record(fmt.Sprint(args...)) }
-func (r *recorder) Errorf(f string, a ...any) { r.record(fmt.Sprintf(f, a...)) }
-func (r *recorder) FailNow()                  { r.record("FailNow"); runtime.Goexit() }
-func (r *recorder) Fatal(args ...any)         { r.record(fmt.Sprint(args...)); runtime.Goexit() }
-func (r *recorder) Fatalf(f string, a ...any) { r.record(fmt.Sprintf(f, a...)); runtime.Goexit() }
-func (r *recorder) Failed() bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.failures) > 0
-}
 
 // failing runs every check on a fresh store from newStore with a recorder
 // and returns the names of the checks that failed.
 func failing(t *testing.T, newStore func() eventstore.Interface) []string {
 	var failed []string
 	for _, c := range conformance.Checks(&conformance.Options{Rounds: 5}) {
-		rec := &recorder{TB: t}
-		done := make(chan struct{})
-		go func() {
-			defer close(done)
-			c.Run(rec, newStore())
-		}()
-		<-done
-		if rec.Failed() {
+		failures := (&pgtest.Recorder{TB: t}).Run(func(tb testing.TB) { c.Run(tb, newStore()) })
+		if len(failures) > 0 {
 			failed = append(failed, c.Name)
-			t.Logf("%s failed as it should: %s", c.Name, rec.failures[0])
+			t.Logf("%s failed as it should: %s", c.Name, failures[0])
 		}
 	}
 	return failed

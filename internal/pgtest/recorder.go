@@ -14,8 +14,8 @@ import (
 // helper fail, and with what message?), for measuring a test's set-up and
 // clean-up in a benchmark, and for runnable examples, which have no
 // *testing.T. Methods it does not define go to the embedded TB, which may be
-// nil when only Helper, Context, Cleanup, Errorf, Fatalf and Fatal are
-// used.
+// nil when only Helper, Context, Cleanup and the failing methods (Error,
+// Errorf, Fail, FailNow, Fatal, Fatalf, Failed) are used.
 type Recorder struct {
 	testing.TB
 	mu       sync.Mutex
@@ -48,6 +48,23 @@ func (r *Recorder) Fatalf(format string, args ...any) { r.Errorf(format, args...
 
 // Fatal is Fatalf with Sprint's formatting.
 func (r *Recorder) Fatal(args ...any) { r.Fatalf("%s", fmt.Sprint(args...)) }
+
+// Error is Errorf with Sprint's formatting.
+func (r *Recorder) Error(args ...any) { r.Errorf("%s", fmt.Sprint(args...)) }
+
+// Fail records a failure without a message.
+func (r *Recorder) Fail() { r.Errorf("Fail") }
+
+// FailNow records a failure and ends the body Run is running (testify's
+// require calls Errorf, then FailNow).
+func (r *Recorder) FailNow() { r.Errorf("FailNow"); runtime.Goexit() }
+
+// Failed reports whether a failure was recorded.
+func (r *Recorder) Failed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.failures) > 0
+}
 
 // Run runs body on r in a goroutine of its own (so that Fatalf can end it),
 // then the cleanups, and returns every failure recorded so far.
