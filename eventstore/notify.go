@@ -31,7 +31,7 @@ func (s *Store) Notify(ctx context.Context) {
 		for {
 			for s.notifyPending.Swap(false) {
 				nctx, cancel := context.WithTimeout(bg, 5*time.Second)
-				if _, err := s.pool.Exec(nctx, "SELECT pg_notify($1, '')", s.channel); err != nil {
+				if _, err := s.pool.Exec(nctx, notifySQL, s.channel); err != nil {
 					s.cfg.Logger.WarnContext(nctx, "pgdcb: notify failed; readers will poll", "err", err)
 				}
 				cancel()
@@ -45,3 +45,12 @@ func (s *Store) Notify(ctx context.Context) {
 		}
 	}()
 }
+
+// notifySQL sends the notification in a transaction of its own whose commit
+// does not wait for its WAL flush (set_config's third argument: for this
+// transaction only). A NOTIFY assigns its transaction an id and so writes a
+// commit record; waiting for that record's flush bought nothing (a
+// notification is a wake-up hint, lost in a crash either way) and held the
+// database-wide notify lock across an fsync, which every other notifier then
+// waited for.
+const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')"
