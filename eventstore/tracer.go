@@ -114,6 +114,16 @@ type TraceAppendEndData struct {
 	// appends (0 when not grouped).
 	Grouped   bool
 	GroupSize int
+	// CheckItems is the number of query items of the call's checks: the
+	// items of its idempotency query and of its condition, each one check
+	// statement inside the append (the server stops at the first that
+	// matches, so a refused call may have run fewer). 0 for Append, and
+	// for a call that ended before the
+	// server decided it (invalid input, an error, an unknown outcome). The
+	// rows those statements read are the server's to count:
+	// pg_stat_user_indexes.idx_tup_read of the events indexes
+	// (docs/METRICS.md).
+	CheckItems int
 }
 
 // ReadOp names the kind of a traced read.
@@ -199,11 +209,12 @@ func (m multiTracer) TraceReadEnd(ctx context.Context, data TraceReadEndData) {
 // group an append was sent in). Fields are atomic: a group sender may write
 // after the caller gave up waiting.
 type opTrace struct {
-	tracer    Tracer
-	ctx       context.Context // the tracer's context
-	start     time.Time
-	events    atomic.Int64
-	groupSize atomic.Int64
+	tracer     Tracer
+	ctx        context.Context // the tracer's context
+	start      time.Time
+	events     atomic.Int64
+	groupSize  atomic.Int64
+	checkItems int // set before the call is shared
 }
 
 type opTraceKey struct{}
@@ -244,9 +255,13 @@ func (s *Store) startAppend(ctx context.Context, events []Event, cond *appendif.
 	if tr == nil {
 		return ctx, nil
 	}
-	return s.startTrace(ctx, func(ctx context.Context) context.Context {
+	ctx, t := s.startTrace(ctx, func(ctx context.Context) context.Context {
 		return tr.TraceAppendStart(ctx, TraceAppendStartData{Events: events, Condition: cond, InTx: inTx})
 	})
+	if cond != nil {
+		t.checkItems = len(cond.Idempotency.Items()) + len(cond.FailIfEventsMatch.Items())
+	}
+	return ctx, t
 }
 
 // endAppend ends the append's trace (nothing when t is nil).
@@ -259,8 +274,13 @@ func (t *opTrace) endAppend(events int, res AppendResult, err error) {
 		o = OutcomeCommitted
 	}
 	g := int(t.groupSize.Load())
+	checks := 0
+	switch o {
+	case OutcomeCommitted, OutcomeConditionFailed, OutcomeIdempotent:
+		checks = t.checkItems
+	}
 	t.tracer.TraceAppendEnd(t.ctx, TraceAppendEndData{Outcome: o, Err: err, Result: res, Events: events,
-		Duration: time.Since(t.start), Grouped: g > 0, GroupSize: g})
+		Duration: time.Since(t.start), Grouped: g > 0, GroupSize: g, CheckItems: checks})
 }
 
 // startRead starts tracing a read; nil without a tracer.

@@ -9,7 +9,8 @@
 // Attributes (docs/METRICS.md lists them): pgdcb.outcome (committed,
 // condition_failed, idempotent, invalid, unknown, error; ok for reads),
 // pgdcb.events, pgdcb.conditional, pgdcb.idempotency, pgdcb.in_tx,
-// pgdcb.grouped and pgdcb.group_size for appends; pgdcb.op, pgdcb.query for
+// pgdcb.grouped, pgdcb.group_size and pgdcb.check_items for appends;
+// pgdcb.op, pgdcb.query for
 // reads. A failed condition and an idempotent refusal are answers, not
 // errors: their spans keep an unset status. Every other failure sets the
 // span's status to Error and records the error. A statement-level tracer of
@@ -43,6 +44,7 @@ const (
 	AttrInTx        = attribute.Key("pgdcb.in_tx")
 	AttrGrouped     = attribute.Key("pgdcb.grouped")
 	AttrGroupSize   = attribute.Key("pgdcb.group_size")
+	AttrCheckItems  = attribute.Key("pgdcb.check_items")
 	AttrOp          = attribute.Key("pgdcb.op")
 	AttrQuery       = attribute.Key("pgdcb.query")
 )
@@ -93,6 +95,9 @@ func (t *Tracer) TraceAppendEnd(ctx context.Context, d eventstore.TraceAppendEnd
 	span.SetAttributes(AttrOutcome.String(string(d.Outcome)), AttrGrouped.Bool(d.Grouped))
 	if d.Grouped {
 		span.SetAttributes(AttrGroupSize.Int(d.GroupSize))
+	}
+	if d.CheckItems > 0 {
+		span.SetAttributes(AttrCheckItems.Int(d.CheckItems))
 	}
 	end(span, d.Outcome, d.Err)
 }

@@ -29,6 +29,7 @@ func attrs(s sdktrace.ReadOnlySpan) map[attribute.Key]attribute.Value {
 // each end one span, a child of the caller's, with its outcome; only the
 // invalid append's status is Error.
 func TestSpansOfARealStore(t *testing.T) {
+	t.Parallel()
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -55,8 +56,13 @@ func TestSpansOfARealStore(t *testing.T) {
 		case "pgdcb.append condition_failed":
 			require.True(t, a[pgdcbotel.AttrConditional].AsBool())
 			require.False(t, a[pgdcbotel.AttrIdempotency].AsBool())
+			require.EqualValues(t, 1, a[pgdcbotel.AttrCheckItems].AsInt64())
 		case "pgdcb.append idempotent":
 			require.True(t, a[pgdcbotel.AttrIdempotency].AsBool())
+			require.EqualValues(t, 2, a[pgdcbotel.AttrCheckItems].AsInt64())
+		case "pgdcb.append committed", "pgdcb.append invalid":
+			_, ok := a[pgdcbotel.AttrCheckItems]
+			require.False(t, ok, "no checks: no check_items")
 		case "pgdcb.project ok":
 			require.EqualValues(t, tracescenario.ProjectEvents, a[pgdcbotel.AttrEvents].AsInt64())
 			require.Contains(t, a[pgdcbotel.AttrQuery].AsString(), "course=c1")

@@ -27,6 +27,7 @@ func ExampleNew() {
 		fmt.Println(f.GetName())
 	}
 	// Output:
+	// pgdcb_store_append_check_items_total
 	// pgdcb_store_append_conflicts_total
 	// pgdcb_store_append_duration_seconds
 	// pgdcb_store_append_idempotent_total

@@ -33,6 +33,7 @@ type Tracer struct {
 	idempotent     prometheus.Counter
 	eventsAppended prometheus.Counter
 	grouped        prometheus.Counter
+	checkItems     prometheus.Counter
 	readDuration   *prometheus.HistogramVec
 	eventsRead     *prometheus.CounterVec
 }
@@ -68,6 +69,10 @@ func New() *Tracer {
 			Namespace: ns, Subsystem: sub, Name: "appends_grouped_total",
 			Help: "Appends sent in one server call with other appends (group commit, on unless Config.GroupCommitDisabled).",
 		}),
+		checkItems: prometheus.NewCounter(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: sub, Name: "append_check_items_total",
+			Help: "Query items checked by AppendIf calls the server decided (committed, condition failed, idempotent): one check statement each. The rows they read: pg_stat_user_indexes.idx_tup_read.",
+		}),
 		readDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Namespace: ns, Subsystem: sub, Name: "read_duration_seconds",
 			Help:    "Time of reads, by op (read, read_last, read_tail, head, project) and outcome (ok, invalid, error); its count is the reads.",
@@ -84,7 +89,7 @@ func New() *Tracer {
 // register.
 func (t *Tracer) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{t.appendDuration, t.conflicts, t.idempotent, t.eventsAppended, t.grouped,
-		t.readDuration, t.eventsRead}
+		t.checkItems, t.readDuration, t.eventsRead}
 }
 
 // TraceAppendStart implements eventstore.Tracer.
@@ -105,6 +110,9 @@ func (t *Tracer) TraceAppendEnd(_ context.Context, d eventstore.TraceAppendEndDa
 	}
 	if d.Grouped {
 		t.grouped.Inc()
+	}
+	if d.CheckItems > 0 {
+		t.checkItems.Add(float64(d.CheckItems))
 	}
 }
 

@@ -44,6 +44,7 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 // The tracer's metrics count a real append, conflict, idempotent refusal,
 // invalid append and the reads, by outcome.
 func TestMetricsOfARealStore(t *testing.T) {
+	t.Parallel()
 	tr := pgdcbprom.New()
 	reg := prometheus.NewPedanticRegistry()
 	for _, c := range tr.Collectors() {
@@ -62,6 +63,7 @@ func TestMetricsOfARealStore(t *testing.T) {
 		"pgdcb_store_append_idempotent_total{}":                 tracescenario.Idempotent,
 		"pgdcb_store_events_appended_total{}":                   tracescenario.EventsAppended,
 		"pgdcb_store_appends_grouped_total{}":                   0,
+		"pgdcb_store_append_check_items_total{}":                tracescenario.CheckItems,
 		"pgdcb_store_read_duration_seconds{project,ok}":         1,
 		"pgdcb_store_read_duration_seconds{head,ok}":            1,
 		"pgdcb_store_read_duration_seconds{read,ok}":            1,
@@ -74,6 +76,7 @@ func TestMetricsOfARealStore(t *testing.T) {
 // Collectors can be registered twice under different labels (one registry,
 // two stores), and a second New gives collectors of its own.
 func TestCollectorsWrapped(t *testing.T) {
+	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
 	for i, tr := range []*pgdcbprom.Tracer{pgdcbprom.New(), pgdcbprom.New()} {
 		r := prometheus.WrapRegistererWith(prometheus.Labels{"store": string(rune('a' + i))}, reg)

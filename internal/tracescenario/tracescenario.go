@@ -34,6 +34,7 @@ const (
 	Appends         = Committed + ConditionFailed + Idempotent + Invalid
 	ProjectEvents   = 2 // events read by the one Project
 	ReadEvents      = 3 // events read by the one ReadAll
+	CheckItems      = 3 // query items of the decided AppendIfs' checks: 1 (step 4) + 2 (step 5)
 )
 
 // Store returns a store on the test server in a fresh schema (dropped when
