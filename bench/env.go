@@ -35,6 +35,8 @@ type Env struct {
 	// GroupSenders is --group-senders: Config.GroupSenders of the stores
 	// with group commit that workloads build (0: the default).
 	GroupSenders int
+	// meter reads what a run costs (Result.Cost).
+	meter *meter
 }
 
 // newEnv creates a fresh schema, migrates it, creates the floor table and,

@@ -168,6 +168,13 @@ func writeTable(w io.Writer, results []*Result) {
 			floor += fmt.Sprintf(" ×%d", r.FloorWriters)
 		}
 		notes := r.Notes
+		if r.Cost != nil {
+			c := "per event: " + r.Cost.String()
+			if r.FloorCost != nil {
+				c += " (floor: " + r.FloorCost.String() + ")"
+			}
+			notes = strings.TrimSuffix(c+"; "+notes, "; ")
+		}
 		if b := baselineNotes(r); b != "" {
 			notes = strings.TrimSuffix(b+"; "+notes, "; ")
 		}

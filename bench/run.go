@@ -44,6 +44,10 @@ type Result struct {
 	Notes     string           `json:"notes,omitempty"`
 	Extra     map[string]any   `json:"extra,omitempty"`
 	Error     string           `json:"error,omitempty"`
+	// Cost and FloorCost are what the measured repetitions of the workload
+	// and of its floor cost per event (CPU, WAL, transactions).
+	Cost      *Cost `json:"cost,omitempty"`
+	FloorCost *Cost `json:"floor_cost,omitempty"`
 }
 
 // BaselineResult is one of Result.Baselines.
@@ -75,6 +79,7 @@ func runAll(ctx context.Context, pool *pgxpool.Pool, o *options, ws []Workload, 
 		}
 	}
 	defer dropShared()
+	m := newMeter(ctx, pool)
 	for _, w := range ws {
 		if err := ctx.Err(); err != nil {
 			return results, err
@@ -98,6 +103,7 @@ func runAll(ctx context.Context, pool *pgxpool.Pool, o *options, ws []Workload, 
 			}
 		}
 		env.GroupSenders = o.groupSenders
+		env.meter = m
 		t0 := time.Now()
 		r, err := runOne(ctx, env, o, w)
 		if w.Fixture == 0 {
@@ -113,6 +119,9 @@ func runAll(ctx context.Context, pool *pgxpool.Pool, o *options, ws []Workload, 
 			fmt.Fprintf(log, "bench: %-32s FAILED: %v\n", w.Name, err)
 		} else {
 			fmt.Fprintf(log, "bench: %-32s %10.0f ev/s  floor %s  (%s)\n", w.Name, r.EventsPerS, fmtFloat(r.FloorEventsPerS, "%.0f"), time.Since(t0).Round(100*time.Millisecond))
+			if r.Cost != nil {
+				fmt.Fprintf(log, "bench:   per event: %s; floor: %s\n", r.Cost, r.FloorCost)
+			}
 		}
 		results = append(results, r)
 	}
@@ -173,9 +182,23 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 		lats, floorLats   []time.Duration
 		rates, floorRates []float64
 		elapsedTotal      float64
+		cost, floorCost   costSum
 	)
+	// measured runs run under the meter: a reading before and after, added
+	// to sum (a failed reading leaves the cost out, not the run).
+	measured := func(r *runner, sum *costSum) (*sample, error) {
+		before, berr := env.meter.read(ctx)
+		s, err := r.run(ctx, o.duration)
+		if err != nil {
+			return nil, err
+		}
+		if after, aerr := env.meter.read(ctx); berr == nil && aerr == nil {
+			sum.add(before, after, s.events)
+		}
+		return s, nil
+	}
 	for range o.reps {
-		s, err := op.run(ctx, o.duration)
+		s, err := measured(op, &cost)
 		if err != nil {
 			return r, err
 		}
@@ -185,7 +208,7 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 		elapsedTotal += s.elapsed.Seconds()
 		r.Ops += s.ops
 		if floor != nil {
-			fs, err := floor.run(ctx, o.duration)
+			fs, err := measured(floor, &floorCost)
 			if err != nil {
 				return r, fmt.Errorf("floor: %w", err)
 			}
@@ -202,6 +225,7 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 		}
 	}
 	r.RepEventsPerS = rates
+	r.Cost, r.FloorCost = cost.cost(), floorCost.cost()
 	r.EventsPerS = median(rates)
 	r.P50Ms, r.P99Ms = percentileMs(lats, 50), percentileMs(lats, 99)
 	if floor != nil {
