@@ -155,7 +155,7 @@ func prepareCatchUp(_ context.Context, env *Env) (*Plan, error) {
 					if time.Now().After(deadline) {
 						return 0, fmt.Errorf("ReadTail stalled after %d of %d events%s", chk.n, n, horizonHint(ctx, env))
 					}
-					time.Sleep(2 * time.Millisecond) // horizon held: as HorizonWait would
+					time.Sleep(2 * time.Millisecond) // horizon held: back off, as the subscriptions do
 				}
 			}
 			if err := chk.done(n); err != nil {

@@ -15,6 +15,7 @@ import (
 )
 
 func TestDuplicateRequestCreatesNothing(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
 	q := newQueue(t, s)
@@ -66,6 +67,7 @@ func TestDuplicateRequestCreatesNothing(t *testing.T) {
 }
 
 func TestRequestRefusesInvalidInput(t *testing.T) {
+	t.Parallel()
 	q := newQueue(t, newStore(t))
 	for name, r := range map[string]effects.Request{
 		"Request.Type":      {Session: "s", DedupeKey: "k"},
@@ -73,14 +75,17 @@ func TestRequestRefusesInvalidInput(t *testing.T) {
 		"Request.DedupeKey": {Type: "t", Session: "s"},
 		"Request.Payload":   {Type: "t", Session: "s", DedupeKey: "k", Payload: json.RawMessage(`{`)},
 	} {
-		_, _, err := q.Request(context.Background(), r)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia, name)
-		require.Equal(t, name, ia.Name)
+		t.Run(name, func(t *testing.T) {
+			_, _, err := q.Request(context.Background(), r)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia, name)
+			require.Equal(t, name, ia.Name)
+		})
 	}
 }
 
 func TestConfigRefusesNegativeValues(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	h := map[string]effects.Handler{"t": func(context.Context, effects.Effect) error { return nil }}
 	for name, cfg := range map[string]effects.Config{
@@ -92,15 +97,18 @@ func TestConfigRefusesNegativeValues(t *testing.T) {
 		"Config.BatchSize":    {Handlers: h, BatchSize: -1},
 		"Config.Handlers":     {},
 	} {
-		_, err := effects.NewWorker(s, &cfg)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia, name)
-		require.Equal(t, name, ia.Name)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
+		t.Run(name, func(t *testing.T) {
+			_, err := effects.NewWorker(s, &cfg)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia, name)
+			require.Equal(t, name, ia.Name)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
+		})
 	}
 }
 
 func TestEffectNotFound(t *testing.T) {
+	t.Parallel()
 	q := newQueue(t, newStore(t))
 	_, err := q.Effect(context.Background(), "nope")
 	var nf *effects.NotFoundError
@@ -110,6 +118,7 @@ func TestEffectNotFound(t *testing.T) {
 }
 
 func TestPendingCountsAndPurge(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t)
 	q := newQueue(t, s)
@@ -137,9 +146,7 @@ func TestPendingCountsAndPurge(t *testing.T) {
 			return nil
 		}}})
 	require.NoError(t, err)
-	stop := startWorkers(t, w)
-	waitCounts(t, q, 4, 0, 30*time.Second)
-	stop()
+	runUntilCounts(t, q, 4, 0, 30*time.Second, w)
 	require.Equal(t, int64(4), w.Stats().Executed)
 
 	p, err = q.Pending(ctx, "s1")

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/pgdcb/pgdcb/internal/ident"
 )
 
 // Purge is retention: it deletes every event of each effect that finished
@@ -23,7 +25,7 @@ func (q *Queue) Purge(ctx context.Context, finishedBefore time.Time) (purged int
 	if err != nil {
 		return 0, 0, fmt.Errorf("effects: purge: %w", err)
 	}
-	stmt := "SELECT " + q.store.QuotedSchema() + ".delete_events_tagged($1)"
+	stmt := "SELECT " + ident.Schema(q.store) + ".delete_events_tagged($1)"
 	for _, e := range f.byID {
 		if !e.Finished() || !e.FinishedAt.Before(finishedBefore) {
 			continue

@@ -11,7 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/retry"
-	"github.com/pgdcb/pgdcb/subscription"
+	"github.com/pgdcb/pgdcb/internal/wake"
 )
 
 // recordTimeout bounds the recording of an attempt's result after the
@@ -69,7 +69,7 @@ func (w *Worker) ID() string { return w.cfg.WorkerID }
 // success is still recorded, a failure is not (the lease then expires and
 // another worker makes the next attempt), as if the worker had died.
 func (w *Worker) Run(ctx context.Context) error {
-	waker := subscription.NewWaker(w.store, w.cfg.PollInterval, !w.store.Config().NotifyDisabled, w.cfg.Logger)
+	waker := wake.New(w.store, w.cfg.PollInterval, !w.store.Config().NotifyDisabled, w.cfg.Logger)
 	waker.Start(ctx)
 	defer waker.Stop()
 	w.index = newEffects()

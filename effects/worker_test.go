@@ -15,6 +15,10 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 )
 
+// The tests below with leases or retry backoffs of a few seconds at most do
+// not call t.Parallel: under the load of other tests, a lease could expire
+// or a retry come due when the test counts on it not to.
+
 // ledger is a handler's own idempotency check: what ran, per effect and per
 // session, and whether two effects of a session ever ran at once.
 type ledger struct {
@@ -91,6 +95,25 @@ func requestMany(t testing.TB, q *effects.Queue, typ string, sessions, perSessio
 	return ids
 }
 
+// seqs returns 0, 1, …, n-1: the order in which requestMany requests each
+// session's effects.
+func seqs(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i
+	}
+	return s
+}
+
+// totalStats adds up the workers' Stats.
+func totalStats(ws []*effects.Worker) effects.Stats {
+	var total effects.Stats
+	for _, w := range ws {
+		total = total.Add(w.Stats())
+	}
+	return total
+}
+
 // TestEightWorkersOneKilledMidEffect: every effect is completed exactly once
 // (one effect_completed event, one successful handler run), in session order,
 // although one worker is killed while its handler runs.
@@ -108,56 +131,25 @@ func TestEightWorkersOneKilledMidEffect(t *testing.T) {
 
 	// The victim: its first effect blocks until the worker is killed, and
 	// does not complete.
-	var victimEffect atomic.Value
-	inHandler := make(chan struct{})
-	victim, err := effects.NewWorker(s, cfg(func(ctx context.Context, e effects.Effect) error {
-		victimEffect.Store(e.ID)
-		close(inHandler)
-		<-ctx.Done()
-		return ctx.Err()
-	}))
-	require.NoError(t, err)
-	vctx, kill := context.WithCancel(ctx)
-	verr := make(chan error, 1)
-	go func() { verr <- victim.Run(vctx) }()
-	select {
-	case <-inHandler:
-	case <-time.After(30 * time.Second):
-		t.Fatal("the victim never ran an effect")
-	}
-
-	workers := []*effects.Worker{}
-	for range 7 {
-		w, err := effects.NewWorker(s, cfg(l.handler(time.Millisecond, nil)))
-		require.NoError(t, err)
-		workers = append(workers, w)
-	}
+	victim, killed, kill := startVictim(t, s, cfg)
+	workers := newWorkers(t, s, 7, cfg(l.handler(time.Millisecond, nil)))
 	stop := startWorkers(t, workers...)
 	kill()
-	require.ErrorIs(t, <-verr, context.Canceled)
 
 	waitCounts(t, q, sessions*perSession, 0, 2*time.Minute)
 	stop()
 
-	var total effects.Stats
-	for _, w := range workers {
-		total = total.Add(w.Stats())
-	}
+	total := totalStats(workers)
 	require.Equal(t, int64(sessions*perSession), total.Executed, "stats: %+v", total)
 	require.GreaterOrEqual(t, total.LeaseTakeovers, int64(1), "the victim's lease was taken over: %+v", total)
 	require.Equal(t, int64(1), victim.Stats().Claims)
 	require.Zero(t, victim.Stats().Executed)
 
-	killed := victimEffect.Load().(string)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	require.Empty(t, l.overlaps, "two effects of a session ran at once")
 	for session, list := range ids {
-		seqs := make([]int, perSession)
-		for i := range seqs {
-			seqs[i] = i
-		}
-		require.Equal(t, seqs, l.order[session], "order of session %s", session)
+		require.Equal(t, seqs(perSession), l.order[session], "order of session %s", session)
 		for _, id := range list {
 			require.Equal(t, 1, l.completed[id], "effect %s completed by its handler", id)
 			require.Equal(t, 1, countEvents(t, s, effects.TypeCompleted, id), "effect_completed events of %s", id)
@@ -178,6 +170,7 @@ func TestEightWorkersOneKilledMidEffect(t *testing.T) {
 // TestSessionOrderUnderEightWorkers: with handlers of varying length, each
 // session's effects run one at a time and in request order.
 func TestSessionOrderUnderEightWorkers(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	q := newQueue(t, s)
 	const sessions, perSession = 4, 10
@@ -188,24 +181,13 @@ func TestSessionOrderUnderEightWorkers(t *testing.T) {
 		time.Sleep(time.Duration(n.Add(1)%4) * time.Millisecond)
 		return nil
 	})
-	var ws []*effects.Worker
-	for range 8 {
-		w, err := effects.NewWorker(s, &effects.Config{PollInterval: 100 * time.Millisecond, Handlers: map[string]effects.Handler{"job": h}})
-		require.NoError(t, err)
-		ws = append(ws, w)
-	}
-	stop := startWorkers(t, ws...)
-	waitCounts(t, q, sessions*perSession, 0, 2*time.Minute)
-	stop()
+	ws := newWorkers(t, s, 8, &effects.Config{PollInterval: 100 * time.Millisecond, Handlers: map[string]effects.Handler{"job": h}})
+	runUntilCounts(t, q, sessions*perSession, 0, 2*time.Minute, ws...)
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	require.Empty(t, l.overlaps)
 	for session, list := range ids {
-		want := make([]int, perSession)
-		for i := range want {
-			want[i] = i
-		}
-		require.Equal(t, want, l.order[session], "session %s", session)
+		require.Equal(t, seqs(perSession), l.order[session], "session %s", session)
 		for _, id := range list {
 			require.Equal(t, 1, l.runs[id], "no lease expired: one run of %s", id)
 		}
@@ -219,10 +201,8 @@ func TestPoisonEffectFailsWithoutBlockingOtherSessions(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	q := newQueue(t, s)
-	poison, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "sick", DedupeKey: "poison", Payload: json.RawMessage(`{"seq":0}`)})
-	require.NoError(t, err)
-	after, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "sick", DedupeKey: "after", Payload: json.RawMessage(`{"seq":1}`)})
-	require.NoError(t, err)
+	poison := requestJob(t, q, "sick", "poison", json.RawMessage(`{"seq":0}`))
+	after := requestJob(t, q, "sick", "after", json.RawMessage(`{"seq":1}`))
 	requestMany(t, q, "job", 3, 3)
 
 	l := newLedger()
@@ -241,13 +221,8 @@ func TestPoisonEffectFailsWithoutBlockingOtherSessions(t *testing.T) {
 		}
 		return nil
 	})
-	var ws []*effects.Worker
-	for range 2 {
-		w, err := effects.NewWorker(s, &effects.Config{MaxAttempts: 3, RetryBackoff: 200 * time.Millisecond, MaxBackoff: 400 * time.Millisecond,
-			PollInterval: 50 * time.Millisecond, Handlers: map[string]effects.Handler{"job": h}})
-		require.NoError(t, err)
-		ws = append(ws, w)
-	}
+	ws := newWorkers(t, s, 2, &effects.Config{MaxAttempts: 3, RetryBackoff: 200 * time.Millisecond, MaxBackoff: 400 * time.Millisecond,
+		PollInterval: 50 * time.Millisecond, Handlers: map[string]effects.Handler{"job": h}})
 	stop := startWorkers(t, ws...)
 	waitFor(t, time.Minute, "the poison effect failed", func() (bool, string) {
 		e, err := q.Effect(ctx, poison)
@@ -276,10 +251,7 @@ func TestPoisonEffectFailsWithoutBlockingOtherSessions(t *testing.T) {
 	require.Equal(t, effects.StateCompleted, next.State)
 	require.False(t, next.LastAttemptAt.Before(e.FinishedAt), "the next effect of the session started after the poison one failed")
 
-	var total effects.Stats
-	for _, w := range ws {
-		total = total.Add(w.Stats())
-	}
+	total := totalStats(ws)
 	require.Equal(t, int64(1), total.Failed)
 	require.Equal(t, int64(2), total.Retried)
 	require.Equal(t, int64(10), total.Executed)
@@ -291,37 +263,17 @@ func TestPoisonEffectFailsWithoutBlockingOtherSessions(t *testing.T) {
 // not recorded a second time.
 func TestLateResultOfATakenOverLeaseIsNotRecorded(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
-	q := newQueue(t, s)
-	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k", Payload: json.RawMessage(`{"seq":0}`)})
-	require.NoError(t, err)
+	s, q, id := oneEffect(t, json.RawMessage(`{"seq":0}`))
 	l := newLedger()
 	slowStarted := make(chan struct{})
 	tr := newBlockAppends(effects.TypeLeaseExtended) // its lease cannot be extended
-	release := tr.release
-	traced, err := eventstore.New(s.Pool(), &eventstore.Config{Schema: s.Schema(), Tracer: tr})
-	require.NoError(t, err)
-	slow, err := effects.NewWorker(traced, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
-		Handlers: map[string]effects.Handler{"job": l.handler(0, func(effects.Effect) error {
-			close(slowStarted)
-			<-release // ignores its context on purpose
-			return nil
-		})}})
-	require.NoError(t, err)
-	stopSlow := startWorkers(t, slow)
+	slow, stopSlow := startSlow(t, s, tr, l.handler(0, func(effects.Effect) error {
+		close(slowStarted)
+		<-tr.release // ignores its context on purpose
+		return nil
+	}))
 	<-slowStarted
-	fast, err := effects.NewWorker(s, &effects.Config{PollInterval: 50 * time.Millisecond,
-		Handlers: map[string]effects.Handler{"job": l.handler(0, nil)}})
-	require.NoError(t, err)
-	stopFast := startWorkers(t, fast)
-	waitCounts(t, q, 1, 0, 30*time.Second)
-	close(release)
-	waitFor(t, 30*time.Second, "the slow worker gave up its result", func() (bool, string) {
-		st := slow.Stats()
-		return st.LostLeases == 1, fmt.Sprintf("%+v", st)
-	})
-	stopSlow()
-	stopFast()
+	fast := takeOver(t, s, q, l, tr, slow, stopSlow)
 
 	require.Equal(t, 1, countEvents(t, s, effects.TypeCompleted, id))
 	e, err := q.Effect(ctx, id)
@@ -364,36 +316,16 @@ func (b *blockAppends) TraceReadEnd(context.Context, eventstore.TraceReadEndData
 // and completed it before the first worker's completion reached the server:
 // the completion's condition refuses it, and the effect is completed once.
 func TestCompletionRacingATakeoverIsRefused(t *testing.T) {
-	ctx := context.Background()
-	s := newStore(t)
-	q := newQueue(t, s)
-	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k", Payload: json.RawMessage(`{"seq":0}`)})
-	require.NoError(t, err)
+	s, q, id := oneEffect(t, json.RawMessage(`{"seq":0}`))
 	tr := newBlockAppends(effects.TypeCompleted)
-	traced, err := eventstore.New(s.Pool(), &eventstore.Config{Schema: s.Schema(), Tracer: tr})
-	require.NoError(t, err)
 	l := newLedger()
-	slow, err := effects.NewWorker(traced, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
-		Handlers: map[string]effects.Handler{"job": l.handler(0, nil)}})
-	require.NoError(t, err)
-	stopSlow := startWorkers(t, slow)
+	slow, stopSlow := startSlow(t, s, tr, l.handler(0, nil))
 	select {
 	case <-tr.held:
 	case <-time.After(30 * time.Second):
 		t.Fatal("the slow worker never tried to complete")
 	}
-	fast, err := effects.NewWorker(s, &effects.Config{PollInterval: 50 * time.Millisecond,
-		Handlers: map[string]effects.Handler{"job": l.handler(0, nil)}})
-	require.NoError(t, err)
-	stopFast := startWorkers(t, fast)
-	waitCounts(t, q, 1, 0, 30*time.Second)
-	close(tr.release)
-	waitFor(t, 30*time.Second, "the slow worker gave up its result", func() (bool, string) {
-		st := slow.Stats()
-		return st.LostLeases == 1, fmt.Sprintf("%+v", st)
-	})
-	stopSlow()
-	stopFast()
+	fast := takeOver(t, s, q, l, tr, slow, stopSlow)
 	require.Equal(t, 1, countEvents(t, s, effects.TypeCompleted, id))
 	require.Zero(t, slow.Stats().Executed)
 	require.Equal(t, int64(1), fast.Stats().Executed)
@@ -406,34 +338,19 @@ func TestExpiredLastLeaseFailsTheEffect(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t)
 	q := newQueue(t, s)
-	first, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "first", Payload: json.RawMessage(`{"seq":0}`)})
-	require.NoError(t, err)
-	second, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "second", Payload: json.RawMessage(`{"seq":1}`)})
-	require.NoError(t, err)
+	first := requestJob(t, q, "s", "first", json.RawMessage(`{"seq":0}`))
+	second := requestJob(t, q, "s", "second", json.RawMessage(`{"seq":1}`))
 	cfg := func(h effects.Handler) *effects.Config {
 		return &effects.Config{MaxAttempts: 1, Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
 			Handlers: map[string]effects.Handler{"job": h}}
 	}
-	inHandler := make(chan struct{})
-	victim, err := effects.NewWorker(s, cfg(func(ctx context.Context, _ effects.Effect) error {
-		close(inHandler)
-		<-ctx.Done()
-		return ctx.Err()
-	}))
-	require.NoError(t, err)
-	vctx, kill := context.WithCancel(ctx)
-	verr := make(chan error, 1)
-	go func() { verr <- victim.Run(vctx) }()
-	<-inHandler
+	_, _, kill := startVictim(t, s, cfg)
 	kill()
-	require.ErrorIs(t, <-verr, context.Canceled)
 
 	l := newLedger()
 	w, err := effects.NewWorker(s, cfg(l.handler(0, nil)))
 	require.NoError(t, err)
-	stop := startWorkers(t, w)
-	waitCounts(t, q, 1, 1, 30*time.Second)
-	stop()
+	runUntilCounts(t, q, 1, 1, 30*time.Second, w)
 
 	e, err := q.Effect(ctx, first)
 	require.NoError(t, err)
@@ -451,17 +368,13 @@ func TestExpiredLastLeaseFailsTheEffect(t *testing.T) {
 // TestPanickingHandlerFailsTheAttempt: a panic is recorded as the attempt's
 // error; the worker keeps running.
 func TestPanickingHandlerFailsTheAttempt(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	s := newStore(t)
-	q := newQueue(t, s)
-	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k"})
-	require.NoError(t, err)
+	s, q, id := oneEffect(t, nil)
 	w, err := effects.NewWorker(s, &effects.Config{MaxAttempts: 1, PollInterval: 50 * time.Millisecond,
 		Handlers: map[string]effects.Handler{"job": func(context.Context, effects.Effect) error { panic("kaboom") }}})
 	require.NoError(t, err)
-	stop := startWorkers(t, w)
-	waitCounts(t, q, 0, 1, 30*time.Second)
-	stop()
+	runUntilCounts(t, q, 0, 1, 30*time.Second, w)
 	e, err := q.Effect(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateFailed, e.State)
@@ -472,10 +385,7 @@ func TestPanickingHandlerFailsTheAttempt(t *testing.T) {
 // leases keeps its effect; no other worker takes it over.
 func TestLeaseIsExtendedWhileTheHandlerRuns(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t)
-	q := newQueue(t, s)
-	id, _, err := q.Request(ctx, effects.Request{Type: "job", Session: "s", DedupeKey: "k", Payload: json.RawMessage(`{"seq":0}`)})
-	require.NoError(t, err)
+	s, q, id := oneEffect(t, json.RawMessage(`{"seq":0}`))
 	l := newLedger()
 	h := l.handler(0, func(e effects.Effect) error { return nil })
 	slowH := func(ctx context.Context, e effects.Effect) error {
@@ -486,16 +396,9 @@ func TestLeaseIsExtendedWhileTheHandlerRuns(t *testing.T) {
 		}
 		return h(ctx, e)
 	}
-	var ws []*effects.Worker
-	for range 2 {
-		w, err := effects.NewWorker(s, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
-			Handlers: map[string]effects.Handler{"job": slowH}})
-		require.NoError(t, err)
-		ws = append(ws, w)
-	}
-	stop := startWorkers(t, ws...)
-	waitCounts(t, q, 1, 0, 30*time.Second)
-	stop()
+	ws := newWorkers(t, s, 2, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": slowH}})
+	runUntilCounts(t, q, 1, 0, 30*time.Second, ws...)
 	total := ws[0].Stats().Add(ws[1].Stats())
 	require.Zero(t, total.LeaseTakeovers, "%+v", total)
 	require.GreaterOrEqual(t, total.LeaseExtensions, int64(2), "%+v", total)

@@ -42,7 +42,7 @@ type Interface interface {
 	// were not reported. Wake-ups may be coalesced or spurious, and some may
 	// be lost (a reader must still poll): they only make a tailing reader
 	// faster. wake must not block. A caller retries a failed Listen with
-	// backoff (subscription.Waker does).
+	// backoff (subscriptions, projections and effect workers do).
 	Listen(ctx context.Context, wake func()) error
 }
 

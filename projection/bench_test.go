@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -32,15 +33,15 @@ func BenchmarkProjectionCatchUp(b *testing.B) {
 	s, pool := newStore(b)
 	ctx := context.Background()
 	for from := 0; from < n; from += 100_000 {
-		_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data)
+		_, err := pool.Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.events (type, tags, data)
 			SELECT 'P', ARRAY['item=' || (g % 1000)], jsonb_build_object('n', g) FROM generate_series($1::int, $2::int) g`,
 			from, min(n, from+100_000)-1)
 		require.NoError(b, err)
 	}
-	_, err := pool.Exec(ctx, `ANALYZE `+s.QuotedSchema()+`.events`)
+	_, err := pool.Exec(ctx, `ANALYZE `+ident.Schema(s)+`.events`)
 	require.NoError(b, err)
 	truncate := func() {
-		_, err := pool.Exec(ctx, `TRUNCATE `+s.QuotedSchema()+`.rm`)
+		_, err := pool.Exec(ctx, `TRUNCATE `+ident.Schema(s)+`.rm`)
 		require.NoError(b, err)
 	}
 
@@ -48,13 +49,13 @@ func BenchmarkProjectionCatchUp(b *testing.B) {
 	for i := range b.N {
 		truncate()
 		start := time.Now()
-		_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.rm SELECT position, type FROM `+s.QuotedSchema()+`.events`)
+		_, err := pool.Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.rm SELECT position, type FROM `+ident.Schema(s)+`.events`)
 		require.NoError(b, err)
 		floor += time.Since(start)
 		truncate()
 
 		var handled atomic.Int64
-		ins := insertRows(s.QuotedSchema())
+		ins := insertRows(ident.Schema(s))
 		h := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
 			if err := ins(ctx, tx, evs); err != nil {
 				return err

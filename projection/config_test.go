@@ -11,32 +11,36 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
 
 func TestNewRefusesNegativeConfig(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
-	h := insertRows(s.QuotedSchema())
+	h := insertRows(ident.Schema(s))
 	for _, c := range []struct {
-		field string
-		cfg   projection.Config
+		name, field string
+		cfg         projection.Config
 	}{
-		{"BatchSize", projection.Config{BatchSize: -1}},
-		{"PollInterval", projection.Config{PollInterval: -time.Second}},
-		{"ElectionInterval", projection.Config{ElectionInterval: -1}},
-		{"HeartbeatInterval", projection.Config{HeartbeatInterval: -1}},
-		{"RetryMin", projection.Config{RetryMin: -1}},
-		{"RetryMax", projection.Config{RetryMax: -1}},
-		{"MaxAttempts", projection.Config{MaxAttempts: -1}},
-		{"Identity", projection.Config{Identity: "host\xff"}},
-		{"Identity", projection.Config{Identity: "host\x00"}},
+		{"BatchSize", "BatchSize", projection.Config{BatchSize: -1}},
+		{"PollInterval", "PollInterval", projection.Config{PollInterval: -time.Second}},
+		{"ElectionInterval", "ElectionInterval", projection.Config{ElectionInterval: -1}},
+		{"HeartbeatInterval", "HeartbeatInterval", projection.Config{HeartbeatInterval: -1}},
+		{"RetryMin", "RetryMin", projection.Config{RetryMin: -1}},
+		{"RetryMax", "RetryMax", projection.Config{RetryMax: -1}},
+		{"MaxAttempts", "MaxAttempts", projection.Config{MaxAttempts: -1}},
+		{"Identity not UTF-8", "Identity", projection.Config{Identity: "host\xff"}},
+		{"Identity with NUL", "Identity", projection.Config{Identity: "host\x00"}},
 	} {
-		_, err := projection.New(s, "p", query.All(), h, &c.cfg)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
-		require.Equal(t, "Config."+c.field, ia.Name)
+		t.Run(c.name, func(t *testing.T) {
+			_, err := projection.New(s, "p", query.All(), h, &c.cfg)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			require.Equal(t, "Config."+c.field, ia.Name)
+		})
 	}
 	_, err := projection.New(s, "p", query.All(), h, &projection.Config{MaxAttempts: -1})
 	require.Contains(t, err.Error(), "RetryForever", "the error says how to never give up")
@@ -45,6 +49,7 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 // MaxAttempts RetryForever: a handler that always fails keeps being retried,
 // and the projection never becomes FAILED (what a negative MaxAttempts did).
 func TestRetryForever(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t)
 	cfg := *fast

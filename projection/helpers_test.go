@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -32,12 +33,8 @@ func newPool(t testing.TB, dsn string) *pgxpool.Pool {
 func newStore(t testing.TB) (*eventstore.Store, *pgxpool.Pool) {
 	t.Helper()
 	pool := newPool(t, pgtest.DSN(t))
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
-	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
-	require.NoError(t, err)
-	_, err = pool.Exec(context.Background(), `CREATE TABLE `+s.QuotedSchema()+`.rm (position bigint NOT NULL, type text NOT NULL)`)
+	s := teststore.OnPool(t, pool, nil)
+	_, err := pool.Exec(context.Background(), `CREATE TABLE `+ident.Schema(s)+`.rm (position bigint NOT NULL, type text NOT NULL)`)
 	require.NoError(t, err)
 	return s, pool
 }
@@ -80,10 +77,10 @@ func appendN(t testing.TB, s *eventstore.Store, typ string, n, per int) {
 func requireExactlyOnce(t testing.TB, pool *pgxpool.Pool, s *eventstore.Store, want int) {
 	t.Helper()
 	var rows, distinct, events, missing int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT position) FROM `+s.QuotedSchema()+`.rm`).Scan(&rows, &distinct))
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+s.QuotedSchema()+`.events WHERE type = 'P'`).Scan(&events))
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+s.QuotedSchema()+`.events e WHERE type = 'P'
-		AND NOT EXISTS (SELECT 1 FROM `+s.QuotedSchema()+`.rm r WHERE r.position = e.position)`).Scan(&missing))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*), count(DISTINCT position) FROM `+ident.Schema(s)+`.rm`).Scan(&rows, &distinct))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+ident.Schema(s)+`.events WHERE type = 'P'`).Scan(&events))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+ident.Schema(s)+`.events e WHERE type = 'P'
+		AND NOT EXISTS (SELECT 1 FROM `+ident.Schema(s)+`.rm r WHERE r.position = e.position)`).Scan(&missing))
 	require.Equal(t, want, events, "events in the log")
 	require.Equal(t, 0, missing, "events missing from the read model")
 	require.Equal(t, distinct, rows, "duplicate rows in the read model")
@@ -92,6 +89,6 @@ func requireExactlyOnce(t testing.TB, pool *pgxpool.Pool, s *eventstore.Store, w
 
 func rmCount(t testing.TB, pool *pgxpool.Pool, s *eventstore.Store) int {
 	var n int
-	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+s.QuotedSchema()+`.rm`).Scan(&n))
+	require.NoError(t, pool.QueryRow(context.Background(), `SELECT count(*) FROM `+ident.Schema(s)+`.rm`).Scan(&n))
 	return n
 }

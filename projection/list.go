@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 )
 
 // List reads every checkpoint of the store (projections and outbox
@@ -13,7 +14,7 @@ import (
 func List(ctx context.Context, store *eventstore.Store) ([]Status, error) {
 	rows, err := store.Pool().Query(ctx, `SELECT name, status, transaction_id, position, error_count,
 		coalesce(last_error, ''), coalesce(leader, ''), heartbeat_at, updated_at
-		FROM `+store.QuotedSchema()+`.checkpoints ORDER BY name`)
+		FROM `+ident.Schema(store)+`.checkpoints ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("pgdcb: projection: list: %w", err)
 	}

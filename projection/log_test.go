@@ -41,6 +41,7 @@ func (h *logRecorder) all() []slog.Record {
 // A failing batch is logged at Warn with the error under "err"; every
 // record carrying an error is at Warn or above and uses that key.
 func TestFailuresAreLoggedAtWarnWithErr(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
 	h := &logRecorder{}
 	cfg := *fast

@@ -7,6 +7,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -33,6 +34,7 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	m := subscription.NewMetrics()
 	reg := prometheus.NewRegistry()
@@ -42,7 +44,7 @@ func TestMetrics(t *testing.T) {
 	cfg := *fast
 	cfg.Metrics = m
 	cfg.BatchSize = 40
-	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), insertRows(s.QuotedSchema()), &cfg)
+	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), insertRows(ident.Schema(s)), &cfg)
 	require.NoError(t, err)
 	// One transaction: a horizon held by another package's transaction can
 	// not split it, so the batches are exactly 200/40.

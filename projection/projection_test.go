@@ -20,6 +20,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -52,12 +53,13 @@ func start(t *testing.T, r *projection.Runner) (stop func()) {
 // 8 concurrent writers append 20,000 events while two runners of the
 // projection compete; the read model ends with exactly one row per event.
 func TestConcurrentWriters(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	q := query.Tagged([]string{"P"})
 	for i := range 2 {
 		cfg := *fast
 		cfg.Identity = fmt.Sprint("runner-", i)
-		r, err := projection.New(s, "rm", q, insertRows(s.QuotedSchema()), &cfg)
+		r, err := projection.New(s, "rm", q, insertRows(ident.Schema(s)), &cfg)
 		require.NoError(t, err)
 		start(t, r)
 	}
@@ -95,7 +97,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	pool := newPool(t, pgtest.DSN(t))
 	s := storeOn(t, pool, schema)
-	ins := insertRows(s.QuotedSchema())
+	ins := insertRows(ident.Schema(s))
 	cfg := *fast
 	cfg.BatchSize = 100
 	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
@@ -111,7 +113,9 @@ func TestHelperProcess(t *testing.T) {
 }
 
 // The projection's process is killed with SIGKILL during a batch; after a
-// restart the read model has every event exactly once.
+// restart the read model has every event exactly once. Not parallel: the
+// child's batches (and the transaction it dies in) hold back every tailing
+// reader.
 func TestCrashMidBatch(t *testing.T) {
 	for round := range 6 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
@@ -142,7 +146,7 @@ func TestCrashMidBatch(t *testing.T) {
 			require.Less(t, done, total)
 			require.Zero(t, done%100, "a partial batch was committed")
 
-			r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), insertRows(s.QuotedSchema()), fast)
+			r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), insertRows(ident.Schema(s)), fast)
 			require.NoError(t, err)
 			start(t, r)
 			require.Eventually(t, func() bool { return rmCount(t, pool, s) >= total }, wait, 10*time.Millisecond)
@@ -168,6 +172,7 @@ func leaderPID(t *testing.T, s *eventstore.Store, name string) int {
 // Two runners; the leader's backend is terminated (twice); the other takes
 // over and nothing is lost or doubled.
 func TestLeaderFailover(t *testing.T) {
+	t.Parallel()
 	s, pool := newStore(t)
 	q := query.Tagged([]string{"P"})
 	var runners [2]*projection.Runner
@@ -175,7 +180,7 @@ func TestLeaderFailover(t *testing.T) {
 		cfg := *fast
 		cfg.Identity = fmt.Sprint("runner-", i)
 		cfg.BatchSize = 50
-		r, err := projection.New(storeOn(t, newPool(t, pgtest.DSN(t)), s.Schema()), "rm", q, insertRows(s.QuotedSchema()), &cfg)
+		r, err := projection.New(storeOn(t, newPool(t, pgtest.DSN(t)), s.Schema()), "rm", q, insertRows(ident.Schema(s)), &cfg)
 		require.NoError(t, err)
 		runners[i] = r
 		start(t, r)
@@ -219,16 +224,17 @@ func TestLeaderFailover(t *testing.T) {
 // MaxAttempts with its error visible, and continues from the same checkpoint
 // after Resume. Pause stops processing; Reset rebuilds from zero.
 func TestStatusPauseResumeReset(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t)
 	var failing atomic.Bool
 	failing.Store(true)
 	var calls atomic.Int64
-	ins := insertRows(s.QuotedSchema())
+	ins := insertRows(ident.Schema(s))
 	cfg := *fast
 	cfg.MaxAttempts = 3
 	cfg.Reset = func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM `+s.QuotedSchema()+`.rm`)
+		_, err := tx.Exec(ctx, `DELETE FROM `+ident.Schema(s)+`.rm`)
 		return err
 	}
 	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
@@ -298,8 +304,9 @@ func TestStatusPauseResumeReset(t *testing.T) {
 }
 
 func TestInvalidInput(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t)
-	h := insertRows(s.QuotedSchema())
+	h := insertRows(ident.Schema(s))
 	_, err := projection.New(s, "", query.All(), h, nil)
 	require.ErrorIs(t, err, projection.ErrInvalidName)
 	_, err = projection.New(s, "a\x00b", query.All(), h, nil)
@@ -314,6 +321,7 @@ func TestInvalidInput(t *testing.T) {
 // multi-byte text cut anywhere, invalid UTF-8, NUL) is still recorded, so the
 // projection becomes FAILED at MaxAttempts.
 func TestUnstorableErrorMessage(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t)
 	cfg := *fast

@@ -21,7 +21,9 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/retry"
+	"github.com/pgdcb/pgdcb/internal/wake"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -167,7 +169,7 @@ type Runner struct {
 
 	leading atomic.Bool
 	ensured atomic.Bool
-	waker   atomic.Pointer[subscription.Waker]
+	waker   atomic.Pointer[wake.Waker]
 }
 
 // New returns a Runner of the projection name over the events matching q.
@@ -266,7 +268,7 @@ func (r *Runner) wake() {
 func (r *Runner) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := subscription.NewWaker(r.store, r.cfg.PollInterval, !r.cfg.NotifyDisabled, r.cfg.Logger)
+	w := wake.New(r.store, r.cfg.PollInterval, !r.cfg.NotifyDisabled, r.cfg.Logger)
 	w.Start(ctx)
 	defer w.Stop() // Run returns only once its LISTEN connection is closed
 	r.waker.Store(w)
@@ -321,7 +323,7 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) elect(ctx context.Context) (*pgx.Conn, error) {
 	pool := r.store.Pool()
 	if !r.ensured.Load() {
-		if err := ensure(ctx, pool, r.store.QuotedSchema(), r.name); err != nil {
+		if err := ensure(ctx, pool, ident.Schema(r.store), r.name); err != nil {
 			return nil, err
 		}
 		r.ensured.Store(true)
@@ -361,10 +363,10 @@ func ensure(ctx context.Context, db dbexec, schema, name string) error {
 
 // lead processes batches on conn (which holds the lock) until ctx ends or
 // the connection fails.
-func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *subscription.Waker) error {
+func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *wake.Waker) error {
 	var (
-		lag       subscription.LagTracker
-		held      subscription.HorizonWait
+		lag       wake.LagTracker
+		held      wake.HorizonWait
 		lastWrite time.Time
 	)
 	if err := r.heartbeat(ctx, conn); err != nil {
@@ -463,7 +465,7 @@ type batchResult struct {
 // own writes), call the handler, move the checkpoint by compare-and-set,
 // commit. writeIdle also moves a checkpoint that only advanced to the
 // horizon (no events); otherwise such a move waits for the next heartbeat.
-func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *subscription.LagTracker, writeIdle bool) (batchResult, error) {
+func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker, writeIdle bool) (batchResult, error) {
 	var res batchResult
 	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
@@ -478,7 +480,7 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *subscription.La
 		_ = tx.Rollback(rctx)
 	}()
 	var cur cursor.Cursor
-	schema := r.store.QuotedSchema()
+	schema := ident.Schema(r.store)
 	// checkpoints primary key; a plain read (a FOR UPDATE would give the
 	// transaction an xid before the tail read).
 	err = tx.QueryRow(ctx, `SELECT transaction_id, position, status FROM `+schema+`.checkpoints WHERE name = $1`, r.name).
@@ -496,7 +498,7 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *subscription.La
 	res.tail = tb
 	res.n = len(tb.Events)
 	res.full = res.n == r.cfg.BatchSize
-	r.cfg.Metrics.Lag(r.name, lag.Observe(tb, time.Now()))
+	r.cfg.Metrics.Lag(r.name, subscription.Lag(lag.Observe(tb, time.Now())))
 	if res.n > 0 {
 		if err := r.h(ctx, tx, tb.Events); err != nil {
 			return res, &HandlerError{Name: r.name, Cursor: cur, Err: err}
@@ -551,7 +553,7 @@ func (r *Runner) recordFailure(ctx context.Context, conn *pgx.Conn, cause error)
 	msg := errorText(cause)
 	var n int
 	// checkpoints primary key.
-	err := conn.QueryRow(ctx, `UPDATE `+r.store.QuotedSchema()+`.checkpoints
+	err := conn.QueryRow(ctx, `UPDATE `+ident.Schema(r.store)+`.checkpoints
 		SET error_count = error_count + 1, last_error = $2, updated_at = now(),
 		    status = CASE WHEN $3 > 0 AND error_count + 1 >= $3 THEN 'FAILED' ELSE status END
 		WHERE name = $1 AND status = 'ACTIVE'
@@ -567,7 +569,7 @@ func (r *Runner) recordFailure(ctx context.Context, conn *pgx.Conn, cause error)
 
 func (r *Runner) heartbeat(ctx context.Context, conn *pgx.Conn) error {
 	// checkpoints primary key.
-	_, err := conn.Exec(ctx, `UPDATE `+r.store.QuotedSchema()+`.checkpoints
+	_, err := conn.Exec(ctx, `UPDATE `+ident.Schema(r.store)+`.checkpoints
 		SET heartbeat_at = now(), leader = $2 WHERE name = $1`, r.name, r.cfg.Identity)
 	return err
 }

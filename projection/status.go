@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 )
 
 // State is a checkpoint's status.
@@ -53,7 +54,7 @@ func GetStatus(ctx context.Context, store *eventstore.Store, name string) (Statu
 	// checkpoints primary key.
 	row := store.Pool().QueryRow(ctx, `SELECT name, status, transaction_id, position, error_count,
 		coalesce(last_error, ''), coalesce(leader, ''), heartbeat_at, updated_at
-		FROM `+store.QuotedSchema()+`.checkpoints WHERE name = $1`, name)
+		FROM `+ident.Schema(store)+`.checkpoints WHERE name = $1`, name)
 	var (
 		st Status
 		hb *time.Time
@@ -84,11 +85,11 @@ func Resume(ctx context.Context, store *eventstore.Store, name string) error {
 }
 
 func setState(ctx context.Context, store *eventstore.Store, name, set string) error {
-	if err := ensure(ctx, store.Pool(), store.QuotedSchema(), name); err != nil {
+	if err := ensure(ctx, store.Pool(), ident.Schema(store), name); err != nil {
 		return err
 	}
 	// checkpoints primary key.
-	_, err := store.Pool().Exec(ctx, `UPDATE `+store.QuotedSchema()+`.checkpoints SET `+set+`, updated_at = now() WHERE name = $1`, name)
+	_, err := store.Pool().Exec(ctx, `UPDATE `+ident.Schema(store)+`.checkpoints SET `+set+`, updated_at = now() WHERE name = $1`, name)
 	if err != nil {
 		return fmt.Errorf("pgdcb: projection: updating %q: %w", name, err)
 	}
@@ -106,13 +107,13 @@ type ResetFunc func(ctx context.Context, tx pgx.Tx) error
 // and rolls back.
 func Reset(ctx context.Context, store *eventstore.Store, name string, clear ResetFunc) error {
 	pool := store.Pool()
-	if err := ensure(ctx, pool, store.QuotedSchema(), name); err != nil {
+	if err := ensure(ctx, pool, ident.Schema(store), name); err != nil {
 		return err
 	}
 	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		// checkpoints primary key; the row lock orders us with a leader's
 		// checkpoint update.
-		if _, err := tx.Exec(ctx, `SELECT 1 FROM `+store.QuotedSchema()+`.checkpoints WHERE name = $1 FOR UPDATE`, name); err != nil {
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM `+ident.Schema(store)+`.checkpoints WHERE name = $1 FOR UPDATE`, name); err != nil {
 			return fmt.Errorf("pgdcb: projection: reset %q: %w", name, err)
 		}
 		if clear != nil {
@@ -121,7 +122,7 @@ func Reset(ctx context.Context, store *eventstore.Store, name string, clear Rese
 			}
 		}
 		// checkpoints primary key.
-		_, err := tx.Exec(ctx, `UPDATE `+store.QuotedSchema()+`.checkpoints SET transaction_id = '0', position = 0,
+		_, err := tx.Exec(ctx, `UPDATE `+ident.Schema(store)+`.checkpoints SET transaction_id = '0', position = 0,
 			status = 'ACTIVE', error_count = 0, last_error = NULL, updated_at = now() WHERE name = $1`, name)
 		if err != nil {
 			return fmt.Errorf("pgdcb: projection: reset %q: %w", name, err)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -34,11 +35,11 @@ func loadBacklog(b *testing.B, s *eventstore.Store, n int) {
 	ctx := context.Background()
 	for from := 0; from < n; from += 100_000 {
 		to := min(n, from+100_000) - 1
-		_, err := s.Pool().Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data)
+		_, err := s.Pool().Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.events (type, tags, data)
 			SELECT 'Added', ARRAY['item=' || (g % 1000)], jsonb_build_object('n', g) FROM generate_series($1::int, $2::int) g`, from, to)
 		require.NoError(b, err)
 	}
-	_, err := s.Pool().Exec(ctx, `ANALYZE `+s.QuotedSchema()+`.events`)
+	_, err := s.Pool().Exec(ctx, `ANALYZE `+ident.Schema(s)+`.events`)
 	require.NoError(b, err)
 }
 

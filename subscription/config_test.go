@@ -13,6 +13,7 @@ import (
 )
 
 func TestNewRefusesNegativeConfig(t *testing.T) {
+	t.Parallel()
 	s, err := eventstore.New(pgtestPool(t), nil)
 	require.NoError(t, err)
 	for _, c := range []struct {
@@ -24,12 +25,14 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		{"RetryMin", subscription.Config{RetryMin: -1}},
 		{"RetryMax", subscription.Config{RetryMax: -time.Millisecond}},
 	} {
-		_, err := subscription.New(s, query.All(), &c.cfg)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
-		require.Equal(t, "Config."+c.field, ia.Name)
-		require.Contains(t, ia.Reason, "0 means the default")
+		t.Run(c.field, func(t *testing.T) {
+			_, err := subscription.New(s, query.All(), &c.cfg)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			require.Equal(t, "Config."+c.field, ia.Name)
+			require.Contains(t, ia.Reason, "0 means the default")
+		})
 	}
 	_, err = subscription.New(s, query.All(), &subscription.Config{})
 	require.NoError(t, err, "0 means the default")

@@ -10,7 +10,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -28,12 +28,7 @@ func newStore(t testing.TB, appName string) (*eventstore.Store, *pgxpool.Pool) {
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	schema := pgtest.Schema(t)
-	_, err = pgdcbsql.Migrate(context.Background(), pool, schema)
-	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
-	require.NoError(t, err)
-	return s, pool
+	return teststore.OnPool(t, pool, nil), pool
 }
 
 func appendN(t testing.TB, s *eventstore.Store, typ string, from, n int) {

@@ -10,6 +10,8 @@ import (
 	"github.com/pgdcb/pgdcb/subscription"
 )
 
+// TestOldestTransaction is not parallel: its open transaction holds back
+// every tailing reader.
 func TestOldestTransaction(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtestPool(t)

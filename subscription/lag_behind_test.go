@@ -17,6 +17,7 @@ import (
 // only the last batch reports 0. Before the fix, the tail's Head was the
 // page's own last event, so every batch reported 0 while behind.
 func TestLagIsReportedWhileBehind(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, "")
 	appendN(t, s, "E", 0, 100)
 	sub, err := subscription.New(s, query.All(), &subscription.Config{BatchSize: 10, PollInterval: 10 * time.Millisecond})

@@ -12,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/retry"
+	"github.com/pgdcb/pgdcb/internal/wake"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -160,15 +161,15 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := NewWaker(s.store, s.cfg.PollInterval, !s.cfg.NotifyDisabled, s.cfg.Logger)
+	w := wake.New(s.store, s.cfg.PollInterval, !s.cfg.NotifyDisabled, s.cfg.Logger)
 	w.Start(ctx)
 	defer w.Stop() // Run returns only once its LISTEN connection is closed
 	cur := from
 	cur.Snapshot = nil
 	var (
-		lag      LagTracker
+		lag      wake.LagTracker
 		failures int
-		held     HorizonWait
+		held     wake.HorizonWait
 	)
 	for {
 		b, err := s.store.ReadTail(ctx, s.q, cur, s.cfg.BatchSize)
@@ -189,7 +190,7 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 			continue
 		}
 		failures = 0
-		l := lag.Observe(b, time.Now())
+		l := Lag(lag.Observe(b, time.Now()))
 		s.cfg.Metrics.Lag(s.cfg.Name, l)
 		if len(b.Events) > 0 {
 			if err := h(ctx, Batch{Events: b.Events, Cursor: b.Cursor, Lag: l}); err != nil {

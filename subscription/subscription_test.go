@@ -87,6 +87,7 @@ func requireLogOrder(t *testing.T, evs []eventstore.StoredEvent) {
 }
 
 func TestCatchUpThenLive(t *testing.T) {
+	t.Parallel()
 	for _, notify := range []bool{true, false} {
 		t.Run(fmt.Sprintf("notify=%v", notify), func(t *testing.T) {
 			s, _ := newStore(t, "")
@@ -131,6 +132,7 @@ func ignoreCanceled(err error) error {
 
 // Writer A takes a lower position and commits after writer B: the
 // subscription must deliver both, A first (log order), never B alone first.
+// Not parallel: A's open transaction holds back every tailing reader.
 func TestOutOfOrderCommit(t *testing.T) {
 	for round := range 5 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
@@ -172,6 +174,7 @@ func TestOutOfOrderCommit(t *testing.T) {
 // matter, the LISTEN connection must come back; with polling only, the reads
 // must.
 func TestReconnects(t *testing.T) {
+	t.Parallel()
 	for _, notify := range []bool{true, false} {
 		t.Run(fmt.Sprintf("notify=%v", notify), func(t *testing.T) {
 			poll := 20 * time.Millisecond
@@ -225,6 +228,7 @@ func adminPool(t *testing.T) *pgxpool.Pool {
 }
 
 func TestHandlerErrorStops(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, "")
 	appendN(t, s, "E", 0, 5)
 	sub, err := subscription.New(s, query.All(), nil)
@@ -242,6 +246,7 @@ func TestHandlerErrorStops(t *testing.T) {
 }
 
 func TestInvalidQuery(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, "")
 	_, err := subscription.New(s, query.Query{}, nil)
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)

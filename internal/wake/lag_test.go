@@ -1,4 +1,4 @@
-package subscription_test
+package wake_test
 
 import (
 	"testing"
@@ -8,11 +8,12 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/subscription"
+	"github.com/pgdcb/pgdcb/internal/wake"
 )
 
 func TestHorizonWait(t *testing.T) {
-	var h subscription.HorizonWait
+	t.Parallel()
+	var h wake.HorizonWait
 	poll := 100 * time.Millisecond
 	free := eventstore.TailBatch{Horizon: 50, Head: cursor.Cursor{TransactionID: 40}}
 	require.Equal(t, poll, h.Next(free, poll))
@@ -37,7 +38,8 @@ func scale(ds []time.Duration) []time.Duration {
 }
 
 func TestLagTracker(t *testing.T) {
-	var lt subscription.LagTracker
+	t.Parallel()
+	var lt wake.LagTracker
 	now := time.Now()
 	ev := eventstore.StoredEvent{Position: 10, TransactionID: 5, OccurredAt: now.Add(-3 * time.Second)}
 	l := lt.Observe(eventstore.TailBatch{Events: []eventstore.StoredEvent{ev}, Cursor: cursor.Cursor{TransactionID: 5, Position: 10},
@@ -50,5 +52,5 @@ func TestLagTracker(t *testing.T) {
 	require.Equal(t, 2*time.Second, l.HorizonHeld)
 	l = lt.Observe(eventstore.TailBatch{Cursor: cursor.Cursor{TransactionID: 9, Position: 1 << 62},
 		Horizon: 10, Head: cursor.Cursor{TransactionID: 9, Position: 30}}, now.Add(3*time.Second))
-	require.Equal(t, subscription.Lag{}, l)
+	require.Equal(t, wake.Lag{}, l)
 }

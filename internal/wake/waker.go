@@ -1,4 +1,11 @@
-package subscription
+// Package wake is the machinery shared by the tailing readers of this module
+// (package subscription's Subscription, package projection's Runner and
+// package effects' Worker): a Waker that tells a reader when to read again,
+// a LagTracker that measures how far behind the head of the log it is, and a
+// HorizonWait that chooses how long it waits while an open transaction holds
+// the horizon back. It is internal so that users do not build on it; they
+// get its results through the readers' Configs and Metrics.
+package wake
 
 import (
 	"context"
@@ -9,6 +16,10 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/retry"
 )
+
+// DefaultPoll is the poll interval of a Waker made with poll <= 0 (the
+// readers' own default, subscription.DefaultPollInterval).
+const DefaultPoll = time.Second
 
 // Waker tells a tailing reader when to read again: when the store reports an
 // append (eventstore.Interface.Listen: a NOTIFY on the store's channel for the
@@ -33,12 +44,12 @@ type Waker struct {
 	wg      sync.WaitGroup
 }
 
-// NewWaker returns a Waker for the store. poll <= 0 means DefaultPollInterval;
-// notify false means polling only (for example behind PgBouncer in
-// transaction mode, where LISTEN cannot work). logger nil means quiet.
-func NewWaker(store eventstore.Interface, poll time.Duration, notify bool, logger *slog.Logger) *Waker {
+// New returns a Waker for the store. poll <= 0 means DefaultPoll; notify
+// false means polling only (for example behind PgBouncer in transaction mode,
+// where LISTEN cannot work). logger nil means quiet.
+func New(store eventstore.Interface, poll time.Duration, notify bool, logger *slog.Logger) *Waker {
 	if poll <= 0 {
-		poll = DefaultPollInterval
+		poll = DefaultPoll
 	}
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
