@@ -11,6 +11,7 @@ import (
 
 // Config.validate refuses negative values; New calls it first.
 func TestConfigRefusesNegatives(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		field string
 		cfg   Config
@@ -19,12 +20,14 @@ func TestConfigRefusesNegatives(t *testing.T) {
 		{"BackoffBase", Config{BackoffBase: -time.Millisecond}},
 		{"BackoffMax", Config{BackoffMax: -1}},
 	} {
-		err := c.cfg.validate()
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
-		require.Equal(t, "Config."+c.field, ia.Name)
-		require.Contains(t, ia.Reason, "0 means the default")
+		t.Run(c.field, func(t *testing.T) {
+			err := c.cfg.validate()
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			require.Equal(t, "Config."+c.field, ia.Name)
+			require.Contains(t, ia.Reason, "0 means the default")
+		})
 	}
 	var nilCfg *Config
 	require.NoError(t, nilCfg.validate())

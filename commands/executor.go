@@ -18,6 +18,7 @@ import (
 	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/internal/retry"
@@ -67,7 +68,7 @@ func New(store eventstore.Interface, cfg *Config) (*Executor, error) {
 		handlers: map[string]Handler{},
 	}
 	if pg != nil {
-		e.sql = newStatements(pg.QuotedSchema())
+		e.sql = newStatements(ident.Schema(pg))
 	}
 	return e, nil
 }

@@ -12,19 +12,14 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
+// newStore returns a store in a fresh schema, dropped when the test ends.
 func newStore(t testing.TB) *eventstore.Store {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
-	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
-	require.NoError(t, err)
+	s, _ := teststore.New(t, nil)
 	return s
 }
 
@@ -34,6 +29,33 @@ func newExecutor(t testing.TB, cfg *commands.Config) (*commands.Executor, *event
 	ex, err := commands.New(s, cfg)
 	require.NoError(t, err)
 	return ex, s
+}
+
+// backend is a store the executor runs on: the scenarios that hold on every
+// store run on each (see onEachStore).
+type backend struct {
+	name string
+	// postgres is true for eventstore.Store, which has the commands table
+	// (tracing, zero-event commands remembered).
+	postgres    bool
+	newExecutor func(t testing.TB, cfg *commands.Config) (*commands.Executor, eventstore.Interface)
+}
+
+var backends = []backend{
+	{"memory", false, func(t testing.TB, cfg *commands.Config) (*commands.Executor, eventstore.Interface) {
+		return newMemExecutor(t, cfg)
+	}},
+	{"postgres", true, func(t testing.TB, cfg *commands.Config) (*commands.Executor, eventstore.Interface) {
+		return newExecutor(t, cfg)
+	}},
+}
+
+// onEachStore runs f as a subtest on each backend.
+func onEachStore(t *testing.T, f func(t *testing.T, b backend)) {
+	t.Helper()
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) { f(t, b) })
+	}
 }
 
 var errLimit = errors.New("counter: limit reached")

@@ -16,13 +16,21 @@ import (
 // anything is sent; negative Config values are refused; errors repeating
 // input stay short.
 func TestCommandInputIsCheckedLikeEvents(t *testing.T) {
+	t.Parallel()
 	ex, s := newExecutor(t, nil)
-	for _, data := range []string{`{"a":"\u0000"}`, `{"n":1e999999}`, `"\ud800"`, "\"\xff\""} {
-		c := cmd("Inc", increment("in", 10))
-		c.Data = json.RawMessage(data)
-		_, err := ex.Execute(context.Background(), c)
-		require.ErrorIs(t, err, commands.ErrInvalidCommand, "data %q", data)
-		require.Contains(t, err.Error(), "data")
+	for _, tc := range []struct{ name, data string }{
+		{"NUL", `{"a":"\u0000"}`},
+		{"number out of range", `{"n":1e999999}`},
+		{"lone surrogate", `"\ud800"`},
+		{"invalid UTF-8", "\"\xff\""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := cmd("Inc", increment("in", 10))
+			c.Data = json.RawMessage(tc.data)
+			_, err := ex.Execute(context.Background(), c)
+			require.ErrorIs(t, err, commands.ErrInvalidCommand, "data %q", tc.data)
+			require.Contains(t, err.Error(), "data")
+		})
 	}
 	require.Zero(t, countEvents(t, s, counterQuery("in")))
 

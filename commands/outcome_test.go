@@ -16,6 +16,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 )
 
 // slowCommits makes every COMMIT of a command of type SlowCommit wait 2 s
@@ -24,7 +25,7 @@ import (
 func slowCommits(t *testing.T, s *eventstore.Store) {
 	t.Helper()
 	ctx := context.Background()
-	schema := s.QuotedSchema()
+	schema := ident.Schema(s)
 	_, err := s.Pool().Exec(ctx, `CREATE FUNCTION `+schema+`.slow_commit() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN IF NEW.type = 'SlowCommit' THEN PERFORM pg_sleep(2); END IF; RETURN NULL; END $$`)
 	require.NoError(t, err)
@@ -107,6 +108,7 @@ func TestExecuteReportsAnUnsettledOutcome(t *testing.T) {
 // as itself (matching its cause), never as a *RejectedError. Before the fix
 // every Decide error became a *RejectedError.
 func TestDecideInfrastructureErrorsAreNotRejections(t *testing.T) {
+	t.Parallel()
 	ex, _ := newExecutor(t, nil)
 	var calls atomic.Int32
 	readFails := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {

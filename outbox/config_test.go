@@ -13,6 +13,7 @@ import (
 )
 
 func TestNewRefusesNegativeConfig(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	pub := outbox.PublisherFunc(func(context.Context, []outbox.Message) error { return nil })
 	topic := outbox.Topic{Name: "t", Query: query.All()}
@@ -30,17 +31,20 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		{"MaxAttempts", outbox.Config{MaxAttempts: -1}},
 		{"StallAfter", outbox.Config{StallAfter: -time.Second}},
 	} {
-		_, err := outbox.New(s, topic, "p", pub, &c.cfg)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
-		require.Equal(t, "Config."+c.field, ia.Name)
+		t.Run(c.field, func(t *testing.T) {
+			_, err := outbox.New(s, topic, "p", pub, &c.cfg)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			require.Equal(t, "Config."+c.field, ia.Name)
+		})
 	}
 	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{MaxAttempts: outbox.RetryForever})
 	require.NoError(t, err)
 }
 
 func TestNewJetStreamPublisherRefusesNegativeConfig(t *testing.T) {
+	t.Parallel()
 	js, _, _ := testStream(t)
 	for _, c := range []struct {
 		field string
@@ -49,11 +53,13 @@ func TestNewJetStreamPublisherRefusesNegativeConfig(t *testing.T) {
 		{"MaxInFlight", outbox.JetStreamConfig{MaxInFlight: -1}},
 		{"AckTimeout", outbox.JetStreamConfig{AckTimeout: -time.Second}},
 	} {
-		_, err := outbox.NewJetStreamPublisher(js, &c.cfg)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
-		require.Equal(t, "Config."+c.field, ia.Name)
+		t.Run(c.field, func(t *testing.T) {
+			_, err := outbox.NewJetStreamPublisher(js, &c.cfg)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			require.Equal(t, "Config."+c.field, ia.Name)
+		})
 	}
 	_, err := outbox.NewJetStreamPublisher(js, nil)
 	require.NoError(t, err)

@@ -19,10 +19,10 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -33,14 +33,10 @@ const wait = 90 * time.Second
 
 const natsURL = "nats://127.0.0.1:4222"
 
+// newStore returns a store in a fresh schema, dropped when the test ends.
 func newStore(t testing.TB) *eventstore.Store {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
-	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
-	require.NoError(t, err)
+	s, _ := teststore.New(t, nil)
 	return s
 }
 
@@ -178,6 +174,7 @@ var fast = &outbox.Config{
 }
 
 func TestJetStreamExactlyOnce(t *testing.T) {
+	t.Parallel()
 	for _, inflight := range []int{1, 64} {
 		t.Run(fmt.Sprint("inflight=", inflight), func(t *testing.T) {
 			s := newStore(t)
@@ -228,6 +225,7 @@ func (k *killingPublisher) Publish(ctx context.Context, msgs []outbox.Message) e
 // broker; a restarted relay delivers the batch again and JetStream drops the
 // duplicates: every event exactly once, in order.
 func TestJetStreamKilledMidBatch(t *testing.T) {
+	t.Parallel()
 	for round := range 3 {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			s := newStore(t)
@@ -268,6 +266,7 @@ func closedPort(t testing.TB) int {
 // after Resume with a working broker, delivery continues from the same
 // checkpoint.
 func TestBrokerDown(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	ctx := context.Background()
 	topic := outbox.Topic{Name: "orders", Query: query.Tagged([]string{"OrderPlaced"})}
@@ -353,16 +352,22 @@ func TestBrokerDown(t *testing.T) {
 }
 
 func TestInvalidTopic(t *testing.T) {
+	t.Parallel()
 	s := newStore(t)
 	pub := outbox.PublisherFunc(func(context.Context, []outbox.Message) error { return nil })
-	for _, topic := range []outbox.Topic{
-		{Name: "", Query: query.All()},
-		{Name: "Orders", Query: query.All()},
-		{Name: "a.b", Query: query.All()},
-		{Name: "orders"},
+	for _, c := range []struct {
+		name  string
+		topic outbox.Topic
+	}{
+		{"empty name", outbox.Topic{Name: "", Query: query.All()}},
+		{"upper case", outbox.Topic{Name: "Orders", Query: query.All()}},
+		{"dot", outbox.Topic{Name: "a.b", Query: query.All()}},
+		{"no query", outbox.Topic{Name: "orders"}},
 	} {
-		_, err := outbox.New(s, topic, "p", pub, nil)
-		require.ErrorIs(t, err, outbox.ErrInvalidTopic, "%+v", topic)
+		t.Run(c.name, func(t *testing.T) {
+			_, err := outbox.New(s, c.topic, "p", pub, nil)
+			require.ErrorIs(t, err, outbox.ErrInvalidTopic, "%+v", c.topic)
+		})
 	}
 	_, err := outbox.New(s, outbox.Topic{Name: "orders", Query: query.All()}, "P!", pub, nil)
 	require.ErrorIs(t, err, outbox.ErrInvalidTopic)

@@ -36,6 +36,7 @@ func windowPassed(t *testing.T, js jetstream.JetStream, subject, id string) {
 // publisher (a restarted process) and with the same one (a relay restarted
 // in the same process).
 func TestReconcileBeyondDuplicatesWindow(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name     string
 		inflight int
@@ -87,6 +88,7 @@ func TestReconcileBeyondDuplicatesWindow(t *testing.T) {
 // stored: neither the relay that hit the refusal nor a restarted one (a new
 // publisher, after Resume) may skip the refused message.
 func TestReconcileNeverSkipsARefusedMessage(t *testing.T) {
+	t.Parallel()
 	js, st, prefix := testStreamWith(t, func(sc *jetstream.StreamConfig) { sc.MaxMsgSize = 1000 })
 	s := newStore(t)
 	appendN(t, s, "OrderPlaced", 10, 10)
@@ -131,6 +133,7 @@ func TestReconcileNeverSkipsARefusedMessage(t *testing.T) {
 // window, its batch starts past what it knows: only the new leadership term
 // tells it to ask the stream, which already holds the batch.
 func TestReconcileAfterAnotherLeaderPublished(t *testing.T) {
+	t.Parallel()
 	window := func(sc *jetstream.StreamConfig) { sc.Duplicates = time.Second }
 	js, st, prefix := testStreamWith(t, window)
 	_, probePrefix := createTestStream(t, js, window)

@@ -30,6 +30,7 @@ import (
 
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/runstore/conformance"
@@ -137,7 +138,7 @@ func BenchmarkFetchEvents(b *testing.B) {
 		loadRun(b, es, fmt.Sprintf("other-%d", i), 1000)
 	}
 	loadRun(b, es, "big", 10_000)
-	_, err := es.Pool().Exec(context.Background(), "ANALYZE "+es.QuotedSchema()+".events")
+	_, err := es.Pool().Exec(context.Background(), "ANALYZE "+ident.Schema(es)+".events")
 	require.NoError(b, err)
 	ctx := context.Background()
 	b.Run("eventstore.ReadAll/1000", func(b *testing.B) {

@@ -18,6 +18,7 @@ func ev(seq int64, typ string) runstore.CanonicalEngineEvent {
 // Observe applies only the next runSeq and names every other case; Fold
 // (a replay in runSeq order) records the gaps it skips over.
 func TestObserveAndFold(t *testing.T) {
+	t.Parallel()
 	snap := runstore.NewSnapshot("r")
 	require.Equal(t, runstore.ObservedNext, snap.Observe(ev(1, "RunStarted"), nil))
 	require.Equal(t, runstore.ObservedHeld, snap.Observe(ev(1, "RunStarted"), nil))
@@ -43,6 +44,7 @@ func TestObserveAndFold(t *testing.T) {
 
 // The exported validation is AppendEvent's and FetchEvents'.
 func TestValidateHelpers(t *testing.T) {
+	t.Parallel()
 	e, err := runstore.ValidateEvent(runEvent("r", "k"))
 	require.NoError(t, err)
 	require.Len(t, e.EventID, 36, "generated")
@@ -65,6 +67,7 @@ func TestValidateHelpers(t *testing.T) {
 // A writer that keeps losing the race for the run's next runSeq gets
 // runstore's own sentinel (and the event store's), nothing written.
 func TestAppendEventContention(t *testing.T) {
+	t.Parallel()
 	a := newStore(t, &runstore.Config{MaxAppendAttempts: 1})
 	b, err := runstore.New(a.EventStore(), &runstore.Config{MaxAppendAttempts: 1})
 	require.NoError(t, err)

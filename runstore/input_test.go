@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -12,8 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 )
@@ -42,6 +42,7 @@ func goodEvent(runID, key string) runstore.CanonicalEngineEvent {
 // the server would refuse (or JSON encoding would silently change): a
 // *ValidationError naming the contract's field, and nothing written.
 func TestAppendEventInputErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, nil)
 	long := func(n int) string { return strings.Repeat("x", n) }
@@ -88,10 +89,13 @@ func TestAppendEventInputErrorsNameTheField(t *testing.T) {
 		{"emittedAt", func(e *runstore.CanonicalEngineEvent) { e.EmittedAt = long(1 << 20) }},
 	}
 	for i, c := range cases {
-		ev := goodEvent("run-bad", "key-bad")
-		c.edit(&ev)
-		_, err := s.AppendEvent(ctx, ev)
-		requireField(t, err, c.field, c.field+" case "+strconv.Itoa(i))
+		what := c.field + " case " + strconv.Itoa(i)
+		t.Run(what, func(t *testing.T) {
+			ev := goodEvent("run-bad", "key-bad")
+			c.edit(&ev)
+			_, err := s.AppendEvent(ctx, ev)
+			requireField(t, err, c.field, what)
+		})
 	}
 	evs, _, err := s.EventStore().ReadAll(ctx, query.All(), nil)
 	require.NoError(t, err)
@@ -106,35 +110,42 @@ func TestAppendEventInputErrorsNameTheField(t *testing.T) {
 }
 
 func TestOtherCallsInputErrorsNameTheField(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := newStore(t, nil)
-	for _, id := range []string{"", "r\xff", "r\x00", strings.Repeat("r", 257)} {
-		_, err := s.FetchEvents(ctx, id, nil)
-		requireField(t, err, "runId", "FetchEvents")
-		_, err = s.GetSnapshot(ctx, id)
-		requireField(t, err, "runId", "GetSnapshot")
-		_, err = s.ProjectSnapshot(ctx, id)
-		requireField(t, err, "runId", "ProjectSnapshot")
-		_, err = s.DeleteRun(ctx, id)
-		requireField(t, err, "runId", "DeleteRun")
-		_, err = s.ExportRun(ctx, id, &bytes.Buffer{})
-		requireField(t, err, "runId", "ExportRun")
+	for _, c := range []struct{ name, id string }{
+		{"empty", ""}, {"invalid UTF-8", "r\xff"}, {"NUL", "r\x00"}, {"too long", strings.Repeat("r", 257)},
+	} {
+		t.Run("runId "+c.name, func(t *testing.T) {
+			id := c.id
+			_, err := s.FetchEvents(ctx, id, nil)
+			requireField(t, err, "runId", "FetchEvents")
+			_, err = s.GetSnapshot(ctx, id)
+			requireField(t, err, "runId", "GetSnapshot")
+			_, err = s.ProjectSnapshot(ctx, id)
+			requireField(t, err, "runId", "ProjectSnapshot")
+			_, err = s.DeleteRun(ctx, id)
+			requireField(t, err, "runId", "DeleteRun")
+			_, err = s.ExportRun(ctx, id, &bytes.Buffer{})
+			requireField(t, err, "runId", "ExportRun")
+		})
 	}
 	_, err := s.FetchEvents(ctx, "r1", &runstore.FetchOptions{AfterSeq: -1, Limit: 1})
 	requireField(t, err, "afterSeq", "FetchEvents")
 	for _, lim := range []int{0, -1, runstore.DefaultMaxFetchLimit + 1} {
-		_, err = s.FetchEvents(ctx, "r1", &runstore.FetchOptions{Limit: lim})
-		requireField(t, err, "limit", "FetchEvents")
+		t.Run(fmt.Sprint("limit=", lim), func(t *testing.T) {
+			_, err := s.FetchEvents(ctx, "r1", &runstore.FetchOptions{Limit: lim})
+			requireField(t, err, "limit", "FetchEvents")
+		})
 	}
 	_, err = s.ExportRun(ctx, "r1", nil)
 	requireField(t, err, "w", "ExportRun")
 }
 
 func TestNewRefusesNegativeConfig(t *testing.T) {
-	pool := pgtest.Pool(t)
-	es, err := eventstore.New(pool, &eventstore.Config{Schema: pgtest.Schema(t)})
-	require.NoError(t, err)
-	_, err = runstore.New(nil, nil)
+	t.Parallel()
+	es, _ := teststore.New(t, nil)
+	_, err := runstore.New(nil, nil)
 	requireField(t, err, "eventstore", "New")
 	for _, c := range []struct {
 		field string
@@ -149,12 +160,14 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		{"ProjectorName", runstore.Config{ProjectorName: "p\xff"}},
 		{"ProjectorName", runstore.Config{ProjectorName: "p\x00"}},
 	} {
-		_, err := runstore.New(es, &c.cfg)
-		requireField(t, err, "Config."+c.field, c.field)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
-		require.Equal(t, "Config."+c.field, ia.Name)
+		t.Run(c.field, func(t *testing.T) {
+			_, err := runstore.New(es, &c.cfg)
+			requireField(t, err, "Config."+c.field, c.field)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			require.Equal(t, "Config."+c.field, ia.Name)
+		})
 	}
 	_, err = runstore.New(es, &runstore.Config{SeqCacheSize: -1})
 	require.Contains(t, err.Error(), "SeqCacheDisabled", "the error says how to turn the cache off")

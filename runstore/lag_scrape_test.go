@@ -27,6 +27,7 @@ func gauge(t *testing.T, reg *prometheus.Registry, name string) float64 {
 // refreshed it itself, so a dead projector reported its last value (0)
 // forever and PROJECTOR_LAG_HIGH never fired.
 func TestLagIsMeasuredAtScrapeTime(t *testing.T) {
+	t.Parallel()
 	rs := newStore(t, nil)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(rs.Collectors()...)

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -48,6 +49,7 @@ func appendOther(t *testing.T, es *eventstore.Store, n, batch int) {
 // the server's plan of its tail statement reads no other row (the partial
 // index events_runstore_log_order, migration 006_runstore).
 func TestProjectorReadsOnlyRunEvents(t *testing.T) {
+	t.Parallel()
 	rs := newStore(t, &runstore.Config{ProjectorBatch: 50})
 	es := rs.EventStore()
 	reg := prometheus.NewRegistry()
@@ -73,7 +75,7 @@ func TestProjectorReadsOnlyRunEvents(t *testing.T) {
 
 	// What the server reads for one tail page from the start: the run events
 	// and two one-row probes (head, durable point), no other event.
-	_, err := es.Pool().Exec(ctx, "ANALYZE "+es.QuotedSchema()+".events")
+	_, err := es.Pool().Exec(ctx, "ANALYZE "+ident.Schema(es)+".events")
 	require.NoError(t, err)
 	var plan []byte
 	require.NoError(t, es.Pool().QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+rs.RunTailSQL(), "0", 0, 50).Scan(&plan))

@@ -11,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 )
@@ -69,7 +70,7 @@ func TestAppendEventRetriesAnUnknownOutcome(t *testing.T) {
 		var n int
 		require.NoError(t, es.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.append_events%'
-			  AND pid <> pg_backend_pid()`, es.QuotedSchema()).Scan(&n))
+			  AND pid <> pg_backend_pid()`, ident.Schema(es)).Scan(&n))
 		if n > 0 {
 			break
 		}

@@ -19,6 +19,7 @@ import (
 // The projector running in the background keeps run_snapshots current and
 // stops with its context.
 func TestProjectorRun(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -50,6 +51,7 @@ func TestProjectorRun(t *testing.T) {
 
 // Two projector instances over one checkpoint apply each event exactly once.
 func TestProjectorsTakeTurns(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, &runstore.Config{ProjectorBatch: 3})
 	for i := range 40 {
 		_, err := s.AppendEvent(context.Background(), conformance.Event(fmt.Sprintf("r%d", i%4), "Tick", fmt.Sprint(i)))
@@ -71,6 +73,7 @@ func TestProjectorsTakeTurns(t *testing.T) {
 
 // A custom reducer replaces the default one, in the projector and on demand.
 func TestCustomReducer(t *testing.T) {
+	t.Parallel()
 	count := func(s *runstore.RunSnapshot, ev runstore.CanonicalEngineEvent) {
 		var n map[string]int
 		_ = json.Unmarshal(s.Data, &n)
@@ -100,6 +103,7 @@ func TestCustomReducer(t *testing.T) {
 // An eventId is unique across the store: reusing it for another event fails,
 // nothing is written.
 func TestEventIDConflict(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, nil)
 	id := uuid.NewString()
 	a := conformance.Event("r", "A", "k1")
@@ -121,6 +125,7 @@ func TestEventIDConflict(t *testing.T) {
 
 // Limits beyond Config.MaxFetchLimit are refused.
 func TestFetchMaxLimit(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, &runstore.Config{MaxFetchLimit: 10})
 	_, err := s.FetchEvents(context.Background(), "r", &runstore.FetchOptions{Limit: 11})
 	var ve *runstore.ValidationError
@@ -132,6 +137,7 @@ func TestFetchMaxLimit(t *testing.T) {
 
 // The collectors register and report appends and the lag threshold.
 func TestMetrics(t *testing.T) {
+	t.Parallel()
 	s := newStore(t, nil)
 	reg := prometheus.NewPedanticRegistry()
 	for _, c := range s.Collectors() {

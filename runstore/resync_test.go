@@ -80,6 +80,7 @@ func requireCurrent(t *testing.T, rs *runstore.Store, runID string) *runstore.Ru
 // event being dropped as "already applied" (before: the snapshot stayed at 4
 // events, without runSeq 4).
 func TestResyncOnNonContiguousObservation(t *testing.T) {
+	t.Parallel()
 	rs := newStore(t, nil)
 	es := rs.EventStore()
 	reg := prometheus.NewRegistry()
@@ -139,6 +140,7 @@ func TestResyncOnNonContiguousObservation(t *testing.T) {
 // from its events: one batch brings every lagging run up to date instead of
 // waiting for the tail to reach their events (before: one event per batch).
 func TestResyncOnLag(t *testing.T) {
+	t.Parallel()
 	rs := newStore(t, &runstore.Config{ResyncLag: 300 * time.Millisecond, ProjectorBatch: 1})
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(rs.Collectors()...)

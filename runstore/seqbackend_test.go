@@ -94,6 +94,7 @@ func rawRunEvent(ev runstore.CanonicalEngineEvent) eventstore.Event {
 // projector's snapshots follow through their resyncs (GetSnapshot =
 // ProjectSnapshot after CatchUp).
 func TestConformanceSequenceBackendWithGaps(t *testing.T) {
+	t.Parallel()
 	var (
 		mu      sync.Mutex
 		resyncs = map[string]float64{}

@@ -9,6 +9,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/ident"
 )
 
 // StateStore is the State Store contract (contracts/state-store, v1.0).
@@ -181,7 +182,7 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	s := &Store{
 		es:      es,
 		cfg:     c,
-		sql:     newStatements(es.QuotedSchema()),
+		sql:     newStatements(ident.Schema(es)),
 		cache:   newSeqCache(c.SeqCacheSize, c.SeqCacheDisabled),
 		metrics: newMetrics(),
 		log:     log,

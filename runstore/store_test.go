@@ -14,6 +14,7 @@ func writeAt(t *testing.T, s runstore.StateStore, ev runstore.CanonicalEngineEve
 }
 
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.RunWithOptions(t, func(t *testing.T) runstore.StateStore { return newStore(t, nil) },
 		&conformance.Options{WriteAt: writeAt})
 }
@@ -22,6 +23,7 @@ func TestConformance(t *testing.T) {
 // watermark test reads as for a store that may show gaps (this one shows
 // none: the reader is never STALE).
 func TestConformanceNoCache(t *testing.T) {
+	t.Parallel()
 	conformance.RunWithOptions(t, func(t *testing.T) runstore.StateStore {
 		return newStore(t, &runstore.Config{SeqCacheDisabled: true})
 	}, &conformance.Options{Rounds: 1, MayShowGaps: true, WriteAt: writeAt})

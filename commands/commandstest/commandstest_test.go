@@ -25,6 +25,7 @@ func bothStores(t *testing.T, f func(t *testing.T, opts *commandstest.Options)) 
 }
 
 func TestScenarios(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, opts *commandstest.Options) {
 		out := commandstest.New(t, opts).Given(courseDefined("c1", 2), subscribed("c1", "s1")).
 			When(subscribe("c1", "s2")).
@@ -49,6 +50,7 @@ func TestScenarios(t *testing.T) {
 
 // The same command id again appends nothing: Then() with no events.
 func TestScenarioDuplicate(t *testing.T) {
+	t.Parallel()
 	bothStores(t, func(t *testing.T, opts *commandstest.Options) {
 		fx := commandstest.New(t, opts)
 		c := subscribe("c1", "s1")
@@ -72,6 +74,7 @@ func TestStoreSwitch(t *testing.T) {
 }
 
 func TestRegisteredHandlers(t *testing.T) {
+	t.Parallel()
 	fx := commandstest.New(t, &commandstest.Options{Handlers: map[string]commands.Handler{"Subscribe": subscribe("c1", "s1").Handler}})
 	fx.Given(courseDefined("c1", 2)).When(commands.Command{Type: "Subscribe"}).Then(subscribed("c1", "s1"))
 }
@@ -79,6 +82,7 @@ func TestRegisteredHandlers(t *testing.T) {
 // The fixture fails a test for the right reasons, with a message saying
 // what differs.
 func TestScenarioFailures(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		run  func(tb testing.TB)
 		want string

@@ -469,14 +469,16 @@ func testBadInput(t *testing.T, s runstore.StateStore, _ Options) {
 		{"eventType", func(e *runstore.CanonicalEngineEvent) { e.EventType = strings.Repeat("x", 65) }},
 	}
 	for _, c := range cases {
-		ev := Event(runID, "RunStarted", "bad-"+c.field)
-		c.edit(&ev)
-		_, err := s.AppendEvent(ctx, ev)
-		require.Error(t, err, c.field)
-		require.ErrorIs(t, err, runstore.ErrInvalidInput, c.field)
-		var ve *runstore.ValidationError
-		require.ErrorAs(t, err, &ve)
-		require.Equal(t, c.field, ve.Field)
+		t.Run(c.field, func(t *testing.T) {
+			ev := Event(runID, "RunStarted", "bad-"+c.field)
+			c.edit(&ev)
+			_, err := s.AppendEvent(ctx, ev)
+			require.Error(t, err, c.field)
+			require.ErrorIs(t, err, runstore.ErrInvalidInput, c.field)
+			var ve *runstore.ValidationError
+			require.ErrorAs(t, err, &ve)
+			require.Equal(t, c.field, ve.Field)
+		})
 	}
 	require.Empty(t, fetchAll(t, s, runID), "nothing written for bad input")
 
@@ -565,7 +567,7 @@ func requireSameSnapshot(t *testing.T, want, got *runstore.RunSnapshot) {
 
 func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
 	ctx := t.Context()
-	check := func(runID string, events []runstore.CanonicalEngineEvent, status string) *runstore.RunSnapshot {
+	check := func(t *testing.T, runID string, events []runstore.CanonicalEngineEvent, status string) *runstore.RunSnapshot {
 		t.Helper()
 		var last int64
 		for _, ev := range events {
@@ -581,7 +583,7 @@ func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
 		return p
 	}
 	r := newRunID(t)
-	p := check(r, []runstore.CanonicalEngineEvent{
+	p := check(t, r, []runstore.CanonicalEngineEvent{
 		Event(r, "RunStarted", "1"),
 		step(r, "StepStarted", "a", "2"),
 		step(r, "StepStarted", "b", "3"),
@@ -600,13 +602,15 @@ func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
 	for typ, status := range map[string]string{
 		"RunCompleted": runstore.StatusCompleted, "RunFailed": runstore.StatusFailed, "RunCancelled": runstore.StatusCancelled,
 	} {
-		r := newRunID(t)
-		p := check(r, []runstore.CanonicalEngineEvent{Event(r, "RunStarted", "1"), Event(r, typ, "2")}, status)
-		require.NotEmpty(t, p.CompletedAt)
+		t.Run(typ, func(t *testing.T) {
+			r := newRunID(t)
+			p := check(t, r, []runstore.CanonicalEngineEvent{Event(r, "RunStarted", "1"), Event(r, typ, "2")}, status)
+			require.NotEmpty(t, p.CompletedAt)
+		})
 	}
 	// Unknown types only: the run exists but stays PENDING.
 	r = newRunID(t)
-	check(r, []runstore.CanonicalEngineEvent{Event(r, "Whatever", "1")}, runstore.StatusPending)
+	check(t, r, []runstore.CanonicalEngineEvent{Event(r, "Whatever", "1")}, runstore.StatusPending)
 
 	// Unknown run: GetSnapshot nil, ProjectSnapshot empty.
 	unknown := newRunID(t)
