@@ -24,11 +24,12 @@ import (
 
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 )
 
 func floorTable(b *testing.B, s *eventstore.Store, pool *pgxpool.Pool) string {
-	tbl := s.QuotedSchema() + ".floor_events"
+	tbl := ident.Schema(s) + ".floor_events"
 	_, err := pool.Exec(context.Background(), `CREATE TABLE `+tbl+` (
 		position bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
 		transaction_id xid8 NOT NULL DEFAULT pg_current_xact_id(),
@@ -43,8 +44,8 @@ func floorTable(b *testing.B, s *eventstore.Store, pool *pgxpool.Pool) string {
 // the locks, checks and function call of an append. It is the floor that the
 // mechanism itself can be judged against.
 func indexedFloorTable(b *testing.B, s *eventstore.Store, pool *pgxpool.Pool) string {
-	tbl := s.QuotedSchema() + ".floor_indexed"
-	_, err := pool.Exec(context.Background(), `CREATE TABLE `+tbl+` (LIKE `+s.QuotedSchema()+`.events INCLUDING ALL)`)
+	tbl := ident.Schema(s) + ".floor_indexed"
+	_, err := pool.Exec(context.Background(), `CREATE TABLE `+tbl+` (LIKE `+ident.Schema(s)+`.events INCLUDING ALL)`)
 	require.NoError(b, err)
 	return tbl
 }
@@ -163,12 +164,12 @@ func loadEvents(b testing.TB, s *eventstore.Store, pool *pgxpool.Pool, n int) {
 func loadEntities(b testing.TB, s *eventstore.Store, pool *pgxpool.Pool, n, perEntity int) {
 	ctx := context.Background()
 	start := time.Now()
-	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data)
+	_, err := pool.Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.events (type, tags, data)
 		SELECT CASE WHEN g % 10 = 0 THEN 'Opened' ELSE 'Deposited' END,
 		       ARRAY['account=' || (g / $2), 'shard=' || (g % 16)], jsonb_build_object('amount', g % 100)
 		  FROM generate_series(0, $1 - 1) AS g`, n, perEntity)
 	require.NoError(b, err)
-	_, err = pool.Exec(ctx, "ANALYZE "+s.QuotedSchema()+".events")
+	_, err = pool.Exec(ctx, "ANALYZE "+ident.Schema(s)+".events")
 	require.NoError(b, err)
 	b.Logf("loaded %d events in %s", n, time.Since(start).Round(time.Millisecond))
 }
@@ -187,7 +188,7 @@ func BenchmarkReadEntity(b *testing.B) {
 			b.Run("floor", func(b *testing.B) {
 				for b.Loop() {
 					rows, err := pool.Query(ctx, `SELECT position, transaction_id::text, type, tags, data, metadata, event_id, occurred_at
-						FROM `+s.QuotedSchema()+`.events WHERE tags @> $1 ORDER BY transaction_id, position`,
+						FROM `+ident.Schema(s)+`.events WHERE tags @> $1 ORDER BY transaction_id, position`,
 						[]string{fmt.Sprintf("account=%d", seq.Add(1)%entities)})
 					require.NoError(b, err)
 					n := 0

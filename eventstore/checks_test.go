@@ -23,6 +23,7 @@ import (
 // by an event that matches a mix of items; the idempotency items, passed
 // before the condition's, must keep their own outcome.
 func TestCheckItemShapes(t *testing.T) {
+	t.Parallel()
 	// The queries of probe p: items of every shape, with different counts of
 	// types and tags so that a wrong offset reads another item's values.
 	idem := func(p int) query.Query {
@@ -68,27 +69,29 @@ func TestCheckItemShapes(t *testing.T) {
 			}
 			for p := range len(probes(0)) {
 				pr := probes(p)[p]
-				var after *cursor.Cursor
-				if path != "no cursor" {
-					head, err := s.Head(ctx)
-					require.NoError(t, err)
-					after = &head
-				}
-				if path == "old cursor" {
-					for range 2 {
-						_, err := s.Append(ctx, noise)
+				t.Run(pr.name, func(t *testing.T) {
+					var after *cursor.Cursor
+					if path != "no cursor" {
+						head, err := s.Head(ctx)
 						require.NoError(t, err)
+						after = &head
 					}
-				}
-				_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent(pr.typ, 1, pr.tags...)})
-				require.NoError(t, err)
-				c := appendif.FailIf(cond(p), after).WithIdempotency(idem(p))
-				_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Probe", 1, fmt.Sprintf("probe=%d", p))}, c)
-				if pr.want == nil {
-					require.NoError(t, err, pr.name)
-				} else {
-					require.ErrorIs(t, err, pr.want, pr.name)
-				}
+					if path == "old cursor" {
+						for range 2 {
+							_, err := s.Append(ctx, noise)
+							require.NoError(t, err)
+						}
+					}
+					_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent(pr.typ, 1, pr.tags...)})
+					require.NoError(t, err)
+					c := appendif.FailIf(cond(p), after).WithIdempotency(idem(p))
+					_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Probe", 1, fmt.Sprintf("probe=%d", p))}, c)
+					if pr.want == nil {
+						require.NoError(t, err, pr.name)
+					} else {
+						require.ErrorIs(t, err, pr.want, pr.name)
+					}
+				})
 			}
 		})
 	}

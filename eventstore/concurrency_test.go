@@ -42,6 +42,7 @@ func countEvents(t *testing.T, s *eventstore.Store, q query.Query) int {
 
 // 1. Same condition: 16 racers claim one username, 50 rounds: one winner each.
 func TestRaceUniqueUsername(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	const racers, rounds = 16, 50
@@ -74,6 +75,7 @@ type course struct {
 // 2. Overlapping, different conditions: capacity on the course tag, a limit on
 // the student tag. Each racer decides on its own (course, student) pair.
 func TestRaceCourseCapacityAndStudentLimit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	const rounds, courses, students, racers = 20, 4, 4, 16
@@ -139,6 +141,7 @@ func TestRaceCourseCapacityAndStudentLimit(t *testing.T) {
 
 // 2b. Many students race for one course of capacity 1, 30 rounds.
 func TestRaceCourseCapacityOne(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	for r := range 30 {
@@ -168,6 +171,7 @@ func TestRaceCourseCapacityOne(t *testing.T) {
 // matches only the second item, and not with one that matches neither (a
 // flattened AND of all types and tags would get both wrong).
 func TestConditionItemsAreORed(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	q := query.New(
@@ -195,6 +199,7 @@ func TestConditionItemsAreORed(t *testing.T) {
 
 // 3b. The same, raced: the conflicting writer appends only second-item events.
 func TestRaceMultiItemCondition(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	checked := 0
@@ -298,6 +303,7 @@ func tailUntil(t *testing.T, s *eventstore.Store, q query.Query, after cursor.Cu
 // 5. Idempotency race: 16 appends carrying the same idempotency query, 30
 // rounds: exactly one event persists, the rest get ErrIdempotent.
 func TestRaceIdempotency(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	for r := range 30 {
@@ -323,6 +329,7 @@ func TestRaceIdempotency(t *testing.T) {
 // decision cursor) and unconditional ones, concurrently, 20 rounds; the replay
 // shows no conditional append committed over an event it should have seen.
 func TestRaceMixedWriters(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	var committedConditional atomic.Int64
@@ -401,6 +408,7 @@ func TestTailingReaderNeverSkipsLateCommit(t *testing.T) {
 // An escalated batch (more keys than MaxLockKeys) takes the global key alone
 // and still conflicts correctly.
 func TestRaceEscalatedBatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, &eventstore.Config{MaxLockKeys: 8})
 	for r := range 10 {
@@ -461,6 +469,7 @@ func TestInProgressAtDecisionIsNotSeen(t *testing.T) {
 // checked by the planned statement rather than the recent-rows scan; both must
 // answer the same.
 func TestOldDecisionIsCheckedToo(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	q := query.Tagged(nil, "account=old")
@@ -485,9 +494,11 @@ func TestOldDecisionIsCheckedToo(t *testing.T) {
 	_, err = s.Append(ctx, noise)
 	require.NoError(t, err)
 	for _, typ := range [][]string{nil, {"Deposited"}} {
-		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=old")},
-			appendif.FailIf(query.Tagged(typ, "account=old"), &cur))
-		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "types %v", typ)
+		t.Run(fmt.Sprintf("types %v", typ), func(t *testing.T) {
+			_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=old")},
+				appendif.FailIf(query.Tagged(typ, "account=old"), &cur))
+			require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "types %v", typ)
+		})
 	}
 	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=old")},
 		appendif.FailIf(query.New(query.Item{Types: []string{"Deposited"}}), &cur))

@@ -14,6 +14,7 @@ import (
 // The PostgreSQL store passes the suite that memstore passes, each check on a
 // fresh schema.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	conformance.Run(t, func(t *testing.T) eventstore.Interface {
 		s, _ := newStore(t, nil)
 		return s

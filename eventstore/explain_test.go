@@ -16,6 +16,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -25,6 +26,7 @@ import (
 // that once made the check scan every row); PGDCB_EXPLAIN=1 uses 1M and logs
 // every plan.
 func TestCheckPlansStayOnIndexes(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
 	size := 50_000
@@ -92,38 +94,41 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 		checkCase{name: "small log, absent type+tag, no cursor", cond: appendif.FailIf(query.Tagged([]string{"Deposited"}, "shard=99"), nil), tag: "shard=99", store: small, index: "events_"},
 	)
 	for _, c := range cases {
-		// PL/pgSQL plans a cached statement for its first five runs with the
-		// values at hand, then may switch to a generic plan: check the seventh.
-		for range 7 {
+		t.Run(c.name, func(t *testing.T) {
+			// PL/pgSQL plans a cached statement for its first five runs with
+			// the values at hand, then may switch to a generic plan: check the
+			// seventh.
+			for range 7 {
+				mu.Lock()
+				plans = nil
+				mu.Unlock()
+				tx, err := conn.Begin(ctx)
+				require.NoError(t, err)
+				_, err = c.store.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, c.tag)}, c.cond)
+				if c.wantErr != nil {
+					require.ErrorIs(t, err, c.wantErr, c.name)
+				} else {
+					require.NoError(t, err, c.name)
+				}
+				require.NoError(t, tx.Rollback(ctx))
+			}
 			mu.Lock()
-			plans = nil
-			mu.Unlock()
-			tx, err := conn.Begin(ctx)
-			require.NoError(t, err)
-			_, err = c.store.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, c.tag)}, c.cond)
-			if c.wantErr != nil {
-				require.ErrorIs(t, err, c.wantErr, c.name)
-			} else {
-				require.NoError(t, err, c.name)
+			defer mu.Unlock()
+			found := false
+			for _, p := range plans {
+				if !strings.Contains(p, "SELECT e.position") {
+					continue
+				}
+				found = true
+				if verbose {
+					t.Logf("%s:\n%s", c.name, p)
+				}
+				require.NotContains(t, p, "Seq Scan", "%s: the check must use an index:\n%s", c.name, p)
+				require.NotContains(t, p, "JIT", "%s: the check must not be compiled:\n%s", c.name, p)
+				require.Contains(t, p, c.index, "%s: the check must read %s:\n%s", c.name, c.index, p)
 			}
-			require.NoError(t, tx.Rollback(ctx))
-		}
-		mu.Lock()
-		found := false
-		for _, p := range plans {
-			if !strings.Contains(p, "SELECT e.position") {
-				continue
-			}
-			found = true
-			if verbose {
-				t.Logf("%s:\n%s", c.name, p)
-			}
-			require.NotContains(t, p, "Seq Scan", "%s: the check must use an index:\n%s", c.name, p)
-			require.NotContains(t, p, "JIT", "%s: the check must not be compiled:\n%s", c.name, p)
-			require.Contains(t, p, c.index, "%s: the check must read %s:\n%s", c.name, c.index, p)
-		}
-		mu.Unlock()
-		require.True(t, found, "%s: no check plan captured", c.name)
+			require.True(t, found, "%s: no check plan captured", c.name)
+		})
 	}
 }
 
@@ -133,37 +138,40 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 // and it then read most of the table). The trap is set here on purpose: a tag
 // carried by a fifth of the events, all of them old.
 func TestReadLastPlanUsesTheTagIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
-	_, err := pool.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data)
+	_, err := pool.Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.events (type, tags, data)
 		SELECT 'E', CASE WHEN g < 4000 THEN ARRAY['kind=old', 'n=' || g] ELSE ARRAY['n=' || g] END, '{}'
 		  FROM generate_series(0, 19999) AS g`)
 	require.NoError(t, err)
-	_, err = pool.Exec(ctx, "ANALYZE "+s.QuotedSchema()+".events")
+	_, err = pool.Exec(ctx, "ANALYZE "+ident.Schema(s)+".events")
 	require.NoError(t, err)
 	sql, a := eventstore.ReadSQL(s, query.Tagged(nil, "kind=old"), eventstore.ReadOptions{Backwards: true, Limit: 1})
 	// Reads are prepared statements: check the custom plan and the generic
 	// one PostgreSQL switches to after five runs.
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
-		conn, err := pool.Acquire(ctx)
-		require.NoError(t, err)
-		_, err = conn.Exec(ctx, "SET plan_cache_mode = "+mode)
-		require.NoError(t, err)
-		rows, err := conn.Query(ctx, "EXPLAIN "+sql, a...)
-		require.NoError(t, err)
-		var plan []string
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan = append(plan, line)
-		}
-		require.NoError(t, rows.Err())
-		_, err = conn.Exec(ctx, "RESET plan_cache_mode")
-		require.NoError(t, err)
-		conn.Release()
-		text := strings.Join(plan, "\n")
-		require.Contains(t, text, "events_tags", "%s:\n%s", mode, text)
-		require.NotRegexp(t, `Index (Only )?Scan Backward using events_log_order on events e\b`, text, mode)
+		t.Run(mode, func(t *testing.T) {
+			conn, err := pool.Acquire(ctx)
+			require.NoError(t, err)
+			_, err = conn.Exec(ctx, "SET plan_cache_mode = "+mode)
+			require.NoError(t, err)
+			rows, err := conn.Query(ctx, "EXPLAIN "+sql, a...)
+			require.NoError(t, err)
+			var plan []string
+			for rows.Next() {
+				var line string
+				require.NoError(t, rows.Scan(&line))
+				plan = append(plan, line)
+			}
+			require.NoError(t, rows.Err())
+			_, err = conn.Exec(ctx, "RESET plan_cache_mode")
+			require.NoError(t, err)
+			conn.Release()
+			text := strings.Join(plan, "\n")
+			require.Contains(t, text, "events_tags", "%s:\n%s", mode, text)
+			require.NotRegexp(t, `Index (Only )?Scan Backward using events_log_order on events e\b`, text, mode)
+		})
 	}
 
 	last, _, err := s.ReadLast(ctx, query.Tagged(nil, "kind=old"))
@@ -179,6 +187,7 @@ func TestReadLastPlanUsesTheTagIndex(t *testing.T) {
 // was planned again (planning was three quarters of the read's server CPU):
 // generic_plans stayed 0.
 func TestReadPlansAreGenericAndUseTheTagIndex(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
 	loadEntities(t, s, pool, 20_000, 10)
@@ -197,35 +206,37 @@ func TestReadPlansAreGenericAndUseTheTagIndex(t *testing.T) {
 		}, want: 1},
 		{name: "ReadLast", q: func(i int) query.Query { return query.Tagged(nil, fmt.Sprintf("account=%d", i)) }, opts: eventstore.ReadOptions{Backwards: true, Limit: 1}, want: 1},
 	} {
-		for i := range 8 {
-			tx, err := conn.Begin(ctx)
-			require.NoError(t, err)
-			evs, _, err := s.ReadAllTx(ctx, tx, c.q(100+i), &c.opts)
-			require.NoError(t, err, c.name)
-			require.Len(t, evs, c.want, c.name)
-			require.NoError(t, tx.Rollback(ctx))
-		}
-		sql, a := eventstore.ReadSQL(s, c.q(1), c.opts)
-		var generic, custom int64
-		require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom), c.name)
-		require.Positive(t, generic, "%s: every call was planned again (%d custom plans, no generic plan)", c.name, custom)
+		t.Run(c.name, func(t *testing.T) {
+			for i := range 8 {
+				tx, err := conn.Begin(ctx)
+				require.NoError(t, err)
+				evs, _, err := s.ReadAllTx(ctx, tx, c.q(100+i), &c.opts)
+				require.NoError(t, err, c.name)
+				require.Len(t, evs, c.want, c.name)
+				require.NoError(t, tx.Rollback(ctx))
+			}
+			sql, a := eventstore.ReadSQL(s, c.q(1), c.opts)
+			var generic, custom int64
+			require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom), c.name)
+			require.Positive(t, generic, "%s: every call was planned again (%d custom plans, no generic plan)", c.name, custom)
 
-		_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-		require.NoError(t, err)
-		rows, err := conn.Query(ctx, "EXPLAIN "+sql, a...)
-		require.NoError(t, err)
-		var plan []string
-		for rows.Next() {
-			var line string
-			require.NoError(t, rows.Scan(&line))
-			plan = append(plan, line)
-		}
-		require.NoError(t, rows.Err())
-		_, err = conn.Exec(ctx, "RESET plan_cache_mode")
-		require.NoError(t, err)
-		text := strings.Join(plan, "\n")
-		require.Contains(t, text, "events_tags", "%s:\n%s", c.name, text)
-		require.NotContains(t, text, "Seq Scan on events", "%s:\n%s", c.name, text)
+			_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
+			require.NoError(t, err)
+			rows, err := conn.Query(ctx, "EXPLAIN "+sql, a...)
+			require.NoError(t, err)
+			var plan []string
+			for rows.Next() {
+				var line string
+				require.NoError(t, rows.Scan(&line))
+				plan = append(plan, line)
+			}
+			require.NoError(t, rows.Err())
+			_, err = conn.Exec(ctx, "RESET plan_cache_mode")
+			require.NoError(t, err)
+			text := strings.Join(plan, "\n")
+			require.Contains(t, text, "events_tags", "%s:\n%s", c.name, text)
+			require.NotContains(t, text, "Seq Scan on events", "%s:\n%s", c.name, text)
+		})
 	}
 }
 
@@ -293,7 +304,7 @@ func TestCheckSkipsInProgressTransactionsAfterTheCursor(t *testing.T) {
 	require.True(t, found, "no check plan captured")
 
 	// Its event, committed after the decision, fails the condition.
-	_, err = other.Exec(ctx, `INSERT INTO `+s.QuotedSchema()+`.events (type, tags, data) VALUES ('Deposited', '{account=7}', '1')`)
+	_, err = other.Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.events (type, tags, data) VALUES ('Deposited', '{account=7}', '1')`)
 	require.NoError(t, err)
 	require.NoError(t, other.Commit(ctx))
 	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))

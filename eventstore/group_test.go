@@ -18,6 +18,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -464,7 +465,7 @@ func TestGroupOutcomeUnknownForEveryMember(t *testing.T) {
 		var k int
 		require.NoError(t, plain.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.append_group%'
-			  AND pid <> pg_backend_pid()`, s.QuotedSchema()).Scan(&k))
+			  AND pid <> pg_backend_pid()`, ident.Schema(s)).Scan(&k))
 		if k > 0 {
 			break
 		}

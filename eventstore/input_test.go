@@ -14,6 +14,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
@@ -26,6 +27,7 @@ func requireNoEvents(t *testing.T, s *eventstore.Store) {
 }
 
 func TestBadInputIsRefusedAndNothingWritten(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, &eventstore.Config{MaxBatchSize: 3})
 	good := eventstore.MustEvent("Ok", 1, "k=v")
@@ -55,13 +57,16 @@ func TestBadInputIsRefusedAndNothingWritten(t *testing.T) {
 }
 
 func TestBadTagsAndQueries(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	for _, bad := range [][]string{{"no-equals"}, {"=v"}, {"Upper=v"}, {"k=1", "k=2"}} {
-		_, err := eventstore.NewEvent("X", 1, bad...)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidTag, "%v", bad)
-		var te *tags.InvalidTagError
-		require.ErrorAs(t, err, &te)
+		t.Run(strings.Join(bad, ","), func(t *testing.T) {
+			_, err := eventstore.NewEvent("X", 1, bad...)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidTag, "%v", bad)
+			var te *tags.InvalidTagError
+			require.ErrorAs(t, err, &te)
+		})
 	}
 	// A condition must have something to check.
 	_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1)}, appendif.Condition{})
@@ -83,19 +88,23 @@ func TestBadTagsAndQueries(t *testing.T) {
 }
 
 func TestBadSchemaName(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	for _, name := range []string{`a"b`, "has space", "Upper", "1abc", strings.Repeat("s", 64), "x;drop"} {
-		_, err := eventstore.New(pool, &eventstore.Config{Schema: name})
-		require.ErrorIs(t, err, pgdcb.ErrInvalidSchema, name)
-		var se *pgdcbsql.InvalidSchemaError
-		require.ErrorAs(t, err, &se)
-		require.Equal(t, name, se.Name)
-		_, err = pgdcbsql.Migrate(context.Background(), pool, name)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidSchema, name)
+		t.Run(name, func(t *testing.T) {
+			_, err := eventstore.New(pool, &eventstore.Config{Schema: name})
+			require.ErrorIs(t, err, pgdcb.ErrInvalidSchema, name)
+			var se *pgdcbsql.InvalidSchemaError
+			require.ErrorAs(t, err, &se)
+			require.Equal(t, name, se.Name)
+			_, err = pgdcbsql.Migrate(context.Background(), pool, name)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidSchema, name)
+		})
 	}
 }
 
 func TestEventIDMakesRetriesIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	e := eventstore.MustEvent("Paid", 10, "invoice=1")
@@ -117,17 +126,20 @@ func TestEventIDMakesRetriesIdempotent(t *testing.T) {
 }
 
 func TestTransactionRules(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
 	ev := []eventstore.Event{eventstore.MustEvent("X", 1, "k=v")}
 
 	for _, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.Serializable} {
-		tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
-		require.NoError(t, err)
-		_, err = s.AppendTx(ctx, tx, ev)
-		require.ErrorIs(t, err, pgdcb.ErrTransactionState, iso)
-		require.Contains(t, err.Error(), "READ COMMITTED")
-		require.NoError(t, tx.Rollback(ctx))
+		t.Run(string(iso), func(t *testing.T) {
+			tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: iso})
+			require.NoError(t, err)
+			_, err = s.AppendTx(ctx, tx, ev)
+			require.ErrorIs(t, err, pgdcb.ErrTransactionState, iso)
+			require.Contains(t, err.Error(), "READ COMMITTED")
+			require.NoError(t, tx.Rollback(ctx))
+		})
 	}
 
 	// Not the first write.
@@ -162,33 +174,36 @@ func TestTransactionRules(t *testing.T) {
 }
 
 func TestAppendOnly(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
 	_, err := s.Append(ctx, []eventstore.Event{
 		eventstore.MustEvent("X", 1, "run_id=r1"), eventstore.MustEvent("X", 2, "run_id=r2"),
 	})
 	require.NoError(t, err)
-	tbl := s.QuotedSchema() + ".events"
+	tbl := ident.Schema(s) + ".events"
 	for _, stmt := range []string{
 		"UPDATE " + tbl + " SET data = '3'",
 		"DELETE FROM " + tbl,
 		"TRUNCATE " + tbl,
 	} {
-		_, err := pool.Exec(ctx, stmt)
-		require.Error(t, err, stmt)
-		require.Contains(t, err.Error(), "append-only", stmt)
+		t.Run(strings.Fields(stmt)[0], func(t *testing.T) {
+			_, err := pool.Exec(ctx, stmt)
+			require.Error(t, err, stmt)
+			require.Contains(t, err.Error(), "append-only", stmt)
+		})
 	}
 	require.Equal(t, 2, countEvents(t, s, query.All()))
 
 	// The retention function deletes one tag's events, and only inside itself.
 	var n int64
-	require.NoError(t, pool.QueryRow(ctx, "SELECT "+s.QuotedSchema()+".delete_events_tagged('run_id=r1')").Scan(&n))
+	require.NoError(t, pool.QueryRow(ctx, "SELECT "+ident.Schema(s)+".delete_events_tagged('run_id=r1')").Scan(&n))
 	require.EqualValues(t, 1, n)
 	require.Equal(t, 1, countEvents(t, s, query.All()))
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	require.NoError(t, tx.QueryRow(ctx, "SELECT "+s.QuotedSchema()+".delete_events_tagged('run_id=none')").Scan(&n))
+	require.NoError(t, tx.QueryRow(ctx, "SELECT "+ident.Schema(s)+".delete_events_tagged('run_id=none')").Scan(&n))
 	_, err = tx.Exec(ctx, "DELETE FROM "+tbl)
 	require.Error(t, err, "delete must be refused again after the retention function returns")
 }

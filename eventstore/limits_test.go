@@ -46,6 +46,7 @@ func requireInvalidEvent(t *testing.T, err error, index int, field string) *even
 // naming the event and the field, before anything is sent, and nothing is
 // written.
 func TestServerRefusedInputIsTypedBeforeSending(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	live, _ := newStore(t, nil)
 	offline := offlineStore(t, nil)
@@ -87,8 +88,10 @@ func TestServerRefusedInputIsTypedBeforeSending(t *testing.T) {
 	// What jsonb accepts is stored as sent.
 	ok := []string{`"\ud83d\ude00"`, `1e131071`, `1e-16383`, strings.Repeat("[", 512) + strings.Repeat("]", 512)}
 	for _, d := range ok {
-		_, err := live.Append(ctx, []eventstore.Event{{Type: "X", Data: raw(d)}})
-		require.NoError(t, err, d[:min(len(d), 20)])
+		t.Run(d[:min(len(d), 20)], func(t *testing.T) {
+			_, err := live.Append(ctx, []eventstore.Event{{Type: "X", Data: raw(d)}})
+			require.NoError(t, err, d[:min(len(d), 20)])
+		})
 	}
 	require.Equal(t, len(ok), countEvents(t, live, query.All()))
 }
@@ -158,6 +161,7 @@ func TestSizeLimits(t *testing.T) {
 }
 
 func TestConfigRefusesNegatives(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	for _, c := range []struct {
 		field string
@@ -168,18 +172,28 @@ func TestConfigRefusesNegatives(t *testing.T) {
 		{"MaxEventBytes", eventstore.Config{MaxEventBytes: -1}},
 		{"MaxBatchBytes", eventstore.Config{MaxBatchBytes: -1}},
 	} {
-		_, err := eventstore.New(pool, &c.cfg)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
-		require.Equal(t, "Config."+c.field, ia.Name)
-		require.Contains(t, ia.Reason, "must not be negative")
-		require.Contains(t, ia.Reason, "0 means the default")
+		t.Run(c.field, func(t *testing.T) {
+			_, err := eventstore.New(pool, &c.cfg)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+			require.Equal(t, "Config."+c.field, ia.Name)
+			require.Contains(t, ia.Reason, "must not be negative")
+			require.Contains(t, ia.Reason, "0 means the default")
+		})
 	}
-	for _, c := range []eventstore.Config{{MaxEventBytes: eventstore.MaxBytesLimit + 1}, {MaxBatchBytes: eventstore.MaxBytesLimit + 1}} {
-		_, err := eventstore.New(pool, &c)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
-		require.Contains(t, err.Error(), "MaxBytesLimit")
+	for _, c := range []struct {
+		field string
+		cfg   eventstore.Config
+	}{
+		{"MaxEventBytes over MaxBytesLimit", eventstore.Config{MaxEventBytes: eventstore.MaxBytesLimit + 1}},
+		{"MaxBatchBytes over MaxBytesLimit", eventstore.Config{MaxBatchBytes: eventstore.MaxBytesLimit + 1}},
+	} {
+		t.Run(c.field, func(t *testing.T) {
+			_, err := eventstore.New(pool, &c.cfg)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
+			require.Contains(t, err.Error(), "MaxBytesLimit")
+		})
 	}
 	// 0 means the default.
 	s, err := eventstore.New(pool, &eventstore.Config{})
@@ -191,6 +205,7 @@ func TestConfigRefusesNegatives(t *testing.T) {
 
 // Errors repeat their input cut to a bounded size; their fields keep it whole.
 func TestErrorMessagesAreBounded(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", 1, "account=a1")})

@@ -14,6 +14,7 @@ import (
 )
 
 func TestAppendNotifiesAfterCommit(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	conn, err := pgx.Connect(ctx, pgtest.DSN(t))

@@ -15,6 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -105,7 +106,7 @@ func TestAppendOutcomeUnknownWhenBackendTerminated(t *testing.T) {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.append_events%'
-			  AND pid <> pg_backend_pid()`, s.QuotedSchema()).Scan(&n))
+			  AND pid <> pg_backend_pid()`, ident.Schema(s)).Scan(&n))
 		if n > 0 {
 			break
 		}
@@ -118,6 +119,7 @@ func TestAppendOutcomeUnknownWhenBackendTerminated(t *testing.T) {
 
 // Failures that certainly wrote nothing never match ErrOutcomeUnknown.
 func TestAppendDefiniteFailuresAreNotUnknown(t *testing.T) {
+	t.Parallel()
 	s, _ := newStore(t, nil)
 	ctx := context.Background()
 
@@ -158,6 +160,7 @@ func TestAppendDefiniteFailuresAreNotUnknown(t *testing.T) {
 
 // OutcomeOf and CommitTx: a server ERROR is certain, anything else is not.
 func TestOutcomeOfClassifies(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, eventstore.OutcomeOf("commit", nil))
 	certain := &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pgcode.UniqueViolation}
 	require.Same(t, error(certain), eventstore.OutcomeOf("commit", certain))

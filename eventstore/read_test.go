@@ -23,6 +23,7 @@ func positions(evs []eventstore.StoredEvent) []int64 {
 }
 
 func TestReadOptions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	var batch []eventstore.Event
@@ -90,6 +91,7 @@ func TestReadOptions(t *testing.T) {
 }
 
 func TestLimitedReadCursorConflicts(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("T", 1, "e=1"), eventstore.MustEvent("T", 2, "e=1")})
@@ -103,6 +105,7 @@ func TestLimitedReadCursorConflicts(t *testing.T) {
 }
 
 func TestProjectDispatchesByItsOwnQuery(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	_, err := s.Append(ctx, []eventstore.Event{

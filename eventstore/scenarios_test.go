@@ -24,6 +24,7 @@ import (
 // appends number+1 on condition that no newer invoice appeared. 8 writers, 6
 // invoices each, retrying on conflict: numbers are exactly 1..48.
 func TestScenarioGaplessInvoiceNumbers(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	q := query.New(query.Item{Types: []string{"InvoiceCreated"}})
@@ -85,6 +86,7 @@ func TestScenarioGaplessInvoiceNumbers(t *testing.T) {
 
 // Course subscriptions with a capacity change and a per-student limit.
 func TestScenarioCourseSubscriptions(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	type courseState struct {
@@ -135,6 +137,7 @@ func TestScenarioCourseSubscriptions(t *testing.T) {
 // Opt-in token: a sign-up is confirmed once, with the token it was sent;
 // concurrent confirmations of one token commit exactly once.
 func TestScenarioOptInToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("SignUpInitiated", map[string]string{"email": "a@example.com"}, "otp=123456", "email=a@example.com")})
@@ -174,6 +177,7 @@ func TestScenarioOptInToken(t *testing.T) {
 // Idempotency token: a client retries "place order" with the same token; the
 // retry is recognised as already applied, not as a conflict.
 func TestScenarioIdempotencyToken(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	q := query.Tagged([]string{"OrderPlaced"}, "customer=c1")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -53,7 +54,7 @@ func BenchmarkDecisionRead(b *testing.B) {
 				eventstore.WaitSnapshotWrites(s)
 				appendN(b, s, min(50, n), "e=1") // the snapshot lags behind the head
 				// As autovacuum would have by then: planner statistics.
-				_, err = pool.Exec(ctx, "ANALYZE "+s.QuotedSchema()+".events")
+				_, err = pool.Exec(ctx, "ANALYZE "+ident.Schema(s)+".events")
 				require.NoError(b, err)
 				stores[i] = s
 			}

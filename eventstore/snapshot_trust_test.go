@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -33,7 +34,7 @@ func appendN(t testing.TB, s *eventstore.Store, n int, tagStrings ...string) {
 func TestSnapshotUntrustedNeverUsed(t *testing.T) {
 	ctx := context.Background()
 	s, pool := newStore(t, &eventstore.Config{SnapshotsManual: true})
-	tbl := s.QuotedSchema() + ".decision_snapshots"
+	tbl := ident.Schema(s) + ".decision_snapshots"
 	q := query.Tagged(nil, "e=1")
 	appendN(t, s, 10, "e=1")
 	appendN(t, s, 3, "e=1", "drop=1")
@@ -94,16 +95,19 @@ func TestSnapshotUntrustedNeverUsed(t *testing.T) {
 		var n int64
 		// Retention drops every snapshot; a row put back with the old epoch
 		// (as a write racing the retention would) is detected as stale.
-		_, err = pool.Exec(ctx, "CREATE TEMP TABLE keep AS SELECT * FROM "+tbl)
+		// keep is a table of the test's schema, not a temporary one: the
+		// pool may run the next statement on another connection.
+		keep := ident.Schema(s) + ".keep"
+		_, err = pool.Exec(ctx, "CREATE TABLE "+keep+" AS SELECT * FROM "+tbl)
 		require.NoError(t, err)
-		require.NoError(t, pool.QueryRow(ctx, "SELECT "+s.QuotedSchema()+".delete_events_tagged('drop=1')").Scan(&n))
+		require.NoError(t, pool.QueryRow(ctx, "SELECT "+ident.Schema(s)+".delete_events_tagged('drop=1')").Scan(&n))
 		require.EqualValues(t, 3, n)
 		var left int
 		require.NoError(t, pool.QueryRow(ctx, "SELECT count(*) FROM "+tbl).Scan(&left))
 		require.Zero(t, left, "retention dropped the snapshots")
 		want := full()
 		require.Len(t, want.Positions, 15)
-		_, err = pool.Exec(ctx, "INSERT INTO "+tbl+" SELECT * FROM keep; DROP TABLE keep")
+		_, err = pool.Exec(ctx, "INSERT INTO "+tbl+" SELECT * FROM "+keep+"; DROP TABLE "+keep)
 		require.NoError(t, err)
 		stale := s.SnapshotStats().IgnoredStale
 		m := snapModel(q, "u")
@@ -122,7 +126,7 @@ func TestSnapshotWriteFailureDoesNotFailProject(t *testing.T) {
 	var logs bytes.Buffer // written under the handler's lock, read after the writes ended
 	logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, pool := newStore(t, &eventstore.Config{SnapshotEvery: 1, Logger: logger})
-	sch := s.QuotedSchema()
+	sch := ident.Schema(s)
 	_, err := pool.Exec(ctx, fmt.Sprintf(`CREATE FUNCTION %[1]s.no_snap() RETURNS trigger LANGUAGE plpgsql AS $$
 		BEGIN RAISE EXCEPTION 'no snapshots today'; END $$;
 		CREATE TRIGGER no_snap BEFORE INSERT OR UPDATE ON %[1]s.decision_snapshots FOR EACH ROW EXECUTE FUNCTION %[1]s.no_snap()`, sch))

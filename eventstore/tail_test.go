@@ -179,6 +179,7 @@ func TestTailHeadIsTheLogHeadWhileBehind(t *testing.T) {
 
 // Negative limits are refused with a typed error; 0 means no limit.
 func TestTailAndReadRefuseNegativeLimits(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	_, err := s.ReadTail(ctx, query.All(), cursor.Start, -5)

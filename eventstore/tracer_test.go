@@ -77,6 +77,7 @@ func (r *recorder) check(t *testing.T) {
 // The …Tx forms, a broken-off Read, a Read iterated twice, ReadLast and
 // ReadTail are traced once each, with what only the store knows.
 func TestTracerCalls(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	r := &recorder{}
 	s, pool := newStore(t, &eventstore.Config{Tracer: r})
@@ -168,6 +169,7 @@ func TestTracerGrouped(t *testing.T) {
 
 // MultiTracer calls every tracer, each on its own context.
 func TestMultiTracer(t *testing.T) {
+	t.Parallel()
 	a, b := &recorder{}, &recorder{}
 	s, _ := newStore(t, &eventstore.Config{Tracer: eventstore.MultiTracer(a, nil, b)})
 	_, err := s.Append(context.Background(), []eventstore.Event{eventstore.MustEvent("A", nil)})
@@ -186,6 +188,7 @@ func TestMultiTracer(t *testing.T) {
 // The core store and everything below it import no metrics, tracing or
 // messaging library: adapters (pgdcbprom, pgdcbotel) bring those.
 func TestCoreImportsNoObservabilityLibrary(t *testing.T) {
+	t.Parallel()
 	out, err := exec.Command("go", "list", "-deps", "github.com/pgdcb/pgdcb/eventstore").CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	require.Contains(t, string(out), "github.com/jackc/pgx/v5\n", "the list is the store's dependencies")
