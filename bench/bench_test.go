@@ -108,6 +108,7 @@ func TestPluginWorkloads(t *testing.T) {
 // table of its size, so it must come right after the read workloads of
 // that size.
 func TestCatchUpPlacedAfterItsFixture(t *testing.T) {
+	t.Parallel()
 	for i, w := range registry {
 		if strings.HasPrefix(w.Name, "subscription/catchup/") {
 			require.Positive(t, i)
@@ -139,6 +140,7 @@ func TestNoConflictSelfCheckFails(t *testing.T) {
 }
 
 func TestPercentileAndMedian(t *testing.T) {
+	t.Parallel()
 	ds := []time.Duration{5 * time.Millisecond, time.Millisecond, 3 * time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond}
 	require.Equal(t, 3.0, percentileMs(ds, 50))
 	require.Equal(t, 5.0, percentileMs(ds, 99))
@@ -149,6 +151,7 @@ func TestPercentileAndMedian(t *testing.T) {
 // TestOrderCheck: the catch-up self-check refuses a duplicate, an event out
 // of log order and a short delivery.
 func TestOrderCheck(t *testing.T) {
+	t.Parallel()
 	ev := func(tx uint64, pos int64) eventstore.StoredEvent {
 		return eventstore.StoredEvent{TransactionID: tx, Position: pos}
 	}

@@ -1,6 +1,7 @@
 package cursor_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -12,6 +13,7 @@ import (
 )
 
 func TestRoundTrip(t *testing.T) {
+	t.Parallel()
 	for _, c := range []cursor.Cursor{
 		{},
 		{TransactionID: 750, Position: 12},
@@ -19,32 +21,38 @@ func TestRoundTrip(t *testing.T) {
 		{TransactionID: 900, Position: 5, Snapshot: &cursor.Snapshot{Xmin: 880, Xmax: 905, Xip: []uint64{880, 890, 904}}},
 		{TransactionID: 3, Position: 0, Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 10}},
 	} {
-		s := c.String()
-		require.Regexp(t, `^[A-Za-z0-9_-]+$`, s)
-		back, err := cursor.Parse(s)
-		require.NoError(t, err)
-		require.Equal(t, c, back)
-		snap := c.Snapshot
-		if snap != nil {
-			parsed, err := cursor.ParseSnapshot(snap.String())
+		t.Run(fmt.Sprintf("txid=%d,pos=%d,snapshot=%v", c.TransactionID, c.Position, c.Snapshot != nil), func(t *testing.T) {
+			s := c.String()
+			require.Regexp(t, `^[A-Za-z0-9_-]+$`, s)
+			back, err := cursor.Parse(s)
 			require.NoError(t, err)
-			require.Equal(t, snap, parsed)
-		}
+			require.Equal(t, c, back)
+			snap := c.Snapshot
+			if snap != nil {
+				parsed, err := cursor.ParseSnapshot(snap.String())
+				require.NoError(t, err)
+				require.Equal(t, snap, parsed)
+			}
+		})
 	}
 }
 
 func TestParseMalformed(t *testing.T) {
+	t.Parallel()
 	good := cursor.Cursor{TransactionID: 9, Position: 3, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 9, Xip: []uint64{6}}}.String()
 	for _, s := range []string{"", "!!!", "AA", "AgA", good[:len(good)-2], good + "AA", "not a cursor"} {
-		_, err := cursor.Parse(s)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidCursor, s)
-		var ce *cursor.InvalidCursorError
-		require.ErrorAs(t, err, &ce)
-		require.Equal(t, s, ce.Input)
+		t.Run(fmt.Sprintf("%q", s), func(t *testing.T) {
+			_, err := cursor.Parse(s)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidCursor, s)
+			var ce *cursor.InvalidCursorError
+			require.ErrorAs(t, err, &ce)
+			require.Equal(t, s, ce.Input)
+		})
 	}
 }
 
 func TestSeen(t *testing.T) {
+	t.Parallel()
 	snap := &cursor.Snapshot{Xmin: 100, Xmax: 110, Xip: []uint64{100, 105}}
 	c := cursor.Cursor{TransactionID: 108, Position: 50, Snapshot: snap}
 	require.True(t, c.Seen(99, 1))
@@ -60,6 +68,7 @@ func TestSeen(t *testing.T) {
 }
 
 func TestInvalidCursorMessageIsBounded(t *testing.T) {
+	t.Parallel()
 	in := strings.Repeat("é", 1<<19)
 	_, err := cursor.Parse(in)
 	require.ErrorIs(t, err, pgdcb.ErrInvalidCursor)

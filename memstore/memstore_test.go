@@ -2,6 +2,7 @@ package memstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -17,10 +18,12 @@ func TestConfig(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []memstore.Config{{MaxBatchSize: -1}, {MaxEventBytes: -1}, {MaxBatchBytes: -2},
 		{MaxEventBytes: eventstore.MaxBytesLimit + 1}} {
-		_, err := memstore.New(&cfg)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, "%+v", cfg)
-		var ia *pgdcb.InvalidArgumentError
-		require.ErrorAs(t, err, &ia)
+		t.Run(fmt.Sprintf("%+v", cfg), func(t *testing.T) {
+			_, err := memstore.New(&cfg)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, "%+v", cfg)
+			var ia *pgdcb.InvalidArgumentError
+			require.ErrorAs(t, err, &ia)
+		})
 	}
 
 	// Limits apply as on the PostgreSQL store, with its error.

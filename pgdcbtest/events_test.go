@@ -20,6 +20,7 @@ func stored(evs ...eventstore.Event) []eventstore.StoredEvent {
 }
 
 func TestDiffEvents(t *testing.T) {
+	t.Parallel()
 	got := stored(
 		eventstore.Event{Type: "Deposited", Tags: eventstore.MustEvent("x", nil, "wallet=a", "command_id=1").Tags, Data: []byte(`{"b":2, "a":1}`)},
 		eventstore.MustEvent("Withdrawn", map[string]int{"a": 1}, "wallet=a"),
@@ -55,6 +56,7 @@ func TestDiffEvents(t *testing.T) {
 }
 
 func TestSelect(t *testing.T) {
+	t.Parallel()
 	evs := stored(
 		eventstore.MustEvent("Deposited", nil, "wallet=a"),
 		eventstore.MustEvent("Deposited", nil, "wallet=b"),

@@ -14,9 +14,9 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/query"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -37,6 +37,7 @@ func requireDropped(t *testing.T, name string) {
 }
 
 func TestNewStoreIsFreshMigratedAndDropped(t *testing.T) {
+	t.Parallel()
 	var schema string
 	t.Run("inner", func(t *testing.T) {
 		store := pgdcbtest.NewStore(t, nil)
@@ -53,6 +54,7 @@ func TestNewStoreIsFreshMigratedAndDropped(t *testing.T) {
 }
 
 func TestNewStoreParallelTestsGetTheirOwnSchemas(t *testing.T) {
+	t.Parallel()
 	var mu sync.Mutex
 	seen := map[string]bool{}
 	t.Run("group", func(t *testing.T) {
@@ -79,6 +81,7 @@ func TestNewStoreParallelTestsGetTheirOwnSchemas(t *testing.T) {
 }
 
 func TestNewStoreOptions(t *testing.T) {
+	t.Parallel()
 	store := pgdcbtest.NewStore(t, &pgdcbtest.Options{Config: &eventstore.Config{MaxBatchSize: 2}, OwnPool: true})
 	require.Equal(t, 2, store.Config().MaxBatchSize)
 	require.NotSame(t, pgdcbtest.Pool(t), store.Pool())
@@ -105,16 +108,18 @@ func TestSweepDropsOnlyOrphans(t *testing.T) {
 	dead, alive := "0dead000", "0a11e000"
 	deadSchema := pgdcbtest.SchemaPrefix + dead + "_00000001"
 	aliveSchema := pgdcbtest.SchemaPrefix + alive + "_00000001"
-	for _, s := range []string{deadSchema, aliveSchema} {
-		_, err := pool.Exec(ctx, "CREATE SCHEMA "+s)
-		require.NoError(t, err)
-		t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+s) })
-	}
+	// The lock first: the background sweep of this binary's first store may
+	// be running now, and must find the running binary's schema locked.
 	holder, err := pgx.Connect(ctx, pgtest.DSN(t))
 	require.NoError(t, err)
 	defer holder.Close(context.Background())
 	_, err = holder.Exec(ctx, "SELECT pg_advisory_lock($1)", pgdcbtest.OwnerKey(alive))
 	require.NoError(t, err)
+	for _, s := range []string{deadSchema, aliveSchema} {
+		_, err := pool.Exec(ctx, "CREATE SCHEMA "+s)
+		require.NoError(t, err)
+		t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "DROP SCHEMA IF EXISTS "+s) })
+	}
 
 	pgdcbtest.Sweep(t)
 	require.False(t, schemaExists(t, deadSchema), "an orphan is dropped")
@@ -154,14 +159,7 @@ func BenchmarkNewStore(b *testing.B) {
 		for b.Loop() {
 			(&pgtest.Recorder{TB: b}).Run(func(ft testing.TB) {
 				start := time.Now()
-				schema := pgtest.Schema(ft)
-				if _, err := pgdcbsql.Migrate(context.Background(), pool, schema); err != nil {
-					ft.Fatalf("%v", err)
-				}
-				store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
-				if err != nil {
-					ft.Fatalf("%v", err)
-				}
+				store := teststore.OnPool(ft, pool, nil)
 				d = append(d, time.Since(start))
 				body(ft, store)
 			})

@@ -20,6 +20,7 @@ import (
 )
 
 func TestProgressWaitsForASubscription(t *testing.T) {
+	t.Parallel()
 	store := pgdcbtest.NewStore(t, nil)
 	sub, err := subscription.New(store, query.Tagged(nil, "wallet=a"), &subscription.Config{PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
@@ -53,6 +54,7 @@ func TestProgressWaitsForASubscription(t *testing.T) {
 }
 
 func TestWaitForProjection(t *testing.T) {
+	t.Parallel()
 	store := pgdcbtest.NewStore(t, nil)
 	var mu sync.Mutex
 	count := 0
@@ -80,6 +82,7 @@ func TestWaitForProjection(t *testing.T) {
 }
 
 func TestWaitForFailsNamingWhereTheReaderIs(t *testing.T) {
+	t.Parallel()
 	target := cursor.Cursor{TransactionID: 10, Position: 5}
 	failures := (&pgtest.Recorder{TB: t}).Run(func(ft testing.TB) {
 		pgdcbtest.WaitFor(ft, target, func(context.Context) (cursor.Cursor, error) { return cursor.Start, errors.New("boom") })

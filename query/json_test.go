@@ -12,6 +12,7 @@ import (
 )
 
 func TestJSON(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name string
 		q    query.Query
@@ -36,6 +37,7 @@ func TestJSON(t *testing.T) {
 }
 
 func TestJSONRefused(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name, json string
 		want       error

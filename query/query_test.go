@@ -1,6 +1,7 @@
 package query_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,6 +13,7 @@ import (
 )
 
 func TestItemsAreORedNotFlattened(t *testing.T) {
+	t.Parallel()
 	q := query.New(
 		query.Item{Types: []string{"A"}, Tags: tags.MustParseSet("x=1")},
 		query.Item{Types: []string{"B"}, Tags: tags.MustParseSet("y=1")},
@@ -25,6 +27,7 @@ func TestItemsAreORedNotFlattened(t *testing.T) {
 }
 
 func TestTypesORTagsAND(t *testing.T) {
+	t.Parallel()
 	q := query.Tagged([]string{"A", "B"}, "x=1", "y=2")
 	require.True(t, q.Matches("B", tags.MustParseSet("x=1", "y=2")))
 	require.False(t, q.Matches("B", tags.MustParseSet("x=1")))
@@ -32,6 +35,7 @@ func TestTypesORTagsAND(t *testing.T) {
 }
 
 func TestAllAndEmpty(t *testing.T) {
+	t.Parallel()
 	require.True(t, query.All().Matches("A", tags.Set{}))
 	require.True(t, query.All().MatchesAll())
 	require.False(t, query.Query{}.Matches("A", tags.Set{}))
@@ -40,6 +44,7 @@ func TestAllAndEmpty(t *testing.T) {
 }
 
 func TestValidateNamesItem(t *testing.T) {
+	t.Parallel()
 	q := query.New(query.Item{Types: []string{"ok"}}, query.Item{Types: []string{strings.Repeat("t", 65)}})
 	err := q.Validate()
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
@@ -50,13 +55,16 @@ func TestValidateNamesItem(t *testing.T) {
 // Types are 1..64 bytes of UTF-8 without NUL; errors quote at most a few
 // hundred bytes of them.
 func TestValidateType(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, query.ValidateType("Opened"))
 	for _, bad := range []string{"", strings.Repeat("t", 65), "Bad\xff", "Bad\x00"} {
-		err := query.ValidateType(bad)
-		var te *query.InvalidTypeError
-		require.ErrorAs(t, err, &te, bad)
-		require.Equal(t, bad, te.Type)
-		require.ErrorIs(t, query.New(query.Item{Types: []string{bad}}).Validate(), pgdcb.ErrInvalidQuery)
+		t.Run(fmt.Sprintf("%q", bad), func(t *testing.T) {
+			err := query.ValidateType(bad)
+			var te *query.InvalidTypeError
+			require.ErrorAs(t, err, &te, bad)
+			require.Equal(t, bad, te.Type)
+			require.ErrorIs(t, query.New(query.Item{Types: []string{bad}}).Validate(), pgdcb.ErrInvalidQuery)
+		})
 	}
 	require.EqualError(t, query.ValidateType("Bad\xff"), `event type "Bad\xff" not valid UTF-8`)
 	long := strings.Repeat("é", 1<<19)

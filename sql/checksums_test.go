@@ -20,6 +20,7 @@ import (
 // that has run somewhere leaves those databases without the edit (it
 // happened to a pre-release migration, since squashed). A change is a new migration.
 func TestMigrationTextsNeverChange(t *testing.T) {
+	t.Parallel()
 	f, err := os.Open("checksums.txt")
 	require.NoError(t, err)
 	defer f.Close()
@@ -48,6 +49,7 @@ func TestMigrationTextsNeverChange(t *testing.T) {
 // A schema whose recorded text of a step differs from the library's is
 // reported as drift; a schema migrated before checksums were recorded is not.
 func TestCheckCurrentReportsDrift(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
@@ -86,6 +88,7 @@ func TestCheckCurrentReportsDrift(t *testing.T) {
 // pgdcb's, or a pre-release step since squashed) is refused before anything
 // is applied, rather than migrated halfway on top of another schema.
 func TestMigrateRefusesUnknownSteps(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)

@@ -22,6 +22,7 @@ import (
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/projection"
@@ -234,13 +235,15 @@ func TestTwoRoleSetUp(t *testing.T) {
 		"DELETE checkpoints": {"DELETE FROM " + q + ".checkpoints"},
 	}
 	for name, stmts := range denied {
-		err := inTx(ctx, appPool, stmts...)
-		require.Error(t, err, name)
-		var pgErr *pgconn.PgError
-		require.True(t, errors.As(err, &pgErr), "%s: %v", name, err)
-		// insufficient_privilege (also "must be owner" and "permission
-		// denied to set parameter").
-		require.Equal(t, pgcode.InsufficientPrivilege, pgErr.Code, "%s: %s", name, pgErr.Message)
+		t.Run(name, func(t *testing.T) {
+			err := inTx(ctx, appPool, stmts...)
+			require.Error(t, err, name)
+			var pgErr *pgconn.PgError
+			require.True(t, errors.As(err, &pgErr), "%s: %v", name, err)
+			// insufficient_privilege (also "must be owner" and "permission
+			// denied to set parameter").
+			require.Equal(t, pgcode.InsufficientPrivilege, pgErr.Code, "%s: %s", name, pgErr.Message)
+		})
 	}
 	_, err = rs.DeleteRun(ctx, "run-1")
 	requireCode(t, err, pgcode.InsufficientPrivilege, "DeleteRun as the application")
@@ -280,9 +283,10 @@ func TestTwoRoleSetUp(t *testing.T) {
 // the retention or rebase flag itself, and cannot call the retention or
 // rebase functions to remove one event of a run.
 func TestTriggerTrustsNoSessionFlag(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, admin, _ := migratedStore(t)
-	q := s.QuotedSchema()
+	q := ident.Schema(s)
 	rs, err := runstore.New(s, nil)
 	require.NoError(t, err)
 	for _, key := range []string{"k1", "k2", "k3"} {
@@ -391,9 +395,10 @@ func TestGrantRefuses(t *testing.T) {
 // events, DELETE on the snapshots, retention) holds exactly Grant's set after
 // Grant.
 func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, admin, schema := migratedStore(t)
-	q := s.QuotedSchema()
+	q := ident.Schema(s)
 	app := newRole(t, admin, "LOGIN")
 	aq := pgx.Identifier{app}.Sanitize()
 	_, err := admin.Exec(ctx, "GRANT ALL ON SCHEMA "+q+" TO "+aq+"; GRANT ALL ON ALL TABLES IN SCHEMA "+q+" TO "+aq+
@@ -434,11 +439,12 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 // search_path) or the owner's (not EXECUTE-able by PUBLIC), so a function
 // added by a later migration cannot slip through unclassified.
 func TestSchemaFunctionsAreClassified(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, admin, _ := migratedStore(t)
 	rows, err := admin.Query(ctx, `SELECT p.proname, p.prosecdef, coalesce(array_to_string(p.proconfig, ';'), ''),
 			p.proacl IS NULL OR EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
-		  FROM pg_proc p WHERE p.pronamespace = $1::regnamespace ORDER BY 1`, s.QuotedSchema())
+		  FROM pg_proc p WHERE p.pronamespace = $1::regnamespace ORDER BY 1`, ident.Schema(s))
 	require.NoError(t, err)
 	defer rows.Close()
 	var names []string

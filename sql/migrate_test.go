@@ -2,6 +2,7 @@ package sql_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 
@@ -13,6 +14,7 @@ import (
 )
 
 func TestConcurrentMigratorsApplyEachStepOnce(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
@@ -61,6 +63,7 @@ func TestConcurrentMigratorsApplyEachStepOnce(t *testing.T) {
 }
 
 func TestMigrationsAreNumberedAndRenderSchema(t *testing.T) {
+	t.Parallel()
 	ms := pgdcbsql.Migrations()
 	require.NotEmpty(t, ms)
 	for i, m := range ms {
@@ -73,9 +76,12 @@ func TestMigrationsAreNumberedAndRenderSchema(t *testing.T) {
 }
 
 func TestInvalidSchemaRefused(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	for _, name := range []string{`x"y`, "a b", "public; drop", ""} {
-		_, err := pgdcbsql.Migrate(context.Background(), pool, name)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidSchema, name)
+		t.Run(fmt.Sprintf("%q", name), func(t *testing.T) {
+			_, err := pgdcbsql.Migrate(context.Background(), pool, name)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidSchema, name)
+		})
 	}
 }

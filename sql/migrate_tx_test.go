@@ -15,6 +15,7 @@ import (
 // MigrateTx writes the steps in the caller's transaction: a rollback leaves
 // nothing, a commit leaves a current schema.
 func TestMigrateTx(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)
@@ -43,6 +44,7 @@ func TestMigrateTx(t *testing.T) {
 // a current schema with the same checksums; from a step, it holds only the
 // later ones.
 func TestScriptMigratesLikeMigrate(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t)

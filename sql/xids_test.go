@@ -12,8 +12,10 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -24,9 +26,10 @@ import (
 // the commands' links and the checkpoints' places, after which new appends
 // sort after every stored event and a tail from a checkpoint delivers them.
 func TestRebaseAfterRestore(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool, schema := migratedStore(t)
-	q := s.QuotedSchema()
+	q := ident.Schema(s)
 	var err error
 
 	// Events written here, then "restored" ones: four transactions far above
@@ -108,6 +111,7 @@ func TestRebaseAfterRestore(t *testing.T) {
 // TestRebaseUpdatesOnlyTransactionIDs: the append-only trigger lets an UPDATE
 // through only inside the rebase, and only of transaction_id.
 func TestRebaseUpdatesOnlyTransactionIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s, pool, _ := migratedStore(t)
 	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "n=1")})
@@ -117,7 +121,7 @@ func TestRebaseUpdatesOnlyTransactionIDs(t *testing.T) {
 	defer tx.Rollback(ctx) //nolint:errcheck
 	_, err = tx.Exec(ctx, `SELECT set_config('pgdcb.allow_rebase', 'on', true)`)
 	require.NoError(t, err)
-	_, err = tx.Exec(ctx, `UPDATE `+s.QuotedSchema()+`.events SET data = '{"forged": true}'`)
+	_, err = tx.Exec(ctx, `UPDATE `+ident.Schema(s)+`.events SET data = '{"forged": true}'`)
 	var pgErr *pgconn.PgError
 	require.ErrorAs(t, err, &pgErr)
 	require.Equal(t, pgcode.AppendOnly, pgErr.Code)
@@ -126,6 +130,7 @@ func TestRebaseUpdatesOnlyTransactionIDs(t *testing.T) {
 // TestBurnTransactionIDs: the counter advances by at least as many ids as
 // asked (other sessions may take some too).
 func TestBurnTransactionIDs(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	pool := pgtest.Pool(t)
 	conn, err := pool.Acquire(ctx)
@@ -143,11 +148,6 @@ func TestBurnTransactionIDs(t *testing.T) {
 // migratedStore returns a store (NotifyDisabled) in a fresh migrated schema.
 func migratedStore(t *testing.T) (*eventstore.Store, *pgxpool.Pool, string) {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
-	require.NoError(t, err)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, NotifyDisabled: true})
-	require.NoError(t, err)
-	return s, pool, schema
+	s, pool := teststore.New(t, &eventstore.Config{NotifyDisabled: true})
+	return s, pool, s.Schema()
 }

@@ -2,6 +2,7 @@ package tags_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -12,17 +13,21 @@ import (
 )
 
 func TestParseValid(t *testing.T) {
+	t.Parallel()
 	for _, s := range []string{"a=b", "student_id=42", "k.e-y_0=v=with=equals", "x=" + strings.Repeat("é", 128), strings.Repeat("k", 64) + "=v"} {
-		tg, err := tags.Parse(s)
-		require.NoError(t, err, s)
-		require.Equal(t, s, tg.String())
-		k, v, _ := strings.Cut(s, "=")
-		require.Equal(t, k, tg.Key())
-		require.Equal(t, v, tg.Value())
+		t.Run(s, func(t *testing.T) {
+			tg, err := tags.Parse(s)
+			require.NoError(t, err, s)
+			require.Equal(t, s, tg.String())
+			k, v, _ := strings.Cut(s, "=")
+			require.Equal(t, k, tg.Key())
+			require.Equal(t, v, tg.Value())
+		})
 	}
 }
 
 func TestParseInvalidNamesTheTag(t *testing.T) {
+	t.Parallel()
 	cases := map[string]string{
 		"novalue":                       "missing '='",
 		"=v":                            "empty key",
@@ -35,17 +40,20 @@ func TestParseInvalidNamesTheTag(t *testing.T) {
 		"k=\xff":                        "UTF-8",
 	}
 	for in, reason := range cases {
-		_, err := tags.Parse(in)
-		require.Error(t, err, in)
-		require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
-		var te *tags.InvalidTagError
-		require.True(t, errors.As(err, &te))
-		require.Equal(t, in, te.Tag)
-		require.Contains(t, err.Error(), reason, in)
+		t.Run(fmt.Sprintf("%s %.24q", reason, in), func(t *testing.T) {
+			_, err := tags.Parse(in)
+			require.Error(t, err, in)
+			require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
+			var te *tags.InvalidTagError
+			require.True(t, errors.As(err, &te))
+			require.Equal(t, in, te.Tag)
+			require.Contains(t, err.Error(), reason, in)
+		})
 	}
 }
 
 func TestSetCanonical(t *testing.T) {
+	t.Parallel()
 	s, err := tags.ParseSet("b=2", "a=1", "b=2")
 	require.NoError(t, err)
 	require.Equal(t, []string{"a=1", "b=2"}, s.Strings())
@@ -59,6 +67,7 @@ func TestSetCanonical(t *testing.T) {
 }
 
 func TestSetDuplicateKeyRefused(t *testing.T) {
+	t.Parallel()
 	_, err := tags.ParseSet("student=1", "course=x", "student=2")
 	require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
 	require.Contains(t, err.Error(), `duplicate key "student"`)
@@ -68,6 +77,7 @@ func TestSetDuplicateKeyRefused(t *testing.T) {
 
 // A 1 MB tag gives a message under 1 KB; the field keeps the tag whole.
 func TestErrorMessageIsBounded(t *testing.T) {
+	t.Parallel()
 	long := "k=" + strings.Repeat("v", 1<<20)
 	_, err := tags.Parse(long)
 	require.ErrorIs(t, err, tags.ErrInvalidTag)

@@ -67,20 +67,24 @@ func lines(s string) []string {
 func TestHelpWithoutDatabase(t *testing.T) {
 	t.Setenv("PGDCB_DATABASE_URL", "")
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"-json", "-h"}} {
-		r := cli(t, "", args...)
-		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
-		for _, c := range commands {
-			require.Contains(t, r.stdout, "\n  "+c.name+" ", args)
-		}
-		require.Contains(t, r.stdout, "Exit codes:")
-		require.Empty(t, r.stderr)
+		t.Run(strings.Join(args, " "), func(t *testing.T) {
+			r := cli(t, "", args...)
+			require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+			for _, c := range commands {
+				require.Contains(t, r.stdout, "\n  "+c.name+" ", args)
+			}
+			require.Contains(t, r.stdout, "Exit codes:")
+			require.Empty(t, r.stderr)
+		})
 	}
 	for _, c := range commands {
 		for _, args := range [][]string{{c.name, "-h"}, {c.name, "--help"}, {"help", c.name}} {
-			r := cli(t, "", args...)
-			require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
-			require.Contains(t, r.stdout, "Usage: pgdcb [global flags] "+c.name)
-			require.Contains(t, r.stdout, "-dsn", "global flags are listed")
+			t.Run(strings.Join(args, " "), func(t *testing.T) {
+				r := cli(t, "", args...)
+				require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+				require.Contains(t, r.stdout, "Usage: pgdcb [global flags] "+c.name)
+				require.Contains(t, r.stdout, "-dsn", "global flags are listed")
+			})
 		}
 	}
 	for _, tc := range []struct {
@@ -97,10 +101,12 @@ func TestHelpWithoutDatabase(t *testing.T) {
 		{[]string{"append", "-type", "X", "extra"}, `pgdcb: append: unexpected arguments ["extra"]`},
 		{[]string{"-dsn", "postgres://x", "-schema", `bad"name`, "status"}, "pgdcb: status: invalid schema name"},
 	} {
-		r := cli(t, "", tc.args...)
-		require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
-		require.True(t, strings.HasPrefix(r.stderr, tc.want), "%v: %s", tc.args, r.stderr)
-		require.NotContains(t, r.stderr, "pgdcb: pgdcb:")
+		t.Run(fmt.Sprint(tc.args), func(t *testing.T) {
+			r := cli(t, "", tc.args...)
+			require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stderr)
+			require.True(t, strings.HasPrefix(r.stderr, tc.want), "%v: %s", tc.args, r.stderr)
+			require.NotContains(t, r.stderr, "pgdcb: pgdcb:")
+		})
 	}
 }
 
@@ -119,6 +125,7 @@ func TestVersion(t *testing.T) {
 
 // TestOperationErrors: one prefix, the failed operation named, exit 1.
 func TestOperationErrors(t *testing.T) {
+	t.Parallel()
 	r := cli(t, "", "-dsn", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "head")
 	require.Equal(t, 1, r.code)
 	require.True(t, strings.HasPrefix(r.stderr, "pgdcb: head: connect: "), r.stderr)
@@ -150,6 +157,7 @@ func TestGlobalFlagsAfterCommand(t *testing.T) {
 }
 
 func TestStatusExitCodesAndJSON(t *testing.T) {
+	t.Parallel()
 	sh, schema := db(t)
 	r := sh("", "status", "-json")
 	require.Equal(t, 3, r.code, r.stderr)
@@ -200,6 +208,7 @@ func TestStatusExitCodesAndJSON(t *testing.T) {
 }
 
 func TestHeadAppendJSON(t *testing.T) {
+	t.Parallel()
 	sh, _ := db(t)
 	require.Equal(t, 0, sh("", "migrate").code)
 	r := sh("", "head", "-json")
@@ -233,6 +242,7 @@ func TestHeadAppendJSON(t *testing.T) {
 }
 
 func TestAppendStdinConditions(t *testing.T) {
+	t.Parallel()
 	sh, _ := db(t)
 	require.Equal(t, 0, sh("", "migrate").code)
 	in := `{"type":"Opened","tags":["account=1"],"data":{"n":1},"id":"0190f5b2-0000-7000-8000-000000000001"}
@@ -262,8 +272,10 @@ func TestAppendStdinConditions(t *testing.T) {
 	require.Equal(t, 5, r.code, r.stderr)
 
 	for _, bad := range []string{"", "{nope", `{"type":"X","tags":["Bad Tag"]}`, `{"type":"X","id":"nope"}`} {
-		r = sh(bad, "append", "-stdin")
-		require.Equal(t, 2, r.code, "%q: %s", bad, r.stderr)
+		t.Run(fmt.Sprintf("stdin %q", bad), func(t *testing.T) {
+			r := sh(bad, "append", "-stdin")
+			require.Equal(t, 2, r.code, "%q: %s", bad, r.stderr)
+		})
 	}
 	r = sh("", "append", "-type", "X", "-if-none", "Bad Tag:")
 	require.Equal(t, 0, r.code, "'Bad Tag' is a type here: %s", r.stderr)
@@ -277,6 +289,7 @@ func TestAppendStdinConditions(t *testing.T) {
 }
 
 func TestExportImport(t *testing.T) {
+	t.Parallel()
 	src, _ := db(t)
 	dst, _ := db(t)
 	require.Equal(t, 0, src("", "migrate").code)
@@ -371,6 +384,7 @@ func (s *syncBuffer) String() string {
 }
 
 func TestTail(t *testing.T) {
+	t.Parallel()
 	sh, schema := db(t)
 	var rb [4]byte
 	_, err := rand.Read(rb[:])
@@ -417,6 +431,7 @@ func TestTail(t *testing.T) {
 }
 
 func TestProjections(t *testing.T) {
+	t.Parallel()
 	sh, schema := db(t)
 	require.Equal(t, 0, sh("", "migrate").code)
 	r := sh("", "projections", "-json")
@@ -478,6 +493,7 @@ func TestTailStopsOnSIGINT(t *testing.T) {
 		main()
 		os.Exit(0)
 	}
+	t.Parallel()
 	sh, schema := db(t)
 	require.Equal(t, 0, sh("", "migrate").code)
 	require.Equal(t, 0, sh("", "append", "-type", "A").code)
@@ -496,6 +512,7 @@ func TestTailStopsOnSIGINT(t *testing.T) {
 
 // sql prints the migrations without a database; -after limits them.
 func TestSQLPrintsMigrations(t *testing.T) {
+	t.Parallel()
 	r := cli(t, "", "-schema", "demo", "sql", "-after", "4")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `CREATE SCHEMA IF NOT EXISTS "demo"`)

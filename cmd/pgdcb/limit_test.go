@@ -28,6 +28,7 @@ func TestNegativeLimitIsAUsageError(t *testing.T) {
 		main()
 		os.Exit(0)
 	}
+	t.Parallel()
 	ctx := context.Background()
 	dsn, schema := pgtest.DSN(t), pgtest.Schema(t)
 	base := []string{"-dsn", dsn, "-schema", schema}

@@ -18,6 +18,7 @@ import (
 )
 
 func TestCLI(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn, schema := pgtest.DSN(t), pgtest.Schema(t)
 	sh := func(args ...string) (string, string, error) {
@@ -98,6 +99,7 @@ func withUser(t *testing.T, dsn, user string) string {
 // TestCLIGrant: the owner migrates and grants an application role, which can
 // then append and read but not delete.
 func TestCLIGrant(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	dsn, schema := pgtest.DSN(t), pgtest.Schema(t)
 	sh := func(dsn string, args ...string) (string, error) {

@@ -51,7 +51,7 @@ func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
 	h := fnv.New64a()
 	h.Write([]byte(store.Schema() + ".wallet_balances"))
 	b.lock = int64(h.Sum64())
-	s := store.QuotedSchema()
+	s := pgx.Identifier{store.Schema()}.Sanitize()
 	b.sql.setup = `CREATE TABLE IF NOT EXISTS ` + s + `.wallet_balances (
 			wallet_id  text        PRIMARY KEY,
 			balance    bigint      NOT NULL,

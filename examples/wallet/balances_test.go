@@ -16,6 +16,7 @@ import (
 // The read model, fed while commands run and with several runners, ends equal
 // to the replay of the log.
 func TestBalancesReadModel(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := newService(t)
 	b := wallet.NewBalances(svc.Store(), &wallet.BalancesConfig{BatchSize: 7})

@@ -19,6 +19,7 @@ import (
 // is 503 outcome_unknown with Retry-After, telling the client to retry with
 // the same Idempotency-Key; it wins over the cause it wraps.
 func TestWriteErrorOutcomeUnknown(t *testing.T) {
+	t.Parallel()
 	for _, err := range []error{
 		pgdcb.ErrOutcomeUnknown,
 		fmt.Errorf("commands: commit: %w", pgdcb.ErrOutcomeUnknown),
@@ -26,15 +27,17 @@ func TestWriteErrorOutcomeUnknown(t *testing.T) {
 		fmt.Errorf("commands: Deposit: %w", &pgdcb.OutcomeUnknownError{Op: "commit", Err: context.DeadlineExceeded}),
 		&commands.RejectedError{Type: CmdDeposit, Err: &pgdcb.OutcomeUnknownError{Op: "append", Err: context.Canceled}},
 	} {
-		rec := httptest.NewRecorder()
-		writeError(rec, err)
-		require.Equal(t, 503, rec.Code, "%v", err)
-		require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
-		require.NotEmpty(t, rec.Header().Get("Retry-After"))
-		var body ErrorResponse
-		require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
-		require.Equal(t, "outcome_unknown", body.Code)
-		require.Contains(t, body.Error, "same Idempotency-Key")
+		t.Run(err.Error(), func(t *testing.T) {
+			rec := httptest.NewRecorder()
+			writeError(rec, err)
+			require.Equal(t, 503, rec.Code, "%v", err)
+			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			require.NotEmpty(t, rec.Header().Get("Retry-After"))
+			var body ErrorResponse
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
+			require.Equal(t, "outcome_unknown", body.Code)
+			require.Contains(t, body.Error, "same Idempotency-Key")
+		})
 	}
 	// Errors that certainly wrote nothing keep their own mapping.
 	rec := httptest.NewRecorder()

@@ -68,6 +68,7 @@ func newAPI(t *testing.T) (client, *wallet.Service, *wallet.Balances) {
 }
 
 func TestHTTPHappyPath(t *testing.T) {
+	t.Parallel()
 	c, svc, b := newAPI(t)
 	st, hdr, m := c.do("POST", "/wallets", `{"wallet_id":"a"}`)
 	require.Equal(t, 201, st)
@@ -102,6 +103,7 @@ func TestHTTPHappyPath(t *testing.T) {
 }
 
 func TestHTTPETag(t *testing.T) {
+	t.Parallel()
 	c, svc, _ := newAPI(t)
 	c.do("POST", "/wallets", `{"wallet_id":"a"}`)
 	c.do("POST", "/wallets", `{"wallet_id":"b"}`)
@@ -126,6 +128,7 @@ func TestHTTPETag(t *testing.T) {
 }
 
 func TestHTTPIdempotencyKey(t *testing.T) {
+	t.Parallel()
 	c, svc, _ := newAPI(t)
 	c.do("POST", "/wallets", `{"wallet_id":"a"}`)
 	key := uuid.NewString()
@@ -173,6 +176,7 @@ func TestHTTPIdempotencyKey(t *testing.T) {
 // whether the first request is found by the store's idempotency check, by the
 // handler's rejection, or before deciding; nothing is appended.
 func TestHTTPIdempotencyKeyReuse(t *testing.T) {
+	t.Parallel()
 	c, svc, _ := newAPI(t)
 	for _, id := range []string{"a", "b", "c"} {
 		st, _, _ := c.do("POST", "/wallets", `{"wallet_id":"`+id+`"}`)
@@ -271,6 +275,7 @@ func TestHTTPIdempotencyKeyConcurrent(t *testing.T) {
 // A request whose key another session holds (another instance still running
 // it) is 409 with the JSON error, and appends nothing.
 func TestHTTPIdempotencyKeyInFlight(t *testing.T) {
+	t.Parallel()
 	c, svc, _ := newAPI(t)
 	st, _, _ := c.do("POST", "/wallets", `{"wallet_id":"a"}`)
 	require.Equal(t, 201, st)
@@ -294,6 +299,7 @@ func TestHTTPIdempotencyKeyInFlight(t *testing.T) {
 
 // Every error has the JSON shape, including the router's 404 and 405.
 func TestHTTPRouterErrorsAreJSON(t *testing.T) {
+	t.Parallel()
 	c, _, _ := newAPI(t)
 	c.expectError(404, "not_found", "GET", "/nope", "")
 	c.expectError(404, "not_found", "POST", "/wallets/a/nope", `{}`)
@@ -303,17 +309,21 @@ func TestHTTPRouterErrorsAreJSON(t *testing.T) {
 		{"GET", "/transfers", "POST"},
 		{"GET", "/wallets/a/deposits", "POST"},
 	} {
-		st, hdr, m := c.do(tc.method, tc.path, "")
-		require.Equal(t, 405, st, "%s %s", tc.method, tc.path)
-		require.Equal(t, "method_not_allowed", m["code"])
-		require.NotEmpty(t, m["error"])
-		require.Equal(t, tc.allow, hdr.Get("Allow"))
-		require.Equal(t, "application/json", hdr.Get("Content-Type"))
+		t.Run(tc.method+tc.path, func(t *testing.T) {
+			c := client{t, c.srv}
+			st, hdr, m := c.do(tc.method, tc.path, "")
+			require.Equal(t, 405, st, "%s %s", tc.method, tc.path)
+			require.Equal(t, "method_not_allowed", m["code"])
+			require.NotEmpty(t, m["error"])
+			require.Equal(t, tc.allow, hdr.Get("Allow"))
+			require.Equal(t, "application/json", hdr.Get("Content-Type"))
+		})
 	}
 }
 
 // Command bodies must be application/json.
 func TestHTTPContentType(t *testing.T) {
+	t.Parallel()
 	c, svc, _ := newAPI(t)
 	st, _, _ := c.do("POST", "/wallets", `{"wallet_id":"a"}`, "Content-Type", "application/json; charset=utf-8")
 	require.Equal(t, 201, st)
@@ -321,9 +331,12 @@ func TestHTTPContentType(t *testing.T) {
 	require.Equal(t, 200, st)
 	n := logLen(t, svc)
 	for _, ct := range []string{"", "text/plain", "application/x-www-form-urlencoded", "application/jsonx", "application/json; charset", "multipart/form-data; boundary=x"} {
-		c.expectError(415, "unsupported_media_type", "POST", "/wallets/a/deposits", `{"amount":1}`, "Content-Type", ct)
-		c.expectError(415, "unsupported_media_type", "POST", "/transfers", `{"from":"a","to":"b","amount":1}`, "Content-Type", ct)
-		c.expectError(415, "unsupported_media_type", "POST", "/wallets", `{"wallet_id":"z"}`, "Content-Type", ct)
+		t.Run("Content-Type="+ct, func(t *testing.T) {
+			c := client{t, c.srv}
+			c.expectError(415, "unsupported_media_type", "POST", "/wallets/a/deposits", `{"amount":1}`, "Content-Type", ct)
+			c.expectError(415, "unsupported_media_type", "POST", "/transfers", `{"from":"a","to":"b","amount":1}`, "Content-Type", ct)
+			c.expectError(415, "unsupported_media_type", "POST", "/wallets", `{"wallet_id":"z"}`, "Content-Type", ct)
+		})
 	}
 	require.Equal(t, n, logLen(t, svc))
 }
@@ -331,6 +344,7 @@ func TestHTTPContentType(t *testing.T) {
 // If-Match follows RFC 9110 §13.1.1: a list of entity-tags or *, compared
 // strongly (a weak tag never matches); a malformed field is 400, no match 412.
 func TestHTTPIfMatchRFC9110(t *testing.T) {
+	t.Parallel()
 	c, svc, _ := newAPI(t)
 	c.do("POST", "/wallets", `{"wallet_id":"a"}`)
 	c.do("POST", "/wallets", `{"wallet_id":"b"}`)
@@ -354,18 +368,24 @@ func TestHTTPIfMatchRFC9110(t *testing.T) {
 		{" , ,"},    // empty list elements only
 		{`W/"` + strings.Trim(old, `"`) + `"`},
 	} {
-		hdrs := []string{}
-		for _, v := range im {
-			hdrs = append(hdrs, "If-Match", v)
-		}
-		c.expectError(412, "stale_etag", "POST", "/wallets/a/withdrawals", `{"amount":1}`, hdrs...)
-		c.expectError(412, "stale_etag", "POST", "/transfers", `{"from":"a","to":"b","amount":1}`, hdrs...)
+		t.Run(fmt.Sprintf("If-Match %q", im), func(t *testing.T) {
+			c := client{t, c.srv}
+			hdrs := []string{}
+			for _, v := range im {
+				hdrs = append(hdrs, "If-Match", v)
+			}
+			c.expectError(412, "stale_etag", "POST", "/wallets/a/withdrawals", `{"amount":1}`, hdrs...)
+			c.expectError(412, "stale_etag", "POST", "/transfers", `{"from":"a","to":"b","amount":1}`, hdrs...)
+		})
 	}
 	for _, im := range []string{
 		`abc`, `"abc`, `abc"`, `"a" "b"`, `"a",b`, `*, ` + fresh, fresh + `, *`, `**`,
 		`w/` + fresh, `W/ ` + fresh, `W/`, `"a b"`, `"a"b"`, `"a"x`, `W/W/"a"`,
 	} {
-		c.expectError(400, "bad_etag", "POST", "/wallets/a/withdrawals", `{"amount":1}`, "If-Match", im)
+		t.Run("If-Match "+im, func(t *testing.T) {
+			c := client{t, c.srv}
+			c.expectError(400, "bad_etag", "POST", "/wallets/a/withdrawals", `{"amount":1}`, "If-Match", im)
+		})
 	}
 	// Preconditions are ignored when the answer would not be 2xx anyway.
 	c.expectError(404, "wallet_not_found", "POST", "/wallets/ghost/deposits", `{"amount":1}`, "If-Match", old)
@@ -391,6 +411,7 @@ func TestHTTPIfMatchRFC9110(t *testing.T) {
 }
 
 func TestHTTPBadInput(t *testing.T) {
+	t.Parallel()
 	c, svc, _ := newAPI(t)
 	c.do("POST", "/wallets", `{"wallet_id":"a"}`)
 	c.do("POST", "/wallets", `{"wallet_id":"b"}`)

@@ -17,19 +17,13 @@ import (
 	"github.com/pgdcb/pgdcb/commands/commandstest"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 func newService(t testing.TB) *wallet.Service {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	_, err := pgdcbsql.Migrate(context.Background(), pool, schema)
-	require.NoError(t, err)
-	st, err := eventstore.New(pool, &eventstore.Config{Schema: schema, GroupCommitDisabled: pgtest.GroupCommitDisabled()})
-	require.NoError(t, err)
+	st, _ := teststore.New(t, nil)
 	svc, err := wallet.New(st, &wallet.Config{Commands: &commands.Config{MaxAttempts: 50, BackoffBase: 1, BackoffMax: 2e6}})
 	require.NoError(t, err)
 	return svc
@@ -88,6 +82,7 @@ func outcome(call func(ctx context.Context) (wallet.Result, error)) func(context
 }
 
 func TestOpen(t *testing.T) {
+	t.Parallel()
 	fx, svc := fixture(t)
 	fx.Given().WhenFunc(outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Open(ctx, "w1", nil) })).
 		Then(opened("w1"))
@@ -105,6 +100,7 @@ func TestOpen(t *testing.T) {
 }
 
 func TestDepositAndWithdraw(t *testing.T) {
+	t.Parallel()
 	deposit := func(svc *wallet.Service, id string, amount int64) func(context.Context) (commands.Outcome, error) {
 		return outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Deposit(ctx, id, amount, nil) })
 	}
@@ -177,6 +173,7 @@ func TestDepositAndWithdraw(t *testing.T) {
 }
 
 func TestTransfer(t *testing.T) {
+	t.Parallel()
 	id := uuid.New()
 	transfer := func(svc *wallet.Service, from, to string, amount int64) func(context.Context) (commands.Outcome, error) {
 		return outcome(func(ctx context.Context) (wallet.Result, error) {
@@ -216,6 +213,7 @@ func TestTransfer(t *testing.T) {
 }
 
 func TestIfMatch(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := newService(t)
 	for _, id := range []string{"a", "b"} {
@@ -245,6 +243,7 @@ func TestIfMatch(t *testing.T) {
 }
 
 func TestCommandIDIsIdempotent(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := newService(t)
 	_, err := svc.Open(ctx, "a", nil)
@@ -300,6 +299,7 @@ func replay(t testing.TB, svc *wallet.Service) map[string]int64 {
 // Many concurrent transfers over few wallets: no balance ever negative in log
 // order, money conserved, every decided balance equal to the replay.
 func TestConcurrentTransfersKeepInvariants(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := newService(t)
 	const wallets, initial, workers, perWorker = 5, 100, 8, 25
@@ -352,6 +352,7 @@ func TestConcurrentTransfersKeepInvariants(t *testing.T) {
 
 // Withdrawals racing on one wallet never overdraw it.
 func TestConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := newService(t)
 	for round := range 10 {
@@ -389,6 +390,7 @@ func TestConcurrentWithdrawalsNeverOverdraw(t *testing.T) {
 // with (ErrKeyReused otherwise), and a run while another session holds the id
 // is refused (ErrInFlight) until the first is recorded, then replayed.
 func TestFingerprintAndInFlight(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	svc := newService(t)
 	for _, id := range []string{"a", "b"} {

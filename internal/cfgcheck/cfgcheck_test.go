@@ -10,6 +10,7 @@ import (
 )
 
 func TestNonNegative(t *testing.T) {
+	t.Parallel()
 	require.NoError(t, NonNegative(Int("A", 0, 5), Duration("B", 0, time.Second), Int("C", 3, 1)))
 	err := NonNegative(Int("A", 1, 5), Duration("B", -time.Second, 2*time.Second))
 	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)

@@ -10,6 +10,7 @@ import (
 )
 
 func TestQuote(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, `"abc"`, Quote("abc"))
 	short := strings.Repeat("é", 90) // 180 bytes, 182 quoted
 	require.Equal(t, strconv.Quote(short), Quote(short))
@@ -28,6 +29,7 @@ func TestQuote(t *testing.T) {
 }
 
 func TestString(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, "abc", String("abc"))
 	s := strings.Repeat("x", Max-1) + "€€"
 	c := String(s)
@@ -36,6 +38,7 @@ func TestString(t *testing.T) {
 }
 
 func TestReason(t *testing.T) {
+	t.Parallel()
 	r := "event type " + Quote(strings.Repeat("é", 1000)) + " longer than 64 bytes"
 	require.Equal(t, r, Reason(r), "a reason embedding one quoted value is not cut again")
 	long := strings.Repeat("r", 10000)

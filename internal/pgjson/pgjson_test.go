@@ -137,41 +137,47 @@ var cases = []jsonCase{
 }
 
 func TestValidateTable(t *testing.T) {
+	t.Parallel()
 	for _, c := range cases {
-		err := Validate([]byte(c.in))
-		require.Equal(t, c.want == accept, err == nil, "%s: %v", c.name, err)
-		if c.want != refuseOurs { // json.Valid refuses nesting past 10000
-			require.Equal(t, c.want != refuseBoth, json.Valid([]byte(c.in)), "%s: json.Valid", c.name)
-		}
-		require.Equal(t, err == nil, ValidateString(c.in) == nil, c.name)
-		require.Equal(t, err == nil, Valid([]byte(c.in)), c.name)
-		var e *Error
-		if err != nil {
-			require.ErrorAs(t, err, &e)
-			require.Equal(t, c.want == refuseOurs, e.Limit, "%s: %v", c.name, err)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			err := Validate([]byte(c.in))
+			require.Equal(t, c.want == accept, err == nil, "%s: %v", c.name, err)
+			if c.want != refuseOurs { // json.Valid refuses nesting past 10000
+				require.Equal(t, c.want != refuseBoth, json.Valid([]byte(c.in)), "%s: json.Valid", c.name)
+			}
+			require.Equal(t, err == nil, ValidateString(c.in) == nil, c.name)
+			require.Equal(t, err == nil, Valid([]byte(c.in)), c.name)
+			var e *Error
+			if err != nil {
+				require.ErrorAs(t, err, &e)
+				require.Equal(t, c.want == refuseOurs, e.Limit, "%s: %v", c.name, err)
+			}
+		})
 	}
 }
 
 // Every case against the real server: what Validate accepts, jsonb accepts;
 // what it refuses (other than for MaxDepth), jsonb refuses.
 func TestValidateAgreesWithServer(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	for _, c := range cases {
-		err := Validate([]byte(c.in))
-		code, perr := serverVerdict(t, pool, []byte(c.in))
-		require.NoError(t, perr, c.name)
-		switch {
-		case err == nil:
-			require.Empty(t, code, "%s: Validate accepts, the server refuses", c.name)
-		case c.want == refuseOurs && c.code == "":
-			require.Empty(t, code, "%s: the depth bound is ours: the server accepts", c.name)
-		default:
-			require.NotEmpty(t, code, "%s: Validate refuses (%v), the server accepts", c.name, err)
-		}
-		if c.code != "" {
-			require.Equal(t, c.code, code, c.name)
-		}
+		t.Run(c.name, func(t *testing.T) {
+			err := Validate([]byte(c.in))
+			code, perr := serverVerdict(t, pool, []byte(c.in))
+			require.NoError(t, perr, c.name)
+			switch {
+			case err == nil:
+				require.Empty(t, code, "%s: Validate accepts, the server refuses", c.name)
+			case c.want == refuseOurs && c.code == "":
+				require.Empty(t, code, "%s: the depth bound is ours: the server accepts", c.name)
+			default:
+				require.NotEmpty(t, code, "%s: Validate refuses (%v), the server accepts", c.name, err)
+			}
+			if c.code != "" {
+				require.Equal(t, c.code, code, c.name)
+			}
+		})
 	}
 }
 

@@ -96,6 +96,7 @@ func TestFindLocalAfterPreferredSourcesFail(t *testing.T) {
 }
 
 func TestErrorNamesDisabledSources(t *testing.T) {
+	t.Parallel()
 	_, err := Find(t.Context(), Options{NoEnv: true, NoLocal: true, NoThrowaway: true, NoDocker: true})
 	require.ErrorIs(t, err, ErrNoServer)
 	msg := err.Error()
@@ -305,12 +306,14 @@ func TestControlsRefusedOnOtherSources(t *testing.T) {
 		"Restart": func() error { return s.Restart(ctx) },
 		"Owner":   func() error { _, _, err := s.Owner(); return err },
 	} {
-		err := f()
-		require.ErrorIs(t, err, ErrNotThrowaway, name)
-		var nt *NotThrowawayError
-		require.ErrorAs(t, err, &nt)
-		require.Equal(t, name, nt.Op)
-		require.Equal(t, SourceURL, nt.Source)
+		t.Run(name, func(t *testing.T) {
+			err := f()
+			require.ErrorIs(t, err, ErrNotThrowaway, name)
+			var nt *NotThrowawayError
+			require.ErrorAs(t, err, &nt)
+			require.Equal(t, name, nt.Op)
+			require.Equal(t, SourceURL, nt.Source)
+		})
 	}
 	require.Empty(t, s.DataDir())
 	require.True(t, s.Running())
@@ -318,6 +321,7 @@ func TestControlsRefusedOnOtherSources(t *testing.T) {
 }
 
 func TestStartThrowawayWithoutBinaries(t *testing.T) {
+	t.Parallel()
 	_, err := StartThrowaway(t.Context(), Options{BinDirs: []string{t.TempDir()}})
 	require.ErrorIs(t, err, ErrNoBinaries)
 	require.ErrorIs(t, err, ErrNoServer)

@@ -16,10 +16,12 @@ import (
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 func TestMainExportsDSN(t *testing.T) {
+	t.Parallel()
 	require.Equal(t, pgtest.DSN(t), os.Getenv("PGDCB_TEST_DATABASE_URL"))
 }
 
 func TestPool(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	require.EqualValues(t, pgtest.DefaultMaxConns, pool.Config().MaxConns)
 	var n int
@@ -39,6 +41,7 @@ func schemaExists(t *testing.T, name string) bool {
 }
 
 func TestSchemaIsUniqueAndDropped(t *testing.T) {
+	t.Parallel()
 	var created, untouched string
 	t.Run("inner", func(t *testing.T) {
 		created, untouched = pgtest.Schema(t), pgtest.Schema(t)

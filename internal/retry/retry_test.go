@@ -9,6 +9,7 @@ import (
 )
 
 func TestDelayDoublesUpToMax(t *testing.T) {
+	t.Parallel()
 	base, max := 2*time.Millisecond, 50*time.Millisecond
 	require.Equal(t, base, Delay(0, base, max))
 	require.Equal(t, base, Delay(1, base, max))
@@ -19,6 +20,7 @@ func TestDelayDoublesUpToMax(t *testing.T) {
 }
 
 func TestJitterStaysInHalfToFull(t *testing.T) {
+	t.Parallel()
 	seen := map[time.Duration]bool{}
 	for range 500 {
 		d := Jitter(40 * time.Millisecond)
@@ -31,6 +33,7 @@ func TestJitterStaysInHalfToFull(t *testing.T) {
 }
 
 func TestSleepEndsWithContext(t *testing.T) {
+	t.Parallel()
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.ErrorIs(t, Sleep(ctx, time.Hour), context.Canceled)

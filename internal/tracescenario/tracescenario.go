@@ -11,9 +11,8 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 // What Run does, in order:
@@ -41,15 +40,7 @@ const (
 // the test ends), traced by tracer.
 func Store(t testing.TB, tracer eventstore.Tracer) *eventstore.Store {
 	t.Helper()
-	pool := pgtest.Pool(t)
-	schema := pgtest.Schema(t)
-	if _, err := pgdcbsql.Migrate(context.Background(), pool, schema); err != nil {
-		t.Fatalf("tracescenario: migrate: %v", err)
-	}
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema, Tracer: tracer})
-	if err != nil {
-		t.Fatalf("tracescenario: %v", err)
-	}
+	s, _ := teststore.New(t, &eventstore.Config{Tracer: tracer})
 	return s
 }
 

@@ -168,6 +168,7 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 }
 
 func TestRunUsage(t *testing.T) {
+	t.Parallel()
 	var out bytes.Buffer
 	require.ErrorIs(t, run(context.Background(), []string{"-h"}, &out, nil), flag.ErrHelp)
 	require.Contains(t, out.String(), "-addr")
@@ -178,6 +179,7 @@ func TestRunUsage(t *testing.T) {
 
 // The built binary stops cleanly on SIGTERM, with exit status 0.
 func TestWalletdBinarySIGTERM(t *testing.T) {
+	t.Parallel()
 	if testing.Short() {
 		t.Skip("builds the binary")
 	}
