@@ -204,10 +204,6 @@ func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 // Schema returns the (unquoted) schema name.
 func (s *Store) Schema() string { return s.cfg.Schema }
 
-// QuotedSchema returns the schema as a quoted identifier, for packages that
-// build on the store and write their own statements.
-func (s *Store) QuotedSchema() string { return s.schema }
-
 // CheckSchema returns an error matching pgdcb.ErrNotMigrated unless the schema
 // has every migration this library ships, and one matching
 // pgdcb.ErrTransactionIDsAhead when the log was restored into another cluster
