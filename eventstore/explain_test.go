@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
@@ -154,21 +155,8 @@ func TestReadLastPlanUsesTheTagIndex(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			conn, err := pool.Acquire(ctx)
 			require.NoError(t, err)
-			_, err = conn.Exec(ctx, "SET plan_cache_mode = "+mode)
-			require.NoError(t, err)
-			rows, err := conn.Query(ctx, "EXPLAIN "+sql, a...)
-			require.NoError(t, err)
-			var plan []string
-			for rows.Next() {
-				var line string
-				require.NoError(t, rows.Scan(&line))
-				plan = append(plan, line)
-			}
-			require.NoError(t, rows.Err())
-			_, err = conn.Exec(ctx, "RESET plan_cache_mode")
-			require.NoError(t, err)
+			text := explainIn(t, conn, mode, sql, a)
 			conn.Release()
-			text := strings.Join(plan, "\n")
 			require.Contains(t, text, "events_tags", "%s:\n%s", mode, text)
 			require.NotRegexp(t, `Index (Only )?Scan Backward using events_log_order on events e\b`, text, mode)
 		})
@@ -220,20 +208,7 @@ func TestReadPlansAreGenericAndUseTheTagIndex(t *testing.T) {
 			require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom), c.name)
 			require.Positive(t, generic, "%s: every call was planned again (%d custom plans, no generic plan)", c.name, custom)
 
-			_, err = conn.Exec(ctx, "SET plan_cache_mode = force_generic_plan")
-			require.NoError(t, err)
-			rows, err := conn.Query(ctx, "EXPLAIN "+sql, a...)
-			require.NoError(t, err)
-			var plan []string
-			for rows.Next() {
-				var line string
-				require.NoError(t, rows.Scan(&line))
-				plan = append(plan, line)
-			}
-			require.NoError(t, rows.Err())
-			_, err = conn.Exec(ctx, "RESET plan_cache_mode")
-			require.NoError(t, err)
-			text := strings.Join(plan, "\n")
+			text := explainIn(t, conn, "force_generic_plan", sql, a)
 			require.Contains(t, text, "events_tags", "%s:\n%s", c.name, text)
 			require.NotContains(t, text, "Seq Scan on events", "%s:\n%s", c.name, text)
 		})
@@ -309,4 +284,26 @@ func TestCheckSkipsInProgressTransactionsAfterTheCursor(t *testing.T) {
 	require.NoError(t, other.Commit(ctx))
 	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
+}
+
+// explainIn returns the plan of sql with args on conn under plan_cache_mode
+// mode (force_custom_plan or force_generic_plan), one line per plan line,
+// and resets the mode.
+func explainIn(t *testing.T, conn *pgxpool.Conn, mode, sql string, args []any) string {
+	t.Helper()
+	ctx := context.Background()
+	_, err := conn.Exec(ctx, "SET plan_cache_mode = "+mode)
+	require.NoError(t, err)
+	rows, err := conn.Query(ctx, "EXPLAIN "+sql, args...)
+	require.NoError(t, err)
+	var plan []string
+	for rows.Next() {
+		var line string
+		require.NoError(t, rows.Scan(&line))
+		plan = append(plan, line)
+	}
+	require.NoError(t, rows.Err())
+	_, err = conn.Exec(ctx, "RESET plan_cache_mode")
+	require.NoError(t, err)
+	return strings.Join(plan, "\n")
 }

@@ -3,9 +3,7 @@ package eventstore_test
 import (
 	"context"
 	"fmt"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -61,22 +59,8 @@ func TestGroupPlainMembersBeforeACheck(t *testing.T) {
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	wait := startBlocker(t, s)
-	errs := make([]error, len(calls))
-	res := make([]eventstore.AppendResult, len(calls))
-	var wg sync.WaitGroup
-	before := s.GroupStats()
-	for i, call := range calls {
-		wg.Go(func() { res[i], errs[i] = call() })
-		deadline := time.Now().Add(10 * time.Second)
-		for eventstore.QueuedAppends(s) < i+1 {
-			require.True(t, time.Now().Before(deadline), "call %d did not queue", i)
-			time.Sleep(time.Millisecond)
-		}
-	}
-	conn.Release()
-	wg.Wait()
+	res, errs := queueInOrder(t, s, conn, calls)
 	wait()
-	require.Equal(t, before.Groups+1, s.GroupStats().Groups, "one group")
 
 	var cf *appendif.ConditionFailedError
 	require.ErrorAs(t, errs[2], &cf)

@@ -99,6 +99,30 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 	return res, errs
 }
 
+// queueInOrder starts the calls one at a time, each once the previous one
+// is queued, while conn (the store's only connection) is held and a blocker
+// holds the sender's place; then releases conn: the calls are sent as ONE
+// group, in this order, which it checks.
+func queueInOrder(t *testing.T, s *eventstore.Store, conn *pgxpool.Conn, calls []func() (eventstore.AppendResult, error)) ([]eventstore.AppendResult, []error) {
+	t.Helper()
+	errs := make([]error, len(calls))
+	res := make([]eventstore.AppendResult, len(calls))
+	var wg sync.WaitGroup
+	before := s.GroupStats()
+	for i, call := range calls {
+		wg.Go(func() { res[i], errs[i] = call() })
+		deadline := time.Now().Add(10 * time.Second)
+		for eventstore.QueuedAppends(s) < i+1 {
+			require.True(t, time.Now().Before(deadline), "call %d did not queue", i)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	conn.Release()
+	wg.Wait()
+	require.Equal(t, before.Groups+1, s.GroupStats().Groups, "one group")
+	return res, errs
+}
+
 // orDecision is stored in each conditional event: the cursor it decided at
 // and its condition (tags, each one item, OR-ed).
 type orDecision struct {
@@ -328,19 +352,7 @@ func TestGroupMembersSeeEarlierMembers(t *testing.T) {
 				appendif.FailIf(query.Tagged(nil, "slot=s4"), &cur))
 		},
 	}
-	errs := make([]error, len(calls))
-	res := make([]eventstore.AppendResult, len(calls))
-	var wg sync.WaitGroup
-	before := s.GroupStats()
-	for i, call := range calls {
-		wg.Go(func() { res[i], errs[i] = call() })
-		for eventstore.QueuedAppends(s) < i+1 {
-			time.Sleep(time.Millisecond)
-		}
-	}
-	conn.Release()
-	wg.Wait()
-	require.Equal(t, before.Groups+1, s.GroupStats().Groups)
+	res, errs := queueInOrder(t, s, conn, calls)
 	require.NoError(t, errs[0])
 	require.ErrorIs(t, errs[1], pgdcb.ErrConditionFailed)
 	var cf *appendif.ConditionFailedError
