@@ -189,7 +189,7 @@ func TestGroupWorkloads(t *testing.T) {
 	wantBaselines := map[string][]string{
 		"group/appendif/distinct/w8":                     {"grouping off", "INSERT 4 rows per commit"},
 		"group/append/1ev/w32":                           {"grouping off", "INSERT 16 rows per commit"},
-		"group/cycle/entity10/w8":                        {"grouping off"},
+		"group/cycle/entity10/w8":                        {"grouping off", "TypedReadsGeneric"},
 		"group/runstore/append-event/run-per-writer/w32": {"grouping off"},
 	}
 	for _, o := range objs {

@@ -29,7 +29,9 @@ import (
 //     writer's own (prepareAppendIfDistinct's operation);
 //   - group/append/1ev/w{1,8,32,128}: Append of one event;
 //   - group/cycle/entity10/w{1,8,32}: the decision cycle: read an entity of
-//     10 events (ReadAll), AppendIf after that read's cursor;
+//     10 events (ReadAll), AppendIf after that read's cursor; with a
+//     baseline whose store has Config.TypedReadsGeneric (the read, by type
+//     and tag, planned once per connection);
 //   - group/runstore/append-event/run-per-writer/w32: runstore AppendEvent,
 //     each writer on a run of its own.
 func init() {
@@ -182,11 +184,15 @@ func prepareCycle(writers int) func(context.Context, *Env) (*Plan, error) {
 				return 1, nil
 			}
 		}
+		generic, err := eventstore.New(env.Pool, &eventstore.Config{Schema: env.Schema, GroupSenders: env.GroupSenders, TypedReadsGeneric: true})
+		if err != nil {
+			return nil, err
+		}
 		p := &Plan{
 			Op:        cycle(gs),
 			Floor:     floorInsert1(env, nil),
 			FloorName: "INSERT 1 row",
-			Baselines: []Baseline{{Name: "grouping off", Op: cycle(env.Store)}},
+			Baselines: []Baseline{{Name: "grouping off", Op: cycle(env.Store)}, {Name: "TypedReadsGeneric", Op: cycle(generic)}},
 			Check:     checkNoConflict,
 		}
 		withGroupStats(p, gs)

@@ -145,9 +145,11 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, args) {
 	var a args
 	// A read from the start (a decision read, ReadLast) fixes its tag items'
-	// plan (see whereItems); reads after a cursor keep the values visible, for
-	// the planner to weigh the tag against the range since the cursor.
-	where := whereItems(q, &a, opts.After == nil && !tail)
+	// plan, and its typed items' too with Config.TypedReadsGeneric (see
+	// whereItems); reads after a cursor keep the values visible, for the
+	// planner to weigh the tag against the range since the cursor.
+	fromStart := opts.After == nil && !tail
+	where := whereItems(q, &a, fromStart, fromStart && s.cfg.TypedReadsGeneric)
 	if tail {
 		// events_log_order range, bounded above by the horizon.
 		where += " AND e.transaction_id < pg_snapshot_xmin(s.snap)"

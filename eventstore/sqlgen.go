@@ -55,7 +55,7 @@ func (a *args) add(v any) string {
 // with = ANY and its tags with @> (events_tags GIN index; the types-only items
 // use events_type_log_order). A match-all query renders as TRUE.
 func whereQuery(q query.Query, a *args) string {
-	return whereItems(q, a, false)
+	return whereItems(q, a, false, false)
 }
 
 // whereItems is whereQuery; with fixedTags, the tags of an item without types
@@ -68,8 +68,11 @@ func whereQuery(q query.Query, a *args) string {
 // cycle"). The plan is the same either way (events_tags is the only index a
 // tag can use; TestReadPlansAreGenericAndUseTheTagIndex). Items with types
 // keep their values visible: the planner must weigh the type against the tag
-// (a hot tag with a rare type belongs on events_type_log_order).
-func whereItems(q query.Query, a *args, fixedTags bool) string {
+// (a hot tag with a rare type belongs on events_type_log_order) — unless
+// fixedTyped (Config.TypedReadsGeneric) hides them too: their types and tags
+// then go through one-row subqueries alike, and the plan is the generic one,
+// by the tag index, whatever the values.
+func whereItems(q query.Query, a *args, fixedTags, fixedTyped bool) string {
 	if q.MatchesAll() {
 		return "TRUE"
 	}
@@ -80,12 +83,16 @@ func whereItems(q query.Query, a *args, fixedTags bool) string {
 	parts := make([]string, 0, len(items))
 	for _, it := range items {
 		var conds []string
-		if len(it.Types) == 1 {
+		hide := fixedTyped && len(it.Types) > 0 && it.Tags.Len() > 0
+		switch {
+		case hide:
+			conds = append(conds, "e.type = ANY ((SELECT "+a.add(it.Types)+"::text[])::text[])")
+		case len(it.Types) == 1:
 			conds = append(conds, "e.type = "+a.add(it.Types[0]))
-		} else if len(it.Types) > 1 {
+		case len(it.Types) > 1:
 			conds = append(conds, "e.type = ANY ("+a.add(it.Types)+"::text[])")
 		}
-		if it.Tags.Len() > 0 && fixedTags && len(it.Types) == 0 {
+		if it.Tags.Len() > 0 && (hide || fixedTags && len(it.Types) == 0) {
 			conds = append(conds, "e.tags @> (SELECT "+a.add(it.Tags.Strings())+"::text[])")
 		} else if it.Tags.Len() > 0 {
 			conds = append(conds, "e.tags @> "+a.add(it.Tags.Strings())+"::text[]")
