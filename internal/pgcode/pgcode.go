@@ -43,6 +43,7 @@ const (
 	ProgramLimitExceeded      = "54000"
 	StatementTooComplex       = "54001"
 	LockNotAvailable          = "55P03"
+	DeadlockDetected          = "40P01"
 	QueryCanceled             = "57014"
 	AdminShutdown             = "57P01"
 )

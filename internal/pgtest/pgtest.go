@@ -32,6 +32,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 )
 
@@ -163,8 +164,17 @@ func dropSchema(dsn, name string) error {
 		return err
 	}
 	defer conn.Close(context.Background())
-	_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
-	return err
+	// A store's background work (a decision snapshot write, bounded by its
+	// timeout) may still run on the schema when the test ends; the DROP can
+	// then be chosen as a deadlock's victim. It is retried until that work
+	// is done.
+	for attempt := 1; ; attempt++ {
+		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
+		if err == nil || attempt == 20 || pgcode.Of(err) != pgcode.DeadlockDetected {
+			return err
+		}
+		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
+	}
 }
 
 // Main is for TestMain in packages with runnable examples, which cannot take
