@@ -117,12 +117,11 @@ type TraceAppendEndData struct {
 	// CheckItems is the number of query items of the call's checks: the
 	// items of its idempotency query and of its condition, each one check
 	// statement inside the append (the server stops at the first that
-	// matches, so a refused call may have run fewer). 0 for Append, and
-	// for a call that ended before the
-	// server decided it (invalid input, an error, an unknown outcome). The
-	// rows those statements read are the server's to count:
-	// pg_stat_user_indexes.idx_tup_read of the events indexes
-	// (docs/METRICS.md).
+	// matches, so a refused call may have run fewer). 0 for Append, and for
+	// a call that ended before the server decided it (invalid input, an
+	// error, an unknown outcome). The rows those statements read are the
+	// server's to count: pg_stat_user_indexes.idx_tup_read of the events
+	// indexes (docs/METRICS.md).
 	CheckItems int
 }
 
