@@ -204,13 +204,7 @@ func TestReadPlansAreGenericAndUseTheTagIndex(t *testing.T) {
 				require.NoError(t, tx.Rollback(ctx))
 			}
 			sql, a := eventstore.ReadSQL(s, c.q(1), c.opts)
-			var generic, custom int64
-			require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom), c.name)
-			require.Positive(t, generic, "%s: every call was planned again (%d custom plans, no generic plan)", c.name, custom)
-
-			text := explainIn(t, conn, "force_generic_plan", sql, a)
-			require.Contains(t, text, "events_tags", "%s:\n%s", c.name, text)
-			require.NotContains(t, text, "Seq Scan on events", "%s:\n%s", c.name, text)
+			requireGenericTagPlan(t, conn, sql, a)
 		})
 	}
 }
@@ -306,4 +300,17 @@ func explainIn(t *testing.T, conn *pgxpool.Conn, mode, sql string, args []any) s
 	_, err = conn.Exec(ctx, "RESET plan_cache_mode")
 	require.NoError(t, err)
 	return strings.Join(plan, "\n")
+}
+
+// requireGenericTagPlan fails unless the prepared statement sql has run
+// with its generic plan on conn (PostgreSQL stopped planning it at every
+// call) and that plan reads the tag index, never the whole table.
+func requireGenericTagPlan(t *testing.T, conn *pgxpool.Conn, sql string, args []any) {
+	t.Helper()
+	var generic, custom int64
+	require.NoError(t, conn.QueryRow(context.Background(), `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom))
+	require.Positive(t, generic, "every call was planned again (%d custom plans, no generic plan)", custom)
+	text := explainIn(t, conn, "force_generic_plan", sql, args)
+	require.Contains(t, text, "events_tags", "\n%s", text)
+	require.NotContains(t, text, "Seq Scan on events", "\n%s", text)
 }

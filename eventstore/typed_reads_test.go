@@ -57,12 +57,7 @@ func TestTypedReadsGeneric(t *testing.T) {
 			}
 			sql, a := eventstore.ReadSQL(s, c.q(1), c.opts)
 			require.Contains(t, sql, "(SELECT $", "the values go through subqueries")
-			var generic, custom int64
-			require.NoError(t, conn.QueryRow(ctx, `SELECT generic_plans, custom_plans FROM pg_prepared_statements WHERE statement = $1`, sql).Scan(&generic, &custom))
-			require.Positive(t, generic, "every call was planned again (%d custom plans, no generic plan)", custom)
-			text := explainIn(t, conn, "force_generic_plan", sql, a)
-			require.Contains(t, text, "events_tags", "\n%s", text)
-			require.NotContains(t, text, "Seq Scan on events", "\n%s", text)
+			requireGenericTagPlan(t, conn, sql, a)
 
 			plainSQL, _ := eventstore.ReadSQL(plain, c.q(1), c.opts)
 			require.NotEqual(t, sql, plainSQL, "the default store shows its typed items' values")
