@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,14 +23,12 @@ import (
 	"github.com/pgdcb/pgdcb/tags"
 )
 
-// The racing and the replay are shared with the conformance suite.
+// The racing is shared with the conformance suite (which also runs the
+// replayed races: conformance_test.go).
 var (
-	race                 = racecheck.Race
-	outcomes             = racecheck.Outcomes
-	verifyNoLostDecision = racecheck.VerifyNoLostDecision
+	race     = racecheck.Race
+	outcomes = racecheck.Outcomes
 )
-
-type decisionRecord = racecheck.DecisionRecord
 
 func countEvents(t *testing.T, s *eventstore.Store, q query.Query) int {
 	t.Helper()
@@ -197,45 +194,6 @@ func TestConditionItemsAreORed(t *testing.T) {
 	require.Equal(t, cur, *cfe.After)
 }
 
-// 3b. The same, raced: the conflicting writer appends only second-item events.
-func TestRaceMultiItemCondition(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, nil)
-	checked := 0
-	for r := range 30 {
-		x, y := fmt.Sprintf("x=%d", r), fmt.Sprintf("y=%d", r)
-		q := query.New(
-			query.Item{Types: []string{"A"}, Tags: tags.MustParseSet(x)},
-			query.Item{Types: []string{"B"}, Tags: tags.MustParseSet(y)},
-		)
-		errs := race(8, func(i int) func() error {
-			if i%2 == 0 { // unconditional writer of a second-item event
-				return func() error {
-					_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", i, y)})
-					return err
-				}
-			}
-			cur, err := s.Head(ctx)
-			return func() error {
-				if err != nil {
-					return err
-				}
-				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("A", decisionRecord{Cursor: cur.String()}, x)}, appendif.FailIf(q, &cur))
-				if errors.Is(err, pgdcb.ErrConditionFailed) {
-					return nil
-				}
-				return err
-			}
-		})
-		for _, err := range errs {
-			require.NoError(t, err)
-		}
-		checked += verifyNoLostDecision(t, s, q)
-	}
-	require.Positive(t, checked, "some conditional appends must have committed and been checked")
-}
-
 // 4. An unrelated open write transaction neither blinds the check nor makes it
 // fail forever.
 func TestUnrelatedOpenTransaction(t *testing.T) {
@@ -298,76 +256,6 @@ func tailUntil(t *testing.T, s *eventstore.Store, q query.Query, after cursor.Cu
 		}
 	}
 	return got
-}
-
-// 5. Idempotency race: 16 appends carrying the same idempotency query, 30
-// rounds: exactly one event persists, the rest get ErrIdempotent.
-func TestRaceIdempotency(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, nil)
-	for r := range 30 {
-		token := fmt.Sprintf("idempotency_token=t%d", r)
-		idem := query.Tagged([]string{"OrderPlaced"}, token)
-		errs := race(16, func(i int) func() error {
-			return func() error {
-				_, err := s.AppendIf(ctx, []eventstore.Event{
-					eventstore.MustEvent("OrderPlaced", map[string]int{"racer": i}, token, fmt.Sprintf("order=o%d-%d", r, i)),
-				}, appendif.Condition{Idempotency: idem})
-				return err
-			}
-		})
-		ok, conflict, dup := outcomes(t, errs)
-		require.Equal(t, 1, ok, "round %d", r)
-		require.Equal(t, 15, dup, "round %d", r)
-		require.Zero(t, conflict)
-		require.Equal(t, 1, countEvents(t, s, idem))
-	}
-}
-
-// 6. Mixed writers on one boundary: conditional appends (each recording its
-// decision cursor) and unconditional ones, concurrently, 20 rounds; the replay
-// shows no conditional append committed over an event it should have seen.
-func TestRaceMixedWriters(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s, _ := newStore(t, nil)
-	var committedConditional atomic.Int64
-	for r := range 20 {
-		committedBefore := committedConditional.Load()
-		tag := fmt.Sprintf("counter=c%d", r)
-		q := query.Tagged(nil, tag)
-		errs := race(12, func(i int) func() error {
-			if i%3 == 0 {
-				return func() error {
-					_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Bumped", map[string]int{"by": i}, tag)})
-					return err
-				}
-			}
-			_, cur, err := s.ReadAll(ctx, q, nil)
-			return func() error {
-				if err != nil {
-					return err
-				}
-				_, err := s.AppendIf(ctx, []eventstore.Event{
-					eventstore.MustEvent("Decided", decisionRecord{Cursor: cur.String()}, tag, fmt.Sprintf("racer=%d", i)),
-				}, appendif.FailIf(q, &cur))
-				if err == nil {
-					committedConditional.Add(1)
-				}
-				if errors.Is(err, pgdcb.ErrConditionFailed) {
-					return nil
-				}
-				return err
-			}
-		})
-		for _, err := range errs {
-			require.NoError(t, err)
-		}
-		checked := verifyNoLostDecision(t, s, q)
-		require.EqualValues(t, committedConditional.Load()-committedBefore, checked, "round %d: every committed decision replayed", r)
-	}
-	require.Positive(t, committedConditional.Load(), "some conditional appends must have committed")
 }
 
 // 7. Tailing order: A takes the lower position and commits after B; a tailing

@@ -12,13 +12,15 @@ import (
 )
 
 // The PostgreSQL store passes the suite that memstore passes, each check on a
-// fresh schema.
+// fresh schema, its races (exactly one winner, overlapping and multi-item
+// conditions, mixed writers, idempotency: docs/CONCURRENCY.md) 30 rounds
+// each.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	conformance.Run(t, func(t *testing.T) eventstore.Interface {
+	conformance.RunWithOptions(t, func(t *testing.T) eventstore.Interface {
 		s, _ := newStore(t, nil)
 		return s
-	})
+	}, &conformance.Options{Rounds: 30})
 }
 
 // BenchmarkStoresDecision is one decision on each store: Project a model over
