@@ -1,0 +1,47 @@
+package gettingstarted_test
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// guideBlock is a Go block of docs/GETTING-STARTED.md with the file it must be
+// cut from, named in the HTML comment on the line before it.
+var guideBlock = regexp.MustCompile("(?m)^(?:<!-- code: (\\S+) -->\\n)?```go\\n((?s:.*?))\\n```$")
+
+// TestGuideMatchesCode fails when a Go block of the guide is not, verbatim,
+// a part of the file of this package it names: the guide shows only code
+// that compiles and that this package's tests run.
+func TestGuideMatchesCode(t *testing.T) {
+	t.Parallel()
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "GETTING-STARTED.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	blocks := guideBlock.FindAllStringSubmatch(string(guide), -1)
+	if len(blocks) < 6 {
+		t.Fatalf("found %d Go blocks in the guide; want the six steps' code at least", len(blocks))
+	}
+	for i, b := range blocks {
+		name, code := b[1], b[2]
+		if name == "" {
+			t.Errorf("Go block %d has no <!-- code: FILE --> line before it:\n%s", i+1, code)
+			continue
+		}
+		if filepath.Dir(name) != "examples/gettingstarted" {
+			t.Errorf("Go block %d names %s, outside examples/gettingstarted", i+1, name)
+			continue
+		}
+		src, err := os.ReadFile(filepath.Base(name))
+		if err != nil {
+			t.Errorf("Go block %d: %v", i+1, err)
+			continue
+		}
+		if !strings.Contains(string(src), code) {
+			t.Errorf("Go block %d is not part of %s as it stands; copy the code again:\n%s", i+1, name, code)
+		}
+	}
+}
