@@ -30,6 +30,7 @@ func ExampleNew() {
 	// pgdcb_store_append_check_items_total
 	// pgdcb_store_append_conflicts_total
 	// pgdcb_store_append_duration_seconds
+	// pgdcb_store_append_group_size
 	// pgdcb_store_append_idempotent_total
 	// pgdcb_store_appends_grouped_total
 	// pgdcb_store_events_appended_total

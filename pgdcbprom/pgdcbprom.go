@@ -33,6 +33,7 @@ type Tracer struct {
 	idempotent     prometheus.Counter
 	eventsAppended prometheus.Counter
 	grouped        prometheus.Counter
+	groupSize      prometheus.Histogram
 	checkItems     prometheus.Counter
 	readDuration   *prometheus.HistogramVec
 	eventsRead     *prometheus.CounterVec
@@ -69,6 +70,11 @@ func New() *Tracer {
 			Namespace: ns, Subsystem: sub, Name: "appends_grouped_total",
 			Help: "Appends sent in one server call with other appends (group commit, on unless Config.GroupCommitDisabled).",
 		}),
+		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: sub, Name: "append_group_size",
+			Help:    "Appends in the server call of each grouped append (observed once per member, so it is weighted by member); its count equals appends_grouped_total.",
+			Buckets: prometheus.ExponentialBuckets(2, 2, 7), // 2 to 128
+		}),
 		checkItems: prometheus.NewCounter(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: sub, Name: "append_check_items_total",
 			Help: "Query items checked by AppendIf calls the server decided (committed, condition failed, idempotent): one check statement each. The rows they read: pg_stat_user_indexes.idx_tup_read.",
@@ -89,7 +95,7 @@ func New() *Tracer {
 // register.
 func (t *Tracer) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{t.appendDuration, t.conflicts, t.idempotent, t.eventsAppended, t.grouped,
-		t.checkItems, t.readDuration, t.eventsRead}
+		t.groupSize, t.checkItems, t.readDuration, t.eventsRead}
 }
 
 // TraceAppendStart implements eventstore.Tracer.
@@ -110,6 +116,7 @@ func (t *Tracer) TraceAppendEnd(_ context.Context, d eventstore.TraceAppendEndDa
 	}
 	if d.Grouped {
 		t.grouped.Inc()
+		t.groupSize.Observe(float64(d.GroupSize))
 	}
 	if d.CheckItems > 0 {
 		t.checkItems.Add(float64(d.CheckItems))

@@ -6,6 +6,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/tracescenario"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
@@ -63,6 +64,7 @@ func TestMetricsOfARealStore(t *testing.T) {
 		"pgdcb_store_append_idempotent_total{}":                 tracescenario.Idempotent,
 		"pgdcb_store_events_appended_total{}":                   tracescenario.EventsAppended,
 		"pgdcb_store_appends_grouped_total{}":                   0,
+		"pgdcb_store_append_group_size{}":                       0,
 		"pgdcb_store_append_check_items_total{}":                tracescenario.CheckItems,
 		"pgdcb_store_read_duration_seconds{project,ok}":         1,
 		"pgdcb_store_read_duration_seconds{head,ok}":            1,
@@ -86,4 +88,31 @@ func TestCollectorsWrapped(t *testing.T) {
 	}
 	_, err := reg.Gather()
 	require.NoError(t, err)
+}
+
+// A grouped append observes its group's size; an append sent alone does not.
+func TestGroupSize(t *testing.T) {
+	t.Parallel()
+	tr := pgdcbprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	for _, c := range tr.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
+	for _, n := range []int{0, 3, 5} {
+		tr.TraceAppendEnd(t.Context(), eventstore.TraceAppendEndData{Outcome: eventstore.OutcomeCommitted,
+			Events: 1, Grouped: n > 0, GroupSize: n})
+	}
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	found := false
+	for _, mf := range mfs {
+		if mf.GetName() == "pgdcb_store_append_group_size" {
+			found = true
+			h := mf.GetMetric()[0].GetHistogram()
+			require.Equal(t, uint64(2), h.GetSampleCount())
+			require.Equal(t, 8.0, h.GetSampleSum())
+		}
+	}
+	require.True(t, found, "pgdcb_store_append_group_size gathered")
+	require.Equal(t, 2.0, gather(t, reg)["pgdcb_store_appends_grouped_total{}"])
 }
