@@ -200,6 +200,7 @@ func init() {
 	commands = []*command{
 		versionCmd, migrateCmd, sqlCmd, statusCmd, grantCmd, rebaseCmd, headCmd,
 		readCmd, appendCmd, exportCmd, importCmd, tailCmd, projectionsCmd,
+		doctorCmd, // doctor.go
 	}
 }
 
