@@ -133,7 +133,9 @@ func TestDoctorNamesTheHorizonHolder(t *testing.T) {
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: "app"})
 	require.NoError(t, err)
 	p, err := projection.New(store, "balances", query.All(),
-		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return errors.New("read model unreachable") },
+		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+			return errors.New("read model unreachable")
+		},
 		&projection.Config{MaxAttempts: 1, PollInterval: 20 * time.Millisecond})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(t.Context())
