@@ -1,4 +1,4 @@
-# Targets: test (the gate CI runs), lint, demo, bench, bench-quick.
+# Targets: test (the gate CI runs), lint, demo, bench, bench-quick, diagrams.
 # See docs/TESTING.md. PGDCB_TEST_DATABASE_URL and PGDCB_DATABASE_URL, set in
 # the environment or on the command line (make test PGDCB_TEST_DATABASE_URL=...),
 # reach the tests and programs; make passes both through without help, and an
@@ -107,3 +107,9 @@ bench-tagindex:
 explain:
 	@echo "==> PGDCB_EXPLAIN=1 go test ./eventstore -run CheckPlans -v"
 	@PGDCB_EXPLAIN=1 $(GO) test ./eventstore -run CheckPlans -count=1 -v -timeout 20m
+
+.PHONY: diagrams
+## diagrams: render docs/diagrams/*.dot to the SVG files committed beside them (needs Graphviz: apt-get install graphviz)
+diagrams:
+	@command -v dot >/dev/null || { echo "dot not found: apt-get install graphviz"; exit 1; }
+	@for f in docs/diagrams/*.dot; do echo "==> dot -Tsvg $$f"; dot -Tsvg "$$f" -o "$${f%.dot}.svg" || exit 1; done
