@@ -45,3 +45,32 @@ func TestGuideMatchesCode(t *testing.T) {
 		}
 	}
 }
+
+// TestDocsIndex fails when a file of docs/ is not listed in docs/README.md,
+// or the index links a file that does not exist.
+func TestDocsIndex(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join("..", "..", "docs")
+	index, err := os.ReadFile(filepath.Join(dir, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		name := e.Name()
+		if e.IsDir() {
+			name += "/"
+		}
+		if name != "README.md" && !strings.Contains(string(index), "]("+name+")") {
+			t.Errorf("docs/%s is not listed in docs/README.md", name)
+		}
+	}
+	for _, m := range regexp.MustCompile(`\]\(([^)]+)\)`).FindAllStringSubmatch(string(index), -1) {
+		if _, err := os.Stat(filepath.Join(dir, m[1])); err != nil {
+			t.Errorf("docs/README.md links %s: %v", m[1], err)
+		}
+	}
+}
