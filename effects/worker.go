@@ -25,9 +25,10 @@ const sameSessionRuns = 16
 // Worker claims and executes effects. Run one or more per process; each
 // needs its own WorkerID (the default is unique).
 type Worker struct {
-	store *eventstore.Store
-	cfg   Config
-	stats stats
+	store   *eventstore.Store
+	cfg     Config
+	stats   stats
+	backlog backlog // for Collectors (metrics.go)
 
 	// Owned by Run's goroutine.
 	index *effects
@@ -110,6 +111,7 @@ func (w *Worker) step(ctx context.Context) (time.Duration, error) {
 	if err := w.catchUp(ctx); err != nil {
 		return 0, err
 	}
+	w.observeBacklog()
 	now := time.Now()
 	wait := w.cfg.PollInterval
 	var due []*Effect

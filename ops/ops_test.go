@@ -1,6 +1,7 @@
 package ops_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/pgdcb/pgdcb/commands"
+	"github.com/pgdcb/pgdcb/effects"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
@@ -35,7 +37,13 @@ func definedMetrics(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs, err := runstore.New(pgdcbtest.NewStore(t, nil), nil)
+	store := pgdcbtest.NewStore(t, nil)
+	rs, err := runstore.New(store, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fx, err := effects.NewWorker(store, &effects.Config{Handlers: map[string]effects.Handler{
+		"noop": func(context.Context, effects.Effect) error { return nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,6 +53,7 @@ func definedMetrics(t *testing.T) map[string]bool {
 	cs = append(cs, outbox.NewMetrics().Collectors()...)
 	cs = append(cs, ex.Collectors()...)
 	cs = append(cs, rs.Collectors()...)
+	cs = append(cs, fx.Collectors()...)
 
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	names := map[string]bool{}
@@ -205,6 +214,7 @@ func TestDashboard(t *testing.T) {
 		"pgdcb_store_append_conflicts_total", "pgdcb_store_append_group_size",
 		"pgdcb_reader_lag_seconds", "pgdcb_reader_lag_events", "pgdcb_reader_horizon_held_seconds",
 		"pgdcb_reader_failed", "pgdcb_outbox_stalled", "pgdcb_runstore_projector_lag_seconds",
+		"pgdcb_effects_backlog", "pgdcb_effects_failed_total",
 	} {
 		if !strings.Contains(all, m) {
 			t.Errorf("the dashboard shows no %s", m)
@@ -236,7 +246,7 @@ func TestAlertingRules(t *testing.T) {
 		}
 	}
 	for _, alert := range []string{"PgdcbReaderFailed", "PgdcbReaderLagHigh", "PgdcbHorizonHeld",
-		"PgdcbOutboxStalled", "PgdcbRunstoreProjectorLagHigh"} {
+		"PgdcbOutboxStalled", "PgdcbRunstoreProjectorLagHigh", "PgdcbEffectsFailed", "PgdcbEffectsBacklogOld"} {
 		if !strings.Contains(string(b), "alert: "+alert+"\n") {
 			t.Errorf("%s has no alert %s", rulesFile, alert)
 		}

@@ -1,0 +1,87 @@
+package effects_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/effects"
+)
+
+// gatherEffects returns the worker's series by name, checking each carries
+// the worker label.
+func gatherEffects(t *testing.T, reg *prometheus.Registry, worker string) map[string]float64 {
+	t.Helper()
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			require.Len(t, m.GetLabel(), 1)
+			require.Equal(t, "worker", m.GetLabel()[0].GetName())
+			require.Equal(t, worker, m.GetLabel()[0].GetValue())
+			switch {
+			case m.GetCounter() != nil:
+				out[mf.GetName()] = m.GetCounter().GetValue()
+			case m.GetGauge() != nil:
+				out[mf.GetName()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	return out
+}
+
+// A worker's collectors count what it did, poison effects included, and
+// report the unfinished effects it knows of: here one of a type no worker
+// handles, which stays pending.
+func TestWorkerCollectors(t *testing.T) {
+	t.Parallel()
+	s := newStore(t)
+	q := newQueue(t, s)
+	poison := requestJob(t, q, "a", "poison", nil)
+	requestJob(t, q, "b", "ok-1", nil)
+	requestJob(t, q, "c", "ok-2", nil)
+	_, _, err := q.Request(context.Background(), effects.Request{Type: "unhandled", Session: "d", DedupeKey: "u", Payload: json.RawMessage(`{}`)})
+	require.NoError(t, err)
+
+	w, err := effects.NewWorker(s, &effects.Config{WorkerID: "w-1", MaxAttempts: 1, PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": func(_ context.Context, e effects.Effect) error {
+			if e.ID == poison {
+				return errors.New("boom")
+			}
+			return nil
+		}}})
+	require.NoError(t, err)
+	reg := prometheus.NewPedanticRegistry()
+	for _, c := range w.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
+	before := gatherEffects(t, reg, "w-1")
+	require.Equal(t, 10, len(before), "every series is there before Run: %v", before)
+	require.Zero(t, before["pgdcb_effects_backlog"])
+
+	stop := startWorkers(t, w)
+	defer stop()
+	waitFor(t, time.Minute, "two effects executed, one failed for good, one left", func() (bool, string) {
+		m := gatherEffects(t, reg, "w-1")
+		return m["pgdcb_effects_executed_total"] == 2 && m["pgdcb_effects_failed_total"] == 1 &&
+			m["pgdcb_effects_backlog"] == 1, fmt.Sprint(m)
+	})
+	m := gatherEffects(t, reg, "w-1")
+	require.Equal(t, 3.0, m["pgdcb_effects_claims_total"])
+	require.Zero(t, m["pgdcb_effects_retried_total"], "MaxAttempts 1: no retry")
+	require.Greater(t, m["pgdcb_effects_oldest_unfinished_seconds"], 0.0)
+
+	// A second worker registers in the same registry under its own label.
+	w2, err := effects.NewWorker(s, &effects.Config{WorkerID: "w-2", Handlers: map[string]effects.Handler{"x": func(context.Context, effects.Effect) error { return nil }}})
+	require.NoError(t, err)
+	for _, c := range w2.Collectors() {
+		require.NoError(t, reg.Register(c))
+	}
+}
