@@ -10,6 +10,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/tags"
 )
 
 // The events. Tags say what an event is about: the decisions that must see it
@@ -92,4 +93,15 @@ func Subscribe(ctx context.Context, store eventstore.Interface, course, student 
 		}
 		return nil
 	}
+}
+
+// SubscriptionBoundary is the query of a decision enforcing two invariants at
+// once: the course's capacity and a limit on the student's courses.
+func SubscriptionBoundary(course, student string) query.Query {
+	return query.New(
+		// The course: its definition (capacity) and its subscriptions.
+		query.Item{Tags: tags.MustParseSet("course=" + course)},
+		// The student's subscriptions, to any course.
+		query.Item{Types: []string{"StudentSubscribed"}, Tags: tags.MustParseSet("student=" + student)},
+	)
 }

@@ -12,18 +12,24 @@ import (
 // cut from, named in the HTML comment on the line before it.
 var guideBlock = regexp.MustCompile("(?m)^(?:<!-- code: (\\S+) -->\\n)?```go\\n((?s:.*?))\\n```$")
 
-// TestGuideMatchesCode fails when a Go block of the guide is not, verbatim,
-// a part of the file of this package it names: the guide shows only code
-// that compiles and that this package's tests run.
+// TestGuideMatchesCode fails when a Go block of docs/GETTING-STARTED.md or
+// docs/FAQ.md is not, verbatim, a part of the file of this package it names:
+// they show only code that compiles and that this package's tests run.
 func TestGuideMatchesCode(t *testing.T) {
 	t.Parallel()
-	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", "GETTING-STARTED.md"))
+	for doc, least := range map[string]int{"GETTING-STARTED.md": 6, "FAQ.md": 3} {
+		t.Run(doc, func(t *testing.T) { checkBlocks(t, doc, least) })
+	}
+}
+
+func checkBlocks(t *testing.T, doc string, least int) {
+	guide, err := os.ReadFile(filepath.Join("..", "..", "docs", doc))
 	if err != nil {
 		t.Fatal(err)
 	}
 	blocks := guideBlock.FindAllStringSubmatch(string(guide), -1)
-	if len(blocks) < 6 {
-		t.Fatalf("found %d Go blocks in the guide; want the six steps' code at least", len(blocks))
+	if len(blocks) < least {
+		t.Fatalf("found %d Go blocks in docs/%s; want %d at least", len(blocks), doc, least)
 	}
 	for i, b := range blocks {
 		name, code := b[1], b[2]
