@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	gs "github.com/pgdcb/pgdcb/examples/gettingstarted"
+	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
 
@@ -58,5 +59,33 @@ func TestLastSeats(t *testing.T) {
 	}
 	if ok != 3 || full != 7 {
 		t.Fatalf("%d subscribed, %d refused; want 3 and 7", ok, full)
+	}
+}
+
+// Subscribe takes an eventstore.Interface: the same race on the in-memory
+// store, as the guide says.
+func TestLastSeatsOnMemstore(t *testing.T) {
+	t.Parallel()
+	store := memstore.MustNew(nil)
+	ctx := t.Context()
+	if err := gs.DefineCourse(ctx, store, "c1", 2); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, 6)
+	for i := range errs {
+		wg.Go(func() { errs[i] = gs.Subscribe(ctx, store, "c1", fmt.Sprint("s", i)) })
+	}
+	wg.Wait()
+	ok := 0
+	for _, err := range errs {
+		if err == nil {
+			ok++
+		} else if !errors.Is(err, gs.ErrCourseFull) {
+			t.Fatal(err)
+		}
+	}
+	if ok != 2 {
+		t.Fatalf("%d subscribed; want 2", ok)
 	}
 }
