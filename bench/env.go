@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/runstore"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
@@ -47,8 +48,14 @@ func newEnv(ctx context.Context, pool *pgxpool.Pool, fixture int) (*Env, error) 
 		return nil, err
 	}
 	schema := SchemaPrefix + hex.EncodeToString(b[:])
+	// The core's migrations and runstore's, in every workload's schema (the
+	// runstore workloads need its indexes; the others ran with them since
+	// the first report, so their figures stay comparable).
 	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
 		return nil, fmt.Errorf("migrating %s: %w", schema, err)
+	}
+	if _, err := runstore.Migrate(ctx, pool, schema); err != nil {
+		return nil, fmt.Errorf("migrating runstore in %s: %w", schema, err)
 	}
 	env := &Env{Pool: pool, Schema: schema, Q: pgx.Identifier{schema}.Sanitize(), Fixture: fixture}
 	env.Floor = env.Q + ".floor_events"

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/runstore"
 )
 
 // Options configures NewStore. nil means every default.
@@ -22,6 +23,10 @@ type Options struct {
 	// it for a test that holds many connections at once or changes session
 	// settings. Default false.
 	OwnPool bool
+	// Runstore also applies runstore's migrations (runstore.Migrate: its
+	// run_snapshots table and its indexes on events), for a test that builds
+	// a runstore.Store on the store. Default false: the core schema only.
+	Runstore bool
 }
 
 // takeTimeout bounds the wait for a migrated schema.
@@ -61,6 +66,11 @@ func NewStore(tb testing.TB, opts *Options) *eventstore.Store {
 		tb.Fatalf("pgdcbtest: NewStore: %v", err)
 	}
 	tb.Cleanup(func() { s.release(name) })
+	if o.Runstore {
+		if _, err := runstore.Migrate(ctx, s.pool, name); err != nil {
+			tb.Fatalf("pgdcbtest: NewStore: %v", err)
+		}
+	}
 	pool := s.pool
 	if o.OwnPool {
 		pool = pgtest.Pool(tb) // closed by its own cleanup, before the schema is dropped

@@ -12,11 +12,13 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/runstore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -98,6 +100,25 @@ func TestNewStoreOptions(t *testing.T) {
 	})
 	require.Len(t, failures, 1)
 	require.Contains(t, failures[0], "MaxBatchSize")
+}
+
+// Options.Runstore adds runstore's migrations; without it the schema has the
+// core's alone.
+func TestNewStoreRunstore(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	plain := pgdcbtest.NewStore(t, nil)
+	require.ErrorIs(t, runstore.CheckCurrent(ctx, plain.Pool(), plain.Schema()), pgdcb.ErrNotMigrated)
+
+	store := pgdcbtest.NewStore(t, &pgdcbtest.Options{Runstore: true})
+	require.NoError(t, runstore.CheckCurrent(ctx, store.Pool(), store.Schema()))
+	rs, err := runstore.New(store, nil)
+	require.NoError(t, err)
+	require.NoError(t, rs.CheckSchema(ctx))
+	res, err := rs.AppendEvent(ctx, runstore.CanonicalEngineEvent{RunID: "r1", EventType: "RunStarted", IdempotencyKey: "k1",
+		EventData: []byte(`{}`), EmittedAt: "2026-02-11T10:00:00.123Z"})
+	require.NoError(t, err)
+	require.EqualValues(t, 1, res.RunSeq)
 }
 
 // Schemas of a binary that is gone (its ownership lock is free) are swept;

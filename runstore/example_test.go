@@ -25,7 +25,11 @@ func Example() {
 	defer pool.Close()
 	schema := fmt.Sprintf("runstore_example_%d", time.Now().UnixNano())
 	defer pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	// The core schema, then runstore's tables and indexes.
 	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	if _, err := runstore.Migrate(ctx, pool, schema); err != nil {
 		panic(err)
 	}
 	es, err := eventstore.New(pool, &eventstore.Config{Schema: schema})

@@ -1,6 +1,7 @@
 package runstore_test
 
 import (
+	"context"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -12,10 +13,13 @@ import (
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
-// newStore returns a runstore in a fresh schema, dropped when the test ends.
+// newStore returns a runstore in a fresh schema (the core's migrations and
+// runstore's), dropped when the test ends.
 func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 	t.Helper()
-	es, _ := teststore.New(t, nil)
+	es, pool := teststore.New(t, nil)
+	_, err := runstore.Migrate(context.Background(), pool, es.Schema())
+	require.NoError(t, err)
 	s, err := runstore.New(es, cfg)
 	require.NoError(t, err)
 	return s

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/migrate"
 )
 
 // tableGrant is what Grant gives the application role on one of the
@@ -17,6 +18,9 @@ import (
 type tableGrant struct {
 	table string
 	privs string
+	// optional: granted only when the table exists (runstore's, created by
+	// runstore.Migrate).
+	optional bool
 }
 
 // tableGrants: nothing else in the schema is granted. No INSERT, UPDATE,
@@ -24,22 +28,25 @@ type tableGrant struct {
 // as its owner), no DELETE anywhere (retention is the owner's).
 var tableGrants = []tableGrant{
 	// Every read, the conditions' checks and CheckTransactionIDs.
-	{"events", "SELECT"},
+	{"events", "SELECT", false},
 	// The command executor's trace row, written with the events.
-	{"commands", "SELECT, INSERT"},
+	{"commands", "SELECT, INSERT", false},
 	// Projections', subscriptions' and the outbox's checkpoints (created with
 	// INSERT … ON CONFLICT DO NOTHING; moved, paused, reset with UPDATE) and
 	// the runstore projector's checkpoint (an upsert).
-	{"checkpoints", "SELECT, INSERT, UPDATE"},
-	// The runstore projector's run view (an upsert). DeleteRun's DELETE is
-	// retention, the owner's.
-	{"run_snapshots", "SELECT, INSERT, UPDATE"},
-	// Store.CheckSchema and CheckCurrent read it.
-	{"schema_migrations", "SELECT"},
+	{"checkpoints", "SELECT, INSERT, UPDATE", false},
+	// The runstore projector's run view (an upsert), when runstore.Migrate
+	// created it. DeleteRun's DELETE is retention, the owner's.
+	{"run_snapshots", "SELECT, INSERT, UPDATE", true},
+	// Store.CheckSchema and CheckCurrent read them (runstore's CheckSchema
+	// the last).
+	{"schema_migrations", "SELECT", false},
+	{"schema_functions", "SELECT", false},
+	{"runstore_migrations", "SELECT", true},
 	// Decision snapshots (eventstore/snapshot.go): read by Project, written
 	// (an upsert) after it. Retention deletes them, as the owner.
-	{"decision_snapshots", "SELECT, INSERT, UPDATE"},
-	{"decision_snapshot_epoch", "SELECT"},
+	{"decision_snapshots", "SELECT, INSERT, UPDATE", false},
+	{"decision_snapshot_epoch", "SELECT", false},
 }
 
 // maxIdentifier is PostgreSQL's longest identifier, in bytes (NAMEDATALEN-1).
@@ -57,13 +64,14 @@ var ownerFunctions = []string{"delete_events_tagged", "rebase_transaction_ids", 
 // Grant gives an existing role exactly what the library needs to run as an
 // application, and nothing more, in the (migrated) schema: USAGE on the
 // schema; SELECT on its tables; INSERT on commands; INSERT and UPDATE on
-// checkpoints and run_snapshots; EXECUTE on append_events, which runs as its
-// owner. It first revokes whatever the role held on those objects (and
+// checkpoints and decision_snapshots, and on run_snapshots when
+// runstore.Migrate created it; EXECUTE on append_events and append_group,
+// which run as their owner. It first revokes whatever the role held on those objects (and
 // CREATE on the schema), so running it again, or on a role granted more by
 // hand, leaves exactly that. Run it on a pool connected as the schema's owner
 // (the role that ran Migrate) or a superuser; any other caller gets a
-// *pgdcb.InvalidArgumentError naming "pool". Run it again after each Migrate:
-// a step that replaces a function drops its grants.
+// *pgdcb.InvalidArgumentError naming "pool". Run it again after each Migrate
+// and runstore.Migrate: a step may add a table.
 //
 // It refuses, with a *pgdcb.InvalidArgumentError naming "role" and writing
 // nothing, a role that does not exist, that owns the schema or the events
@@ -98,7 +106,7 @@ func Grant(ctx context.Context, pool *pgxpool.Pool, schema, role string) error {
 	err = pgx.BeginFunc(ctx, pool, func(tx pgx.Tx) error {
 		// Serialise with Migrate (whose session lock has the same key) and
 		// with other Grants of this schema.
-		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", lockKey(schema)); err != nil {
+		if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", migrate.LockKey(schema)); err != nil {
 			return fmt.Errorf("lock: %w", err)
 		}
 		if err := checkCaller(ctx, tx, q); err != nil {
@@ -107,15 +115,19 @@ func Grant(ctx context.Context, pool *pgxpool.Pool, schema, role string) error {
 		if err := checkRole(ctx, tx, q, schema, role); err != nil {
 			return err
 		}
+		grants, err := presentTables(ctx, tx, q)
+		if err != nil {
+			return err
+		}
 		stmts := []string{"REVOKE ALL ON SCHEMA " + q + " FROM " + r}
-		for _, g := range tableGrants {
+		for _, g := range grants {
 			stmts = append(stmts, "REVOKE ALL ON TABLE "+q+"."+g.table+" FROM "+r)
 		}
 		for _, f := range append(append([]string{}, appFunctions...), ownerFunctions...) {
 			stmts = append(stmts, "REVOKE ALL ON FUNCTION "+q+"."+f+" FROM "+r)
 		}
 		stmts = append(stmts, "GRANT USAGE ON SCHEMA "+q+" TO "+r)
-		for _, g := range tableGrants {
+		for _, g := range grants {
 			stmts = append(stmts, "GRANT "+g.privs+" ON TABLE "+q+"."+g.table+" TO "+r)
 		}
 		for _, f := range appFunctions {
@@ -134,6 +146,24 @@ func Grant(ctx context.Context, pool *pgxpool.Pool, schema, role string) error {
 		return fmt.Errorf("pgdcb: grant %s on schema %s: %w", r, q, err)
 	}
 	return nil
+}
+
+// presentTables is tableGrants without the optional tables the schema lacks.
+func presentTables(ctx context.Context, tx pgx.Tx, q string) ([]tableGrant, error) {
+	var out []tableGrant
+	for _, g := range tableGrants {
+		if g.optional {
+			var exists bool
+			if err := tx.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+"."+g.table).Scan(&exists); err != nil {
+				return nil, fmt.Errorf("checking %s: %w", g.table, err)
+			}
+			if !exists {
+				continue
+			}
+		}
+		out = append(out, g)
+	}
+	return out, nil
 }
 
 // checkCaller refuses to run as a role that is not the owner of the events

@@ -123,6 +123,8 @@ func TestTwoRoleSetUp(t *testing.T) {
 	_, ownerPool := ownerRole(t, admin)
 	_, err := pgdcbsql.Migrate(ctx, ownerPool, schema)
 	require.NoError(t, err)
+	_, err = runstore.Migrate(ctx, ownerPool, schema)
+	require.NoError(t, err)
 	app := newRole(t, admin, "LOGIN")
 	require.NoError(t, pgdcbsql.Grant(ctx, ownerPool, schema, app))
 	require.NoError(t, pgdcbsql.Grant(ctx, ownerPool, schema, app), "idempotent")
@@ -285,8 +287,10 @@ func TestTwoRoleSetUp(t *testing.T) {
 func TestTriggerTrustsNoSessionFlag(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, admin, _ := migratedStore(t)
+	s, admin, schema := migratedStore(t)
 	q := ident.Schema(s)
+	_, err := runstore.Migrate(ctx, admin, schema)
+	require.NoError(t, err)
 	rs, err := runstore.New(s, nil)
 	require.NoError(t, err)
 	for _, key := range []string{"k1", "k2", "k3"} {
@@ -405,11 +409,39 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 		"; GRANT EXECUTE ON FUNCTION "+q+".delete_events_tagged TO "+aq)
 	require.NoError(t, err)
 	require.NoError(t, pgdcbsql.Grant(ctx, admin, schema, app))
+	core := []string{
+		"checkpoints:INSERT", "checkpoints:SELECT", "checkpoints:UPDATE",
+		"commands:INSERT", "commands:SELECT",
+		"decision_snapshot_epoch:SELECT",
+		"decision_snapshots:INSERT", "decision_snapshots:SELECT", "decision_snapshots:UPDATE",
+		"events:SELECT",
+		"schema_functions:SELECT",
+		"schema_migrations:SELECT",
+	}
+	require.Equal(t, core, tablePrivileges(t, admin, q, app), "without runstore's tables")
 
+	// runstore's tables, once runstore.Migrate created them.
+	_, err = runstore.Migrate(ctx, admin, schema)
+	require.NoError(t, err)
+	require.NoError(t, pgdcbsql.Grant(ctx, admin, schema, app))
+	withRunstore := append(slices.Clone(core), "run_snapshots:INSERT", "run_snapshots:SELECT", "run_snapshots:UPDATE", "runstore_migrations:SELECT")
+	slices.Sort(withRunstore)
+	require.Equal(t, withRunstore, tablePrivileges(t, admin, q, app))
+	var usage, create bool
+	require.NoError(t, admin.QueryRow(ctx, "SELECT has_schema_privilege($1, $2, 'USAGE'), has_schema_privilege($1, $2, 'CREATE')", app, schema).Scan(&usage, &create))
+	require.True(t, usage)
+	require.False(t, create)
+}
+
+// tablePrivileges lists role's privileges on the schema's tables, as
+// "table:PRIVILEGE", sorted.
+func tablePrivileges(t *testing.T, admin *pgxpool.Pool, q, app string) []string {
+	t.Helper()
+	ctx := context.Background()
 	rows, err := admin.Query(ctx, `SELECT c.relname, p.priv
 		  FROM pg_class c, unnest(ARRAY['SELECT','INSERT','UPDATE','DELETE','TRUNCATE','REFERENCES','TRIGGER']) p(priv)
 		 WHERE c.relnamespace = $1::regnamespace AND c.relkind = 'r' AND has_table_privilege($2, c.oid, p.priv)
-		 ORDER BY 1, 2`, q, app)
+		 ORDER BY c.relname COLLATE "C", 2`, q, app)
 	require.NoError(t, err)
 	defer rows.Close()
 	var got []string
@@ -419,19 +451,7 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 		got = append(got, rel+":"+priv)
 	}
 	require.NoError(t, rows.Err())
-	require.Equal(t, []string{
-		"checkpoints:INSERT", "checkpoints:SELECT", "checkpoints:UPDATE",
-		"commands:INSERT", "commands:SELECT",
-		"decision_snapshot_epoch:SELECT",
-		"decision_snapshots:INSERT", "decision_snapshots:SELECT", "decision_snapshots:UPDATE",
-		"events:SELECT",
-		"run_snapshots:INSERT", "run_snapshots:SELECT", "run_snapshots:UPDATE",
-		"schema_migrations:SELECT",
-	}, got)
-	var usage, create bool
-	require.NoError(t, admin.QueryRow(ctx, "SELECT has_schema_privilege($1, $2, 'USAGE'), has_schema_privilege($1, $2, 'CREATE')", app, schema).Scan(&usage, &create))
-	require.True(t, usage)
-	require.False(t, create)
+	return got
 }
 
 // TestSchemaFunctionsAreClassified: every function in a migrated schema is
@@ -468,4 +488,9 @@ func TestSchemaFunctionsAreClassified(t *testing.T) {
 	}
 	require.NoError(t, rows.Err())
 	require.ElementsMatch(t, append(slices.Clone(pgdcbsql.AppFunctions), pgdcbsql.OwnerFunctions...), names)
+	var sources []string
+	for _, f := range pgdcbsql.Functions() {
+		sources = append(sources, f.Name)
+	}
+	require.ElementsMatch(t, sources, names, "one file of sql/functions per function")
 }

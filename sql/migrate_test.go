@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
@@ -57,9 +58,20 @@ func TestConcurrentMigratorsApplyEachStepOnce(t *testing.T) {
 
 	var nTables int
 	require.NoError(t, pool.QueryRow(ctx,
-		"SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('events','commands','checkpoints','run_snapshots','schema_migrations')",
+		"SELECT count(*) FROM information_schema.tables WHERE table_schema = $1 AND table_name IN ('events','commands','checkpoints','decision_snapshots','schema_migrations','schema_functions')",
 		schema).Scan(&nTables))
-	require.Equal(t, 5, nTables)
+	require.Equal(t, 6, nTables)
+	var nRunstore int
+	require.NoError(t, pool.QueryRow(ctx,
+		"SELECT count(*) FROM pg_class WHERE relnamespace = $1::regnamespace AND (relname LIKE '%runstore%' OR relname LIKE 'run\\_%')",
+		schema).Scan(&nRunstore))
+	require.Zero(t, nRunstore, "runstore's tables and indexes are runstore.Migrate's")
+
+	// The functions: once, all in one transaction, by one of the migrators.
+	var nFunctions, nTx int
+	require.NoError(t, pool.QueryRow(ctx, "SELECT count(*), count(DISTINCT xmin::text) FROM "+pgx.Identifier{schema}.Sanitize()+".schema_functions").Scan(&nFunctions, &nTx))
+	require.Equal(t, len(pgdcbsql.Functions()), nFunctions)
+	require.Equal(t, 1, nTx)
 }
 
 func TestMigrationsAreNumberedAndRenderSchema(t *testing.T) {

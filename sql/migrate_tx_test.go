@@ -59,10 +59,13 @@ func TestScriptMigratesLikeMigrate(t *testing.T) {
 		require.Equal(t, s.Checksum(), s.AppliedChecksum)
 	}
 
-	later, err := pgdcbsql.Script(schema, 4)
+	later, err := pgdcbsql.Script(schema, 1)
 	require.NoError(t, err)
-	require.NotContains(t, later, "step 004_")
-	require.Contains(t, later, "step 005_")
+	require.NotContains(t, later, "step 001_")
+	require.Contains(t, later, "step 002_")
+	for _, f := range pgdcbsql.Functions() {
+		require.Contains(t, later, "-- function "+f.Name+" (checksum "+f.Checksum()+")", "every function, whatever the step")
+	}
 	_, err = pgdcbsql.Script("Bad-Name", 0)
 	require.ErrorIs(t, err, pgdcb.ErrInvalidSchema)
 	require.True(t, strings.HasPrefix(later, "-- pgdcb migrations"))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/runstore"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
@@ -60,18 +61,24 @@ var versionCmd = &command{
 var sqlCmd = &command{
 	name: "sql", args: "[-after N]",
 	summary: "print the migrations' SQL for the schema, for teams that run their own migration tool",
-	detail: `Prints what migrate applies: the schema and its schema_migrations table,
-then every step after N (default 0: all) in its own transaction with its
-version row and checksum. Needs no database.
+	detail: `Prints what migrate applies: the schema and its schema_migrations and
+schema_functions tables, then every step after N (default 0: all) in its own
+transaction with its version row and checksum, then the server functions in
+one transaction with their checksums. With -runstore, runstore's steps after
+N instead (after the core's). Needs no database.
 `,
 	noDB: true,
 	flags: func(fs *flag.FlagSet) func(e *env) error {
 		after := fs.Int("after", 0, "print only the steps after this version")
+		rs := fs.Bool("runstore", false, "print runstore's migrations (runstore.Script) instead of the core's")
 		return func(e *env) error {
 			if *after < 0 {
 				return &pgdcb.InvalidArgumentError{Name: "-after", Reason: fmt.Sprintf("must not be negative (got %d)", *after)}
 			}
 			script, err := pgdcbsql.Script(e.schema, *after)
+			if *rs {
+				script, err = runstore.Script(e.schema, *after)
+			}
 			if err != nil {
 				return err
 			}
@@ -86,7 +93,10 @@ version row and checksum. Needs no database.
 
 var migrateCmd = &command{
 	name: "migrate", summary: "apply the pending migrations (as the schema's owner)",
+	detail: "Applies the core's pending steps and the server functions whose text changed\n" +
+		"(sql.Migrate); with -runstore, runstore's steps after them (runstore.Migrate).\n",
 	flags: func(fs *flag.FlagSet) func(e *env) error {
+		rs := fs.Bool("runstore", false, "also apply runstore's migrations (its run_snapshots table and indexes)")
 		return func(e *env) error {
 			done, err := pgdcbsql.Migrate(e.ctx, e.pool, e.schema)
 			if err != nil {
@@ -95,10 +105,26 @@ var migrateCmd = &command{
 			if done == nil {
 				done = []int{}
 			}
+			rsDone := []int{}
+			if *rs {
+				if rsDone, err = runstore.Migrate(e.ctx, e.pool, e.schema); err != nil {
+					return err
+				}
+				if rsDone == nil {
+					rsDone = []int{}
+				}
+			}
 			if e.json {
-				return e.writeJSON(map[string]any{"schema": e.schema, "applied": done, "schema_version": pgdcbsql.LatestVersion()})
+				out := map[string]any{"schema": e.schema, "applied": done, "schema_version": pgdcbsql.LatestVersion()}
+				if *rs {
+					out["runstore_applied"] = rsDone
+				}
+				return e.writeJSON(out)
 			}
 			_, err = fmt.Fprintf(e.stdout, "schema %s: applied %d step(s) %v; at version %d\n", e.schema, len(done), done, pgdcbsql.LatestVersion())
+			if err == nil && *rs {
+				_, err = fmt.Fprintf(e.stdout, "schema %s: applied %d runstore step(s) %v\n", e.schema, len(rsDone), rsDone)
+			}
 			return err
 		}
 	},

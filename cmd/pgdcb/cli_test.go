@@ -513,11 +513,17 @@ func TestTailStopsOnSIGINT(t *testing.T) {
 // sql prints the migrations without a database; -after limits them.
 func TestSQLPrintsMigrations(t *testing.T) {
 	t.Parallel()
-	r := cli(t, "", "-schema", "demo", "sql", "-after", "4")
+	r := cli(t, "", "-schema", "demo", "sql", "-after", "1")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Contains(t, r.stdout, `CREATE SCHEMA IF NOT EXISTS "demo"`)
-	require.Contains(t, r.stdout, "step 005_")
-	require.NotContains(t, r.stdout, "step 004_")
+	require.Contains(t, r.stdout, "step 002_")
+	require.NotContains(t, r.stdout, "step 001_")
+	require.Contains(t, r.stdout, "-- function append_events")
+	require.NotContains(t, r.stdout, "runstore_migrations")
+	r = cli(t, "", "-schema", "demo", "sql", "-runstore")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, r.stdout, `"demo".runstore_migrations`)
+	require.Contains(t, r.stdout, "step 001_runstore")
 	r = cli(t, "", "sql", "-after", "-1")
 	require.Equal(t, 2, r.code)
 }

@@ -1,5 +1,7 @@
 -- pgdcb core schema: the event log and its companions. {{schema}} is replaced by the quoted schema name; no
--- statement relies on search_path.
+-- statement relies on search_path. Tables, indexes and data only: the server
+-- functions (and the triggers that call them) are in sql/functions/, applied
+-- after the numbered steps whenever their text changes.
 
 -- The event log. position orders events inside a transaction; the log's canonical
 -- order is (transaction_id, position). transaction_id is the writing transaction's
@@ -39,58 +41,9 @@ CREATE INDEX events_type_log_order ON {{schema}}.events (type, transaction_id, p
 -- (c) Client-chosen event ids, for idempotent retries.
 CREATE UNIQUE INDEX events_event_id ON {{schema}}.events (event_id) WHERE event_id IS NOT NULL;
 
--- Append-only, against the application's role (docs/SECURITY.md).
---
--- The application's role can never change or remove an event:
---   * the trigger lets a DELETE or the rebase UPDATE through only when the
---     statement runs as the owner of the events table (current_user inside
---     the SECURITY DEFINER functions below, which the migrating role owns)
---     AND the function's own transaction-local flag is set. A flag set by any
---     other role is ignored; TRUNCATE is always refused;
---   * delete_events_tagged and rebase_transaction_ids run as their owner
---     (SECURITY DEFINER) with a fixed search_path, and only roles the owner
---     grants may call them: none, by sql.Grant;
---   * append_events runs as its owner too, so an application role appends
---     without any INSERT privilege on events; sql.Grant gives it EXECUTE.
---
--- The trigger and the SECURITY DEFINER functions carry a fixed search_path
--- (pg_catalog first, pg_temp last) so that no object or operator a session
--- puts on its search_path can change what they do. An owner or a superuser
--- can always bypass the trigger (the owner can drop it): the guarantee holds
--- against every other role.
-
-CREATE FUNCTION {{schema}}.events_append_only() RETURNS trigger
-LANGUAGE plpgsql
--- Not SECURITY DEFINER: current_user must be the role running the statement
--- (the owner only inside the retention and rebase functions).
-SET search_path = pg_catalog, pg_temp
-AS $$
-BEGIN
-    IF (TG_OP = 'DELETE' AND current_setting('pgdcb.allow_delete', true) = 'on')
-       OR (TG_OP = 'UPDATE' AND current_setting('pgdcb.allow_rebase', true) = 'on'
-           AND (NEW.position, NEW.type, NEW.tags, NEW.data, NEW.metadata, NEW.event_id, NEW.occurred_at)
-               IS NOT DISTINCT FROM
-               (OLD.position, OLD.type, OLD.tags, OLD.data, OLD.metadata, OLD.event_id, OLD.occurred_at)) THEN
-        -- The flag alone proves nothing (any role can set it): the statement
-        -- must also run as the table's owner.
-        IF current_user = (SELECT pg_get_userbyid(c.relowner) FROM pg_class c WHERE c.oid = TG_RELID) THEN
-            IF TG_OP = 'DELETE' THEN
-                RETURN OLD;
-            END IF;
-            RETURN NEW;
-        END IF;
-    END IF;
-    RAISE EXCEPTION 'pgdcb: events are append-only: % on %.% refused (retention runs as the schema owner through delete_events_tagged)',
-        TG_OP, TG_TABLE_SCHEMA, TG_TABLE_NAME
-        USING ERRCODE = 'PD003';
-END $$;
-
-CREATE TRIGGER events_no_update_delete BEFORE UPDATE OR DELETE ON {{schema}}.events
-    FOR EACH ROW EXECUTE FUNCTION {{schema}}.events_append_only();
-CREATE TRIGGER events_no_truncate BEFORE TRUNCATE ON {{schema}}.events
-    FOR EACH STATEMENT EXECUTE FUNCTION {{schema}}.events_append_only();
-
-REVOKE ALL ON FUNCTION {{schema}}.events_append_only FROM PUBLIC;
+-- Append-only: the trigger events_no_update_delete (sql/functions/
+-- events_append_only.sql) refuses every UPDATE, DELETE and TRUNCATE of events
+-- but retention's and the rebase's, run as the owner (docs/SECURITY.md).
 
 -- The command that produced a transaction's events (written by the command
 -- executor in the same transaction as the events).

@@ -1,5 +1,7 @@
 -- runstore: the State Store contract on the event log (package runstore,
--- docs/RUNSTORE.md). A run event is one row of {{schema}}.events tagged
+-- docs/RUNSTORE.md). runstore's own migration line (runstore.Migrate,
+-- recorded in runstore_migrations): a schema that does not use runstore
+-- carries none of these indexes or tables. A run event is one row of {{schema}}.events tagged
 -- run_id=…, step_id=…, idempotency_key=…, whose data holds the whole
 -- CanonicalEngineEvent (runId, runSeq, …) and whose metadata carries the
 -- marker {"runstore": "v1"}.
