@@ -14,7 +14,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 15m
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck gotest faults demo bench bench-quick bench-go explain
+.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck gotest faults demo bench bench-quick bench-go explain schema
 
 ## test: gofmt check, go vet, staticcheck, then the race-enabled tests (and the store's again with group commit off)
 test: lint gotest
@@ -25,6 +25,11 @@ lint: fmt-check tidy-check migrations-check vet staticcheck
 migrations-check:
 	@echo "==> migrations unchanged (sql/checksums.txt)"
 	@$(GO) test -count=1 -run '^TestMigrationTextsNeverChange$$' ./sql/ >/dev/null || $(GO) test -count=1 -run '^TestMigrationTextsNeverChange$$' ./sql/
+
+## schema: rewrite sql/schema.sql from freshly migrated schemas (TestSchemaSQLIsCurrent, in test, fails when it is stale)
+schema:
+	@echo "==> go generate ./sql (writes sql/schema.sql)"
+	@$(GO) generate ./sql
 
 tidy-check:
 	@echo "==> go mod tidy -diff"
