@@ -22,10 +22,11 @@ var update = flag.Bool("update", false, "rewrite schema.sql from a freshly migra
 
 const schemaHeader = `-- The pgdcb schema as a migrated database has it, generated from the catalog
 -- (internal/schemadump) of a schema migrated by sql.Migrate, then by
--- runstore.Migrate; the schema's name reads as pgdcb. Do not edit: change
--- sql/migrations (tables, indexes), sql/functions (server functions) or
--- runstore/migrations, then run ` + "`make schema`" + ` (TestSchemaSQLIsCurrent fails
--- until then). docs/SCHEMA.md.
+-- runstore.Migrate; the schema's name reads as pgdcb. A function's body is
+-- not repeated here: it is its file in sql/functions (the SHA-256 is of the
+-- body the server holds). Do not edit: change sql/migrations (tables, indexes),
+-- sql/functions (server functions) or runstore/migrations, then run
+-- ` + "`make schema`" + ` (TestSchemaSQLIsCurrent fails until then). docs/SCHEMA.md.
 `
 
 // schemaSQL renders schema.sql from two fresh schemas: the core's, and the

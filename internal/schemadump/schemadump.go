@@ -1,12 +1,14 @@
 // Package schemadump writes a schema's definition from the catalog, in the
 // style of pg_dump -s: its tables (columns, defaults, constraints), indexes,
-// functions (pg_get_functiondef) and triggers, one statement each, in a fixed
-// order, with the schema's name replaced. sql/schema.sql is made with it
+// functions (pg_get_functiondef, but for their bodies) and triggers, one
+// statement each, in a fixed order, with the schema's name replaced. sql/schema.sql is made with it
 // (docs/SCHEMA.md).
 package schemadump
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"strings"
 
@@ -20,8 +22,9 @@ type DB interface {
 
 // Statements returns the schema's definition, one statement a string (no
 // trailing newline), each ending with ";": tables by name, then indexes not
-// behind a constraint by name, then functions by name (each with its REVOKE
-// from PUBLIC when PUBLIC may not execute it), then triggers by name. Every
+// behind a constraint by name, then functions by name (their headers, each
+// with its REVOKE from PUBLIC when PUBLIC may not execute it; see functions),
+// then triggers by name. Every
 // occurrence of the schema's name, quoted or not, reads as as.
 func Statements(ctx context.Context, db DB, schema, as string) ([]string, error) {
 	var out []string
@@ -46,11 +49,7 @@ func Statements(ctx context.Context, db DB, schema, as string) ([]string, error)
 		return nil, err
 	}
 	out = append(out, idx...)
-	fns, err := strs(ctx, db, `SELECT rtrim(pg_get_functiondef(p.oid), E'\n') || ';'
-		|| CASE WHEN p.proacl IS NOT NULL AND NOT EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
-		        THEN E'\n\nREVOKE ALL ON FUNCTION ' || p.oid::regprocedure::text || ' FROM PUBLIC;' ELSE '' END
-		FROM pg_proc p WHERE p.pronamespace = $1::regnamespace ORDER BY p.proname COLLATE "C", p.oid::regprocedure::text COLLATE "C"`,
-		pgx.Identifier{schema}.Sanitize())
+	fns, err := functions(ctx, db, schema, as)
 	if err != nil {
 		return nil, err
 	}
@@ -61,10 +60,55 @@ func Statements(ctx context.Context, db DB, schema, as string) ([]string, error)
 		return nil, err
 	}
 	out = append(out, trg...)
-	quoted := pgx.Identifier{schema}.Sanitize()
 	for i, s := range out {
-		s = strings.ReplaceAll(s, quoted, as)
-		out[i] = strings.ReplaceAll(s, schema, as)
+		out[i] = normalise(s, schema, as)
+	}
+	return out, nil
+}
+
+// normalise replaces the schema's name, quoted or not, with as.
+func normalise(s, schema, as string) string {
+	s = strings.ReplaceAll(s, pgx.Identifier{schema}.Sanitize(), as)
+	return strings.ReplaceAll(s, schema, as)
+}
+
+// functions are the CREATE FUNCTION statements of pg_get_functiondef without
+// their bodies: each body is the one source file sql/functions/NAME.sql
+// (repeating it here would restate every function), named with a SHA-256 of
+// the body the server holds (the schema's name normalised), so a changed
+// body changes this text too.
+func functions(ctx context.Context, db DB, schema, as string) ([]string, error) {
+	rows, err := db.Query(ctx, `SELECT p.proname::text, pg_get_functiondef(p.oid), p.prosrc,
+			CASE WHEN p.proacl IS NOT NULL AND NOT EXISTS (SELECT 1 FROM aclexplode(p.proacl) a WHERE a.grantee = 0 AND a.privilege_type = 'EXECUTE')
+			     THEN 'REVOKE ALL ON FUNCTION ' || p.oid::regprocedure::text || ' FROM PUBLIC;' ELSE '' END
+		FROM pg_proc p WHERE p.pronamespace = $1::regnamespace ORDER BY p.proname COLLATE "C", p.oid::regprocedure::text COLLATE "C"`,
+		pgx.Identifier{schema}.Sanitize())
+	if err != nil {
+		return nil, fmt.Errorf("schemadump: %w", err)
+	}
+	var out []string
+	for rows.Next() {
+		var name, def, src, revoke string
+		if err := rows.Scan(&name, &def, &src, &revoke); err != nil {
+			return nil, fmt.Errorf("schemadump: %w", err)
+		}
+		head, _, ok := strings.Cut(def, "\nAS $function$")
+		if !ok {
+			return nil, fmt.Errorf("schemadump: function %s: no body in %q", name, def)
+		}
+		// The attributes (RETURNS, LANGUAGE, SET …) on one line after the
+		// signature's.
+		sig, attrs, _ := strings.Cut(head, "\n")
+		head = sig + "\n" + strings.Join(strings.Fields(attrs), " ")
+		sum := sha256.Sum256([]byte(normalise(src, schema, as)))
+		stmt := head + "\nAS $function$ ... $function$; -- body: sql/functions/" + name + ".sql (sha256 " + hex.EncodeToString(sum[:8]) + ")"
+		if revoke != "" {
+			stmt += "\n" + revoke
+		}
+		out = append(out, stmt)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("schemadump: %w", err)
 	}
 	return out, nil
 }

@@ -7,6 +7,41 @@ slower. Comments between the templates' lines are SQL comments and stay in
 the rendered functions; this one does not.
 */}}
 
+{{/* The arguments: the events, column-wise (p_tag_counts[i] tags of
+event i in p_tags), and the check items (one entry per item in each
+p_item_* array, with the key locks before them). */}}
+{{define "event_args"}}
+p_types            text[],
+p_tag_counts       integer[],
+p_tags             text[],
+p_data             jsonb[],
+p_metadata         jsonb[],
+p_event_ids        uuid[],
+{{end}}
+
+{{define "item_args"}}
+p_lock_keys        bigint[],
+p_lock_excl        boolean[],
+p_item_idem        boolean[],
+p_item_type_counts integer[],
+p_item_types       text[],
+p_item_tag_counts  integer[],
+p_item_tags        text[],
+{{end}}
+
+{{/* The variables of the checks. */}}
+{{define "check_vars"}}
+v_types   text[];
+v_tags    text[];
+v_cursor  boolean;
+v_any     boolean;
+v_locked  boolean;
+v_recent  boolean;
+v_xip     xid8[];
+v_sql     text;
+v_pos     bigint;
+{{end}}
+
 {{define "append_settings"}}
 LANGUAGE plpgsql VOLATILE
 -- Each check statement is `… LIMIT 1`. A planner that estimates a tag as

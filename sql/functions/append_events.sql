@@ -43,19 +43,8 @@
 -- level), PD002 (not the transaction's first write) or PD004 (lock keys not
 -- strictly ascending).
 CREATE OR REPLACE FUNCTION {{schema}}.append_events(
-    p_types            text[],
-    p_tag_counts       integer[],
-    p_tags             text[],
-    p_data             jsonb[],
-    p_metadata         jsonb[],
-    p_event_ids        uuid[],
-    p_lock_keys        bigint[],
-    p_lock_excl        boolean[],
-    p_item_idem        boolean[],
-    p_item_type_counts integer[],
-    p_item_types       text[],
-    p_item_tag_counts  integer[],
-    p_item_tags        text[],
+{{include "event_args" . | indent 4}}
+{{include "item_args" . | indent 4}}
     p_after_tx         xid8,
     p_after_pos        bigint,
     p_after_snap       pg_snapshot,
@@ -66,18 +55,10 @@ CREATE OR REPLACE FUNCTION {{schema}}.append_events(
 {{include "append_settings" . }}
 AS $$
 DECLARE
-    i        integer;
-    v_ti     integer := 0;
-    v_gi     integer := 0;
-    v_types  text[];
-    v_tags   text[];
-    v_cursor boolean;
-    v_any    boolean;
-    v_locked boolean;
-    v_recent boolean;
-    v_xip    xid8[];
-    v_sql    text;
-    v_pos    bigint;
+    i         integer;
+    v_ti      integer := 0;  -- item types consumed
+    v_gi      integer := 0;  -- item tags consumed
+{{include "check_vars" . | indent 4}}
 BEGIN
 {{include "misuse_checks" . | indent 4}}
 

@@ -37,20 +37,9 @@
 -- 'ok'); positions: the positions of the 'ok' members' events, concatenated in
 -- member order; tx: the transaction id (NULL when no member wrote).
 CREATE OR REPLACE FUNCTION {{schema}}.append_group(
-    p_types            text[],
-    p_tag_counts       integer[],
-    p_tags             text[],
-    p_data             jsonb[],
-    p_metadata         jsonb[],
-    p_event_ids        uuid[],
+{{include "event_args" . | indent 4}}
     p_member_events    integer[],
-    p_lock_keys        bigint[],
-    p_lock_excl        boolean[],
-    p_item_idem        boolean[],
-    p_item_type_counts integer[],
-    p_item_types       text[],
-    p_item_tag_counts  integer[],
-    p_item_tags        text[],
+{{include "item_args" . | indent 4}}
     p_member_items     integer[],
     p_after_tx         xid8[],
     p_after_pos        bigint[],
@@ -71,15 +60,7 @@ DECLARE
     v_gi      integer := 0;  -- item tags consumed
     v_n       integer;
     v_ntags   integer;
-    v_types   text[];
-    v_tags    text[];
-    v_cursor  boolean;
-    v_any     boolean;
-    v_locked  boolean;
-    v_recent  boolean;
-    v_xip     xid8[];
-    v_sql     text;
-    v_pos     bigint;
+{{include "check_vars" . | indent 4}}
     v_status  text;
     v_ins     bigint[];
     v_mtypes  text[];

@@ -7,9 +7,7 @@
 -- here); one that starts later waits for this transaction and then sees the
 -- new epoch, so it writes nothing.
 CREATE OR REPLACE FUNCTION {{schema}}.delete_events_tagged(p_tag text) RETURNS bigint
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+{{include "owner_settings" .}}
 AS $$
 DECLARE
     n bigint;

@@ -22,9 +22,7 @@
 -- checkpoint held in memory keeps the old ids.
 -- Owner only.
 CREATE OR REPLACE FUNCTION {{schema}}.rebase_transaction_ids() RETURNS bigint
-LANGUAGE plpgsql
-SECURITY DEFINER
-SET search_path = pg_catalog, pg_temp
+{{include "owner_settings" .}}
 AS $$
 DECLARE
     n bigint;
