@@ -14,7 +14,7 @@ import (
 )
 
 // The events of members that passed are inserted together (one statement per
-// run of them, migration 007): a member with checks must still see the
+// run of them, sql/functions/append_group.sql): a member with checks must still see the
 // events of the plain members queued before it, every member gets its own
 // positions in member order, and each event lands with its own type, tags
 // and data.

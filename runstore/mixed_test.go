@@ -47,7 +47,7 @@ func appendOther(t *testing.T, es *eventstore.Store, n, batch int) {
 // run events alone. With 5,000 other events around 20 run events it reads 20
 // events (before: every event of the log, 5,020, in 101 batches of 50), and
 // the server's plan of its tail statement reads no other row (the partial
-// index events_runstore_log_order, migration 006_runstore).
+// index events_runstore_log_order, runstore/migrations/001_runstore.sql).
 func TestProjectorReadsOnlyRunEvents(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, &runstore.Config{ProjectorBatch: 50})

@@ -1,7 +1,7 @@
 package runstore
 
 // marker is the metadata of every runstore event; the partial index
-// events_runstore_run_seq (migration 006_runstore) covers exactly the rows carrying it,
+// events_runstore_run_seq (runstore/migrations/001_runstore.sql) covers exactly the rows carrying it,
 // and each statement below repeats the predicate literally so that the
 // planner can prove the index applies.
 const marker = `{"runstore": "v1"}`

@@ -126,8 +126,9 @@ var (
 	_ Retainer   = (*Store)(nil)
 )
 
-// New returns a Store over es. The schema needs migrations 005 and 012
-// (sql.Migrate).
+// New returns a Store over es. The schema needs the core's migrations
+// (sql.Migrate) and runstore's (Migrate, as the schema's owner): New does
+// not migrate, and does not check (it takes no context); CheckSchema does.
 func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	if es == nil {
 		return nil, invalid("eventstore", "nil *eventstore.Store")

@@ -12,7 +12,7 @@ import (
 
 // The snapshot projector's reads of the log. They read run events only
 // (the marker predicate, served by the partial index events_runstore_log_order
-// of migration 006_runstore), never the rest of the schema's traffic: eventstore's
+// of runstore/migrations/001_runstore.sql), never the rest of the schema's traffic: eventstore's
 // ReadTail cannot filter by metadata, and through it the projector read, sent
 // and decoded every event of the store. Both follow the event store's cursor
 // rules (docs/CONCURRENCY.md), restricted to run events:

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 )
 
-// pgdcb's own codes, raised by the functions and triggers of sql/migrations.
+// pgdcb's own codes, raised by the functions and triggers of sql/functions.
 const (
 	// NotReadCommitted: append_events (or append_group) ran in a transaction
 	// that is not READ COMMITTED.
