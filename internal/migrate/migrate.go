@@ -213,6 +213,7 @@ func (l *Line) apply(ctx context.Context, db DB, q string, inTx func(func(pgx.Tx
 			if _, err := tx.Exec(ctx, m.Render(q)); err != nil {
 				return err
 			}
+			// The line table's primary key (version).
 			_, err := tx.Exec(ctx, "INSERT INTO "+q+"."+l.Table+" (version, name, checksum) VALUES ($1, $2, $3)",
 				m.Version, m.Name, m.Checksum())
 			return err
@@ -236,6 +237,7 @@ func (l *Line) apply(ctx context.Context, db DB, q string, inTx func(func(pgx.Tx
 			if _, err := tx.Exec(ctx, f.Render(q)); err != nil {
 				return fmt.Errorf("function %s: %w", f.Name, err)
 			}
+			// schema_functions' primary key (name).
 			if _, err := tx.Exec(ctx, "INSERT INTO "+q+"."+FunctionTable+` (name, checksum) VALUES ($1, $2)
 				ON CONFLICT (name) DO UPDATE SET checksum = excluded.checksum, applied_at = now()`, f.Name, f.Checksum()); err != nil {
 				return fmt.Errorf("function %s: %w", f.Name, err)
@@ -252,6 +254,7 @@ func (l *Line) apply(ctx context.Context, db DB, q string, inTx func(func(pgx.Tx
 // staleFunctions returns the functions whose recorded checksum is missing or
 // differs from the library's.
 func (l *Line) staleFunctions(ctx context.Context, db DB, q string) ([]Function, error) {
+	// A few rows (one per function), read whole.
 	rows, err := db.Query(ctx, "SELECT name, checksum FROM "+q+"."+FunctionTable)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", FunctionTable, err)
@@ -357,8 +360,9 @@ type appliedStep struct {
 }
 
 func (l *Line) applied(ctx context.Context, db DB, q string) (map[int]appliedStep, error) {
-	// to_jsonb(m)->>'checksum' reads the column when it exists and NULL when
-	// the schema was migrated before it was added.
+	// A few rows (one per step), read whole. to_jsonb(m)->>'checksum' reads
+	// the column when it exists and NULL when the schema was migrated before
+	// it was added.
 	rows, err := db.Query(ctx, "SELECT version, applied_at, coalesce(to_jsonb(m)->>'checksum', '') FROM "+q+"."+l.Table+" m")
 	if err != nil {
 		return nil, fmt.Errorf("pgdcb: read %s: %w", l.Table, err)
