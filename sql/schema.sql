@@ -5,6 +5,7 @@
 -- body the server holds). Do not edit: change sql/migrations (tables, indexes),
 -- sql/functions (server functions) or runstore/migrations, then run
 -- `make schema` (TestSchemaSQLIsCurrent fails until then). docs/SCHEMA.md.
+-- Rendered by PostgreSQL 15.
 
 -- sql.Migrate
 
