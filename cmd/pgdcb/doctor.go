@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -352,9 +353,17 @@ func (d *doctorJSON) readEffects(e *env, store *eventstore.Store) error {
 	return nil
 }
 
-// readRuns reads the run snapshots' lag and STALE runs, when the log holds
-// run events.
+// readRuns reads the run snapshots' lag and STALE runs, when runstore's
+// migration line is applied in the schema (a store that does not use
+// runstore has no run_snapshots table, and no section).
 func (d *doctorJSON) readRuns(e *env, store *eventstore.Store) error {
+	st, err := runstore.Status(e.ctx, e.pool, e.schema)
+	if err != nil {
+		return wrap("runstore migrations", err)
+	}
+	if !slices.ContainsFunc(st, func(s pgdcbsql.MigrationStatus) bool { return s.Applied }) {
+		return nil
+	}
 	rs, err := runstore.New(store, nil)
 	if err != nil {
 		return wrap("runstore", err)

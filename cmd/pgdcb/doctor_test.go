@@ -56,6 +56,15 @@ func TestDoctorPendingMigrations(t *testing.T) {
 	r = sh("", "doctor")
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Regexp(t, fmt.Sprintf(`SCHEMA\s+%s: version %d of %d, current`, schema, pgdcbsql.LatestVersion(), pgdcbsql.LatestVersion()), r.stdout)
+
+	// runstore's section only where its own migration line is applied.
+	r = sh("", "doctor", "-json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.NotContains(t, decode(t, r.stdout), "runstore")
+	require.Equal(t, 0, sh("", "migrate", "-runstore").code)
+	r = sh("", "doctor", "-json")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Contains(t, decode(t, r.stdout), "runstore")
 }
 
 // Readers are listed with their lag; a transaction holding an id is listed
