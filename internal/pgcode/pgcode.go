@@ -46,6 +46,11 @@ const (
 	DeadlockDetected          = "40P01"
 	QueryCanceled             = "57014"
 	AdminShutdown             = "57P01"
+	DuplicateObject           = "42710"
+	// ObjectNotInPrerequisiteState: among others, a replication slot that
+	// can no longer stream (its WAL was removed) or is in use.
+	ObjectNotInPrerequisiteState = "55000"
+	UndefinedObject              = "42704"
 )
 
 // Of returns the SQLSTATE of the server error in err's chain; "" when err

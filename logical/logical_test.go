@@ -1,0 +1,442 @@
+package logical_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// deadline bounds every wait for observable state: the machine is shared and
+// loaded, so it is a bound, not an expectation.
+const deadline = 60 * time.Second
+
+func event(t testing.TB, typ string, tags ...string) eventstore.Event {
+	t.Helper()
+	ev, err := eventstore.NewEvent(typ, map[string]any{"at": time.Now().UnixNano()}, tags...)
+	require.NoError(t, err)
+	return ev
+}
+
+// rmRow is one read-model row: an event as the handler saw it, in the order
+// handled.
+type rmRow struct {
+	Position int64
+	TxID     uint64
+}
+
+// readModel creates the read model table (one row per handled event, no
+// unique constraint so that a duplicate would show) and returns its handler.
+func readModel(t *testing.T, store *eventstore.Store) (projection.Handler, func() []rmRow) {
+	t.Helper()
+	quoted := pgx.Identifier{store.Schema()}.Sanitize()
+	_, err := store.Pool().Exec(t.Context(), `CREATE TABLE `+quoted+`.rm (seq bigserial PRIMARY KEY, position bigint NOT NULL, tx xid8 NOT NULL)`)
+	require.NoError(t, err)
+	h := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		for _, ev := range evs {
+			if _, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.rm (position, tx) VALUES ($1, $2::xid8)`, ev.Position, ev.TransactionID); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	rows := func() []rmRow {
+		rs, err := store.Pool().Query(context.Background(), `SELECT position, tx FROM `+quoted+`.rm ORDER BY seq`)
+		require.NoError(t, err)
+		out, err := pgx.CollectRows(rs, func(r pgx.CollectableRow) (rmRow, error) {
+			var x rmRow
+			return x, r.Scan(&x.Position, &x.TxID)
+		})
+		require.NoError(t, err)
+		return out
+	}
+	return h, rows
+}
+
+func projConfig() *projection.Config {
+	return &projection.Config{Logical: &logical.Config{}, BatchSize: 100, PollInterval: 50 * time.Millisecond,
+		ElectionInterval: 50 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
+		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: projection.RetryForever}
+}
+
+// startRunner runs the projection until the test ends (or stop is called).
+func startRunner(t *testing.T, store *eventstore.Store, name string, h projection.Handler, cfg *projection.Config) (stop func()) {
+	t.Helper()
+	useSlot(store, name)
+	r, err := projection.New(store, name, query.All(), h, cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		select {
+		case err := <-done:
+			require.ErrorIs(t, err, context.Canceled)
+		case <-time.After(deadline):
+			t.Fatal("runner did not stop")
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitRows waits until the read model holds n rows.
+func waitRows(t *testing.T, rows func() []rmRow, n int) []rmRow {
+	t.Helper()
+	var got []rmRow
+	ok := assert.Eventually(t, func() bool { got = rows(); return len(got) >= n }, deadline, 10*time.Millisecond)
+	if !ok {
+		t.Fatalf("read model has %d rows, want %d: %v", len(got), n, got)
+	}
+	return got
+}
+
+func positions(rs []rmRow) []int64 {
+	out := make([]int64, len(rs))
+	for i, r := range rs {
+		out[i] = r.Position
+	}
+	return out
+}
+
+func appendN(t *testing.T, store *eventstore.Store, n int) []int64 {
+	t.Helper()
+	evs := make([]eventstore.Event, n)
+	for i := range evs {
+		evs[i] = event(t, "E", "k=v")
+	}
+	res, err := store.Append(t.Context(), evs)
+	require.NoError(t, err)
+	return res.Positions
+}
+
+// checkpoint reads the projection's stored cursor and logical checkpoint.
+func checkpoint(t *testing.T, store *eventstore.Store, name string) (cursor.Cursor, string) {
+	t.Helper()
+	var (
+		c    cursor.Cursor
+		text *string
+	)
+	err := store.Pool().QueryRow(t.Context(), `SELECT transaction_id, position, logical_checkpoint FROM `+
+		pgx.Identifier{store.Schema()}.Sanitize()+`.checkpoints WHERE name = $1`, name).Scan(&c.TransactionID, &c.Position, &text)
+	require.NoError(t, err)
+	if text == nil {
+		return c, ""
+	}
+	return c, *text
+}
+
+// TestInitialReadThenStream: events committed before the slot existed come
+// from the snapshot read, later ones from the stream; each exactly once.
+func TestInitialReadThenStream(t *testing.T) {
+	store, _ := newStore(t)
+	h, rows := readModel(t, store)
+	var want []int64
+	want = append(want, appendN(t, store, 3)...)
+	want = append(want, appendN(t, store, 1)...)
+	startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, 4)
+	want = append(want, appendN(t, store, 2)...)
+	want = append(want, appendN(t, store, 250)...) // more than a batch
+	got := waitRows(t, rows, len(want))
+	require.Equal(t, want, positions(got))
+	_, cp := checkpoint(t, store, "p")
+	require.NotEmpty(t, cp)
+	require.NotContains(t, cp, ":", "the initial read is over: no snapshot in the checkpoint")
+}
+
+// TestOpenTransactionDoesNotDelay: a transaction of the same database that
+// holds an xid, and one that appended events and stays open, do not delay
+// delivery of a later commit: it is delivered while both are provably still
+// open (their transaction ids are still assigned when the read model has
+// the event). Events arrive in commit order, and the stored cursor never
+// passes the open appender's events.
+func TestOpenTransactionDoesNotDelay(t *testing.T) {
+	store, pool := newStore(t)
+	h, rows := readModel(t, store)
+	first := appendN(t, store, 1)
+	startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, 1) // the slot exists: creating it waits for running transactions
+
+	ctx := t.Context()
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(context.Background())
+	var holdXID uint64
+	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_current_xact_id()`).Scan(&holdXID))
+
+	appender, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer appender.Rollback(context.Background())
+	early, err := store.AppendTx(ctx, appender, []eventstore.Event{event(t, "E", "k=early")})
+	require.NoError(t, err)
+
+	// The default mode is held: the tail horizon is at or below the holder.
+	tb, err := store.ReadTail(ctx, query.All(), cursor.Start, 0)
+	require.NoError(t, err)
+	require.LessOrEqual(t, tb.Horizon, holdXID)
+
+	late := appendN(t, store, 1)
+	got := waitRows(t, rows, 2)
+	require.Equal(t, []int64{first[0], late[0]}, positions(got))
+	// Both are still open: their ids are still assigned.
+	var still *uint64
+	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()`).Scan(&still))
+	require.NotNil(t, still)
+	require.Equal(t, holdXID, *still)
+	require.NoError(t, appender.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()`).Scan(&still))
+	require.NotNil(t, still)
+	require.Equal(t, early.TransactionID, *still)
+
+	// The stored cursor is before the open appender's event: an AppendIf
+	// after it sees that event as new.
+	c, _ := checkpoint(t, store, "p")
+	require.Negative(t, cursor.Compare(c.TransactionID, c.Position, early.TransactionID, early.Positions[0]),
+		"cursor %s passed the open transaction's event (%d, %d)", c, early.TransactionID, early.Positions[0])
+
+	require.NoError(t, appender.Commit(ctx))
+	got = waitRows(t, rows, 3)
+	// Commit order: the early transaction (lower id and position) comes after.
+	require.Equal(t, []int64{first[0], late[0], early.Positions[0]}, positions(got))
+	require.Less(t, early.TransactionID, got[1].TxID)
+
+	require.NoError(t, holder.Rollback(ctx))
+	// With nothing open, the cursor moves past every event (at the next
+	// heartbeat write).
+	require.Eventually(t, func() bool {
+		c, _ := checkpoint(t, store, "p")
+		return cursor.Compare(c.TransactionID, c.Position, got[1].TxID, late[0]) >= 0
+	}, deadline, 20*time.Millisecond, "read model %v", got)
+}
+
+// TestResumeInsideATransaction: a transaction larger than a batch is split;
+// a reader reopened from the checkpoint after the first part delivers the
+// rest, exactly once, and then only new events.
+func TestResumeInsideATransaction(t *testing.T) {
+	store, _ := newStore(t)
+	ctx := t.Context()
+	useSlot(store, "r")
+	q := query.All()
+	rd, err := logical.Open(ctx, store, "r", q, logical.Checkpoint{}, cursor.Start, nil)
+	require.NoError(t, err)
+	// The initial read of an empty log.
+	b, err := rd.Next(ctx, 10, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.Empty(t, b.Events)
+	require.Nil(t, b.Checkpoint.Sync)
+
+	want := appendN(t, store, 10)
+	var got []int64
+	b = nextEvents(t, rd, 3)
+	got = append(got, evPositions(b.Events)...)
+	require.Len(t, got, 3)
+	require.EqualValues(t, 3, b.Checkpoint.Skip)
+	cp, tail := b.Checkpoint, b.Tail
+	require.NoError(t, rd.Close(ctx))
+
+	// Parse what would be stored.
+	cp, err = logical.ParseCheckpoint(cp.String())
+	require.NoError(t, err)
+	rd, err = logical.Open(ctx, store, "r", q, cp, tail, nil)
+	require.NoError(t, err)
+	defer rd.Close(context.Background())
+	for len(got) < 10 {
+		b = nextEvents(t, rd, 4)
+		got = append(got, evPositions(b.Events)...)
+	}
+	require.Equal(t, want, got)
+	require.NoError(t, rd.Confirm(ctx, b.Checkpoint))
+	cp = b.Checkpoint
+	require.NoError(t, rd.Close(ctx))
+
+	// From the end of that transaction: nothing again, then the next one.
+	rd, err = logical.Open(ctx, store, "r", q, cp, tail, nil)
+	require.NoError(t, err)
+	defer rd.Close(context.Background())
+	more := appendN(t, store, 2)
+	b = nextEvents(t, rd, 10)
+	require.Equal(t, more, evPositions(b.Events))
+}
+
+func nextEvents(t *testing.T, rd *logical.Reader, max int) logical.Batch {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for time.Now().Before(end) {
+		b, err := rd.Next(t.Context(), max, 100*time.Millisecond)
+		require.NoError(t, err)
+		if len(b.Events) > 0 {
+			return b
+		}
+	}
+	t.Fatal("no events within the deadline")
+	return logical.Batch{}
+}
+
+func evPositions(evs []eventstore.StoredEvent) []int64 {
+	out := make([]int64, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.Position
+	}
+	return out
+}
+
+// TestDecodedEventsEqualReadTail: the stream decodes every field as a read
+// returns it.
+func TestDecodedEventsEqualReadTail(t *testing.T) {
+	store, _ := newStore(t)
+	ctx := t.Context()
+	useSlot(store, "r")
+	rd, err := logical.Open(ctx, store, "r", query.All(), logical.Checkpoint{}, cursor.Start, nil)
+	require.NoError(t, err)
+	defer rd.Close(context.Background())
+	_, err = rd.Next(ctx, 10, 10*time.Millisecond)
+	require.NoError(t, err)
+	ev := event(t, "Typed", "a=1", "b=x y", `c={"q"}`)
+	ev.Metadata = []byte(`{"corr": "x", "n": [1, 2.50]}`)
+	ev.ID = [16]byte{1, 2, 3}
+	_, err = store.Append(ctx, []eventstore.Event{ev, event(t, "Other", "a=2")})
+	require.NoError(t, err)
+	var got []eventstore.StoredEvent
+	for len(got) < 2 {
+		got = append(got, nextEvents(t, rd, 10).Events...)
+	}
+	tb, err := store.ReadTail(ctx, query.All(), cursor.Start, 0)
+	require.NoError(t, err)
+	require.Len(t, tb.Events, 2)
+	for i := range got {
+		require.True(t, got[i].OccurredAt.Equal(tb.Events[i].OccurredAt))
+		got[i].OccurredAt = tb.Events[i].OccurredAt
+		require.Equal(t, tb.Events[i], got[i])
+	}
+}
+
+// TestResetDropsTheSlot: Reset of a stopped logical projection drops its
+// slot (it would retain WAL); the next run rebuilds the read model from a
+// new slot, exactly once.
+func TestResetDropsTheSlot(t *testing.T) {
+	store, pool := newStore(t)
+	h, rows := readModel(t, store)
+	want := appendN(t, store, 5)
+	stop := startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, 5)
+	stop()
+	slot := logical.SlotName(store.Schema(), "p")
+	st, err := logical.GetSlotStatus(t.Context(), pool, slot)
+	require.NoError(t, err)
+	require.True(t, st.Exists)
+
+	quoted := pgx.Identifier{store.Schema()}.Sanitize()
+	require.NoError(t, projection.Reset(t.Context(), store, "p", func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM `+quoted+`.rm`)
+		return err
+	}))
+	st, err = logical.GetSlotStatus(t.Context(), pool, slot)
+	require.NoError(t, err)
+	require.False(t, st.Exists, "Reset left the slot")
+
+	want = append(want, appendN(t, store, 2)...)
+	startRunner(t, store, "p", h, projConfig())
+	got := waitRows(t, rows, 7)
+	require.Equal(t, want, positions(got))
+}
+
+// TestSlotGoneIsNeverSkipped: a checkpoint whose slot was dropped (or
+// invalidated) stops the reader with ErrSlotLost; nothing is delivered.
+func TestSlotGoneIsNeverSkipped(t *testing.T) {
+	store, pool := newStore(t)
+	h, rows := readModel(t, store)
+	appendN(t, store, 2)
+	stop := startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, 2)
+	stop()
+	require.NoError(t, logical.DropSlot(t.Context(), pool, logical.SlotName(store.Schema(), "p")))
+	appendN(t, store, 3)
+
+	_, text := checkpoint(t, store, "p")
+	cp, err := logical.ParseCheckpoint(text)
+	require.NoError(t, err)
+	_, err = logical.Open(t.Context(), store, "p", query.All(), cp, cursor.Start, nil)
+	require.ErrorIs(t, err, logical.ErrSlotLost)
+
+	startRunner(t, store, "p", h, projConfig())
+	require.Eventually(t, func() bool {
+		st, err := projection.GetStatus(t.Context(), store, "p")
+		require.NoError(t, err)
+		return st.ErrorCount > 0 && strings.Contains(st.LastError, "slot") && strings.Contains(st.LastError, "lost")
+	}, deadline, 20*time.Millisecond)
+	require.Len(t, rows(), 2, "nothing delivered past the lost slot")
+}
+
+// TestSlotInvalidatedByMaxSlotWALKeepSize: a stopped reader whose slot the
+// server invalidates (wal_status 'lost') gets ErrSlotLost, and the status
+// reports it.
+func TestSlotInvalidatedByMaxSlotWALKeepSize(t *testing.T) {
+	store, pool := newStore(t)
+	ctx := t.Context()
+	useSlot(store, "r")
+	rd, err := logical.Open(ctx, store, "r", query.All(), logical.Checkpoint{}, cursor.Start, nil)
+	require.NoError(t, err)
+	b, err := rd.Next(ctx, 10, 10*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, rd.Close(ctx))
+
+	exec := func(sql string) {
+		_, err := pool.Exec(ctx, sql)
+		require.NoError(t, err)
+	}
+	exec(`ALTER SYSTEM SET max_slot_wal_keep_size = '1MB'`) // the package's own throwaway cluster
+	exec(`SELECT pg_reload_conf()`)
+	t.Cleanup(func() {
+		_, _ = pool.Exec(context.Background(), `ALTER SYSTEM RESET max_slot_wal_keep_size`)
+		_, _ = pool.Exec(context.Background(), `SELECT pg_reload_conf()`)
+	})
+	slot := logical.SlotName(store.Schema(), "r")
+	require.Eventually(t, func() bool {
+		appendN(t, store, 1)
+		exec(`SELECT pg_switch_wal()`)
+		exec(`CHECKPOINT`)
+		st, err := logical.GetSlotStatus(ctx, pool, slot)
+		require.NoError(t, err)
+		return st.WALStatus == "lost"
+	}, deadline, 10*time.Millisecond)
+	_, err = logical.Open(ctx, store, "r", query.All(), b.Checkpoint, cursor.Start, nil)
+	require.ErrorIs(t, err, logical.ErrSlotLost)
+	var lost *logical.SlotLostError
+	require.True(t, errors.As(err, &lost))
+	require.Equal(t, slot, lost.Slot)
+}
+
+func TestCheckpointText(t *testing.T) {
+	for _, cp := range []logical.Checkpoint{
+		{},
+		{LSN: 0x16B3748, Skip: 0},
+		{LSN: 0x1_0000_0010, Skip: 7},
+		{LSN: 5, Sync: &logical.Sync{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20, Xip: []uint64{11, 15}}, After: cursor.Cursor{TransactionID: 9, Position: 4}}},
+	} {
+		got, err := logical.ParseCheckpoint(cp.String())
+		require.NoError(t, err)
+		require.True(t, got.Equal(cp), "%s != %s", got, cp)
+	}
+	for _, bad := range []string{"x", "0/1", "0/1|-1", "0/1|a", "0/1|0|1:2:|3", "zz|0", "0/1|0|2:1:|0|0"} {
+		_, err := logical.ParseCheckpoint(bad)
+		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, bad)
+	}
+}

@@ -1,0 +1,582 @@
+package logical
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgproto3"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/pgcode"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Batch is what Next hands out.
+type Batch struct {
+	// Events match the reader's query: in commit order of their
+	// transactions, each transaction's events in position order. May be
+	// empty when only the checkpoint moved.
+	Events []eventstore.StoredEvent
+	// Checkpoint is where to resume after this batch: store it durably with
+	// what the batch did, then call Confirm with it.
+	Checkpoint Checkpoint
+	// Tail is a point in log order at or before which every event was
+	// delivered by this batch or an earlier one (a cursor without snapshot,
+	// safe as an AppendIf After, on an event that exists). It moves only past
+	// transactions that have ended, so an open transaction holds it (not the
+	// delivery). It is the Start value given to Open until the first sample
+	// of the log (taken after every batch) has been passed by the stream.
+	Tail cursor.Cursor
+}
+
+// Moved reports whether the batch moved the checkpoint or the tail past from.
+func (b Batch) Moved(from Checkpoint, tail cursor.Cursor) bool {
+	return !b.Checkpoint.Equal(from) || b.Tail != tail
+}
+
+// Reader streams the events of one reader (one slot) in commit order. It is
+// not safe for concurrent use: one goroutine calls Next and Confirm.
+type Reader struct {
+	store  *eventstore.Store
+	schema string
+	q      query.Query
+	cfg    Config
+	m      *pgtype.Map
+
+	conn *pgconn.PgConn // replication connection while streaming
+	rel  map[uint32]*relation
+
+	cp    Checkpoint // after everything handed out
+	flush pglogrepl.LSN
+	// skipAt and skipN: the resumed transaction (commit LSN) and how many of
+	// its rows to drop.
+	skipAt pglogrepl.LSN
+	skipN  int64
+	cur    *txn   // between Begin and Commit
+	ready  []*txn // committed, not yet handed out in full
+	// passed: every transaction whose commit record starts before it was
+	// handed out.
+	passed     pglogrepl.LSN
+	received   pglogrepl.LSN
+	nextStatus time.Time
+
+	tail    cursor.Cursor
+	pending *sample
+	pokedAt time.Time
+}
+
+type txn struct {
+	commit, end pglogrepl.LSN
+	rows        []eventstore.StoredEvent
+	off         int // rows consumed
+}
+
+// sample is a reading of the log: its tail point (the last event below the
+// snapshot's xmin) and the WAL insert position read after the snapshot. Once
+// the stream has passed lsn, every transaction visible in the snapshot was
+// handed out, so every event at or before tail was.
+type sample struct {
+	tail cursor.Cursor
+	lsn  pglogrepl.LSN
+}
+
+// Open starts reader name (one slot; see Config.Slot) over the events of
+// store matching q, resuming after from. A zero from starts over: an existing
+// slot of the reader is dropped, a new one created, and every event committed
+// before it is delivered first by a snapshot read of the log (in log order),
+// then the stream. tail is the log-order point last stored with from
+// (Batch.Tail), the start of the log for a zero from.
+//
+// Open fails with an error matching ErrSlotLost when from needs a slot that
+// is gone or invalidated.
+func Open(ctx context.Context, store *eventstore.Store, name string, q query.Query, from Checkpoint, tail cursor.Cursor, cfg *Config) (*Reader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("pgdcb: logical.Open: %w", err)
+	}
+	if err := q.Validate(); err != nil {
+		return nil, fmt.Errorf("pgdcb: logical.Open: %w", err)
+	}
+	r := &Reader{store: store, schema: store.Schema(), q: q, cfg: cfg.withDefaults(store.Schema(), name),
+		m: pgtype.NewMap(), rel: map[uint32]*relation{}, tail: tail}
+	pool := store.Pool()
+	if err := EnsurePublication(ctx, pool, r.schema, r.cfg.Publication); err != nil {
+		return nil, err
+	}
+	if from.IsZero() {
+		if err := r.create(ctx); err != nil {
+			return nil, err
+		}
+		return r, nil
+	}
+	st, err := GetSlotStatus(ctx, pool, r.cfg.Slot)
+	if err != nil {
+		return nil, err
+	}
+	switch {
+	case !st.Exists:
+		return nil, &SlotLostError{Slot: r.cfg.Slot, Reason: "it does not exist (dropped?) and the checkpoint " + from.String() + " needs it"}
+	case st.WALStatus == "lost":
+		return nil, &SlotLostError{Slot: r.cfg.Slot, Reason: "wal_status is lost (max_slot_wal_keep_size)"}
+	}
+	r.cp = from
+	r.flush = from.LSN
+	return r, nil
+}
+
+// Checkpoint is the position after everything Next handed out.
+func (r *Reader) Checkpoint() Checkpoint { return r.cp }
+
+// Slot is the reader's replication slot.
+func (r *Reader) Slot() string { return r.cfg.Slot }
+
+// create drops the reader's slot if it exists, creates it anew with an
+// exported snapshot and reads that snapshot, which the initial read then
+// follows (stored in the checkpoint, so it resumes after a restart).
+func (r *Reader) create(ctx context.Context) error {
+	pool := r.store.Pool()
+	st, err := GetSlotStatus(ctx, pool, r.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	conn, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if st.Exists {
+		// WAIT: a stream of an old leader may still hold it for a moment.
+		if err := pglogrepl.DropReplicationSlot(ctx, conn, r.cfg.Slot, pglogrepl.DropReplicationSlotOptions{Wait: true}); err != nil && pgcode.Of(err) != pgcode.UndefinedObject {
+			return fmt.Errorf("pgdcb: logical: dropping slot %s: %w", r.cfg.Slot, err)
+		}
+	}
+	res, err := pglogrepl.CreateReplicationSlot(ctx, conn, r.cfg.Slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{SnapshotAction: "EXPORT_SNAPSHOT"})
+	if err != nil {
+		return fmt.Errorf("pgdcb: logical: creating slot %s: %w", r.cfg.Slot, err)
+	}
+	lsn, err := pglogrepl.ParseLSN(res.ConsistentPoint)
+	if err != nil {
+		return fmt.Errorf("pgdcb: logical: slot %s: %w", r.cfg.Slot, err)
+	}
+	// The exported snapshot is valid until the replication connection runs
+	// its next command: read it now.
+	var text string
+	err = pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.RepeatableRead, AccessMode: pgx.ReadOnly}, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, `SET TRANSACTION SNAPSHOT '`+res.SnapshotName+`'`); err != nil {
+			return err
+		}
+		return tx.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&text)
+	})
+	if err != nil {
+		return fmt.Errorf("pgdcb: logical: reading slot %s's snapshot: %w", r.cfg.Slot, err)
+	}
+	snap, err := cursor.ParseSnapshot(text)
+	if err != nil {
+		return fmt.Errorf("pgdcb: logical: slot %s: %w", r.cfg.Slot, err)
+	}
+	r.cp = Checkpoint{LSN: lsn, Sync: &Sync{Snapshot: snap}}
+	r.flush = lsn
+	return nil
+}
+
+// connect opens a replication connection (replication=database) with the
+// pool's settings.
+func (r *Reader) connect(ctx context.Context) (*pgconn.PgConn, error) {
+	cc := r.store.Pool().Config().ConnConfig.Config.Copy()
+	if cc.RuntimeParams == nil {
+		cc.RuntimeParams = map[string]string{}
+	}
+	cc.RuntimeParams["replication"] = "database"
+	conn, err := pgconn.ConnectConfig(ctx, cc)
+	if err != nil {
+		return nil, fmt.Errorf("pgdcb: logical: replication connection: %w", err)
+	}
+	return conn, nil
+}
+
+// Close ends the stream (the slot stays, at the last confirmed position).
+func (r *Reader) Close(ctx context.Context) error {
+	if r.conn == nil {
+		return nil
+	}
+	err := r.conn.Close(ctx)
+	r.conn = nil
+	return err
+}
+
+// Confirm tells the server that everything before cp is durable, so the slot
+// may release the WAL before it. Call it only after cp was stored durably: on
+// a restart the server streams from the last confirmed position at the
+// earliest.
+func (r *Reader) Confirm(ctx context.Context, cp Checkpoint) error {
+	if cp.Sync != nil || cp.LSN <= r.flush {
+		return nil
+	}
+	r.flush = cp.LSN
+	return r.sendStatus(ctx, false)
+}
+
+func (r *Reader) sendStatus(ctx context.Context, reply bool) error {
+	if r.conn == nil {
+		return nil
+	}
+	write := r.received
+	if write < r.flush {
+		write = r.flush
+	}
+	r.nextStatus = time.Now().Add(r.cfg.StatusInterval)
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, r.conn, pglogrepl.StandbyStatusUpdate{
+		WALWritePosition: write, WALFlushPosition: r.flush, WALApplyPosition: r.flush, ReplyRequested: reply})
+	if err != nil {
+		return fmt.Errorf("pgdcb: logical: status update: %w", err)
+	}
+	return nil
+}
+
+// Next hands out up to max events (at least one unless wait ran out, then
+// the batch may be empty with a checkpoint that moved). It waits at most
+// wait for events.
+func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, error) {
+	if r.cp.Sync != nil {
+		return r.syncPage(ctx, max)
+	}
+	if r.conn == nil {
+		if err := r.start(ctx); err != nil {
+			return Batch{}, err
+		}
+	}
+	deadline := time.Now().Add(wait)
+	var linger time.Time // set once a batch has events: gather what follows at once
+	var evs []eventstore.StoredEvent
+	for {
+		evs = r.take(evs, max)
+		now := time.Now()
+		if len(evs) > 0 && linger.IsZero() {
+			linger = now.Add(lingerFor)
+		}
+		if len(evs) >= max || (!linger.IsZero() && !now.Before(linger)) || !now.Before(deadline) {
+			break
+		}
+		until := deadline
+		if !linger.IsZero() {
+			until = linger
+		}
+		if err := r.receive(ctx, until); err != nil {
+			return Batch{}, err
+		}
+	}
+	if err := r.sampleIfIdle(ctx); err != nil {
+		return Batch{}, err
+	}
+	return Batch{Events: evs, Checkpoint: r.cp, Tail: r.tail}, nil
+}
+
+// lingerFor is how long Next keeps reading after its first event, so that
+// a backlog of small transactions comes in full batches.
+const lingerFor = time.Millisecond
+
+// pokeEvery bounds how often a reader with a sample to pass asks the server
+// for its position.
+const pokeEvery = 20 * time.Millisecond
+
+// take moves up to max matching events of committed transactions into evs.
+func (r *Reader) take(evs []eventstore.StoredEvent, max int) []eventstore.StoredEvent {
+	for len(r.ready) > 0 && len(evs) < max {
+		t := r.ready[0]
+		for t.off < len(t.rows) && len(evs) < max {
+			ev := t.rows[t.off]
+			t.off++
+			if r.q.Matches(ev.Type, ev.Tags) {
+				evs = append(evs, ev)
+			}
+		}
+		r.cp = Checkpoint{LSN: t.commit, Skip: int64(t.off)}
+		if t.off < len(t.rows) {
+			break
+		}
+		r.ready = r.ready[1:]
+		r.passed = t.end
+		r.passSample()
+	}
+	return evs
+}
+
+// passSample makes the pending sample the tail once the stream passed it.
+func (r *Reader) passSample() {
+	if r.pending != nil && r.passed >= r.pending.lsn {
+		if cursor.Compare(r.pending.tail.TransactionID, r.pending.tail.Position, r.tail.TransactionID, r.tail.Position) > 0 {
+			r.tail = r.pending.tail
+		}
+		r.pending = nil
+	}
+}
+
+// sampleIfIdle takes a new sample when none is pending.
+func (r *Reader) sampleIfIdle(ctx context.Context) error {
+	if r.pending != nil {
+		return nil
+	}
+	var (
+		s   sample
+		lsn string
+	)
+	schema := ident.Quote(r.schema)
+	// One statement, so one snapshot: the last event below its xmin (a
+	// backward range scan of events_log_order, one row), then the WAL insert
+	// position, read after the snapshot was taken: every commit visible in it
+	// ends at or before that position.
+	err := r.store.Pool().QueryRow(ctx, `SELECT coalesce(t.transaction_id, '0'), coalesce(t.position, 0), pg_current_wal_insert_lsn()::text
+		FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
+		LEFT JOIN LATERAL (SELECT transaction_id, position FROM `+schema+`.events
+			WHERE transaction_id < s.xmin ORDER BY transaction_id DESC, position DESC LIMIT 1) t ON true`).
+		Scan(&s.tail.TransactionID, &s.tail.Position, &lsn)
+	if err != nil {
+		return fmt.Errorf("pgdcb: logical: sampling the log: %w", err)
+	}
+	if s.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
+		return fmt.Errorf("pgdcb: logical: sampling the log: %w", err)
+	}
+	r.pending = &s
+	r.passSample()
+	return nil
+}
+
+// start begins streaming from the checkpoint.
+func (r *Reader) start(ctx context.Context) error {
+	st, err := GetSlotStatus(ctx, r.store.Pool(), r.cfg.Slot)
+	if err != nil {
+		return err
+	}
+	if !st.Exists {
+		return &SlotLostError{Slot: r.cfg.Slot, Reason: "it does not exist (dropped?) and the checkpoint " + r.cp.String() + " needs it"}
+	}
+	if st.WALStatus == "lost" {
+		return &SlotLostError{Slot: r.cfg.Slot, Reason: "wal_status is lost (max_slot_wal_keep_size)"}
+	}
+	conn, err := r.connect(ctx)
+	if err != nil {
+		return err
+	}
+	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, r.cp.LSN, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'"}})
+	if err != nil {
+		conn.Close(context.WithoutCancel(ctx))
+		if pgcode.Of(err) == pgcode.ObjectNotInPrerequisiteState {
+			var pe *pgconn.PgError
+			if errors.As(err, &pe) && !isSlotBusy(pe) {
+				return &SlotLostError{Slot: r.cfg.Slot, Reason: pe.Message}
+			}
+		}
+		return fmt.Errorf("pgdcb: logical: starting slot %s at %s: %w", r.cfg.Slot, r.cp.LSN, err)
+	}
+	r.conn = conn
+	r.skipAt, r.skipN = r.cp.LSN, r.cp.Skip
+	r.passed, r.received = r.cp.LSN, r.cp.LSN
+	r.cur, r.ready = nil, nil
+	r.rel = map[uint32]*relation{}
+	r.nextStatus = time.Now().Add(r.cfg.StatusInterval)
+	return nil
+}
+
+// isSlotBusy: the slot is in use by another process (an old leader whose
+// connection the server has not closed yet), worth retrying.
+func isSlotBusy(pe *pgconn.PgError) bool {
+	return strings.Contains(pe.Message, "is active for PID")
+}
+
+// receive handles one message of the stream, or returns when until passes.
+func (r *Reader) receive(ctx context.Context, until time.Time) error {
+	now := time.Now()
+	if !now.Before(r.nextStatus) {
+		if err := r.sendStatus(ctx, false); err != nil {
+			return err
+		}
+	}
+	idle := r.pending != nil && r.cur == nil && len(r.ready) == 0
+	if idle && now.Sub(r.pokedAt) >= pokeEvery {
+		// A sample waits for the stream to pass it and nothing is in
+		// flight: ask the server where its stream is.
+		r.pokedAt = now
+		if err := r.sendStatus(ctx, true); err != nil {
+			return err
+		}
+	}
+	d := until
+	if r.nextStatus.Before(d) {
+		d = r.nextStatus
+	}
+	if idle && r.pokedAt.Add(pokeEvery).Before(d) {
+		d = r.pokedAt.Add(pokeEvery)
+	}
+	rctx, cancel := context.WithDeadline(ctx, d)
+	msg, err := r.conn.ReceiveMessage(rctx)
+	cancel()
+	if err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if pgconn.Timeout(err) {
+			return nil
+		}
+		return fmt.Errorf("pgdcb: logical: stream of slot %s: %w", r.cfg.Slot, err)
+	}
+	switch msg := msg.(type) {
+	case *pgproto3.CopyData:
+		return r.copyData(ctx, msg.Data)
+	case *pgproto3.ErrorResponse:
+		return fmt.Errorf("pgdcb: logical: stream of slot %s: %w", r.cfg.Slot, pgconn.ErrorResponseToPgError(msg))
+	default:
+		return fmt.Errorf("pgdcb: logical: stream of slot %s: unexpected %T", r.cfg.Slot, msg)
+	}
+}
+
+func (r *Reader) copyData(ctx context.Context, data []byte) error {
+	if len(data) == 0 {
+		return nil
+	}
+	switch data[0] {
+	case pglogrepl.PrimaryKeepaliveMessageByteID:
+		ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+		if err != nil {
+			return fmt.Errorf("pgdcb: logical: keepalive: %w", err)
+		}
+		if ka.ServerWALEnd > r.received {
+			r.received = ka.ServerWALEnd
+		}
+		// Every commit that ends at or before the server's sent position
+		// was sent, before this message. With nothing in flight, the
+		// stream has passed that position.
+		if r.cur == nil && len(r.ready) == 0 && ka.ServerWALEnd > r.passed {
+			r.passed = ka.ServerWALEnd
+			if r.cp.LSN < r.passed {
+				r.cp = Checkpoint{LSN: r.passed}
+			}
+			r.passSample()
+		}
+		if ka.ReplyRequested {
+			return r.sendStatus(ctx, false)
+		}
+		return nil
+	case pglogrepl.XLogDataByteID:
+		xld, err := pglogrepl.ParseXLogData(data[1:])
+		if err != nil {
+			return fmt.Errorf("pgdcb: logical: XLogData: %w", err)
+		}
+		return r.logical(xld.WALData)
+	}
+	return nil
+}
+
+func (r *Reader) logical(data []byte) error {
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		return fmt.Errorf("pgdcb: logical: pgoutput: %w", err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		rel := newRelation(m, r.schema)
+		if rel.events {
+			if err := rel.check(); err != nil {
+				return err
+			}
+		}
+		r.rel[m.RelationID] = rel
+	case *pglogrepl.BeginMessage:
+		r.cur = &txn{commit: m.FinalLSN}
+	case *pglogrepl.InsertMessage:
+		rel := r.rel[m.RelationID]
+		if r.cur == nil || rel == nil {
+			return fmt.Errorf("pgdcb: logical: insert outside a transaction or of an unknown relation %d", m.RelationID)
+		}
+		if !rel.events {
+			return nil
+		}
+		ev, err := decodeEvent(rel, r.m, m.Tuple)
+		if err != nil {
+			return err
+		}
+		r.cur.rows = append(r.cur.rows, ev)
+	case *pglogrepl.CommitMessage:
+		t := r.cur
+		r.cur = nil
+		if t == nil {
+			return errors.New("pgdcb: logical: commit without begin")
+		}
+		t.commit, t.end = m.CommitLSN, m.TransactionEndLSN
+		if t.end > r.received {
+			r.received = t.end
+		}
+		switch {
+		case t.commit < r.skipAt:
+			return nil // consumed before the restart
+		case t.commit == r.skipAt:
+			t.off = int(min(r.skipN, int64(len(t.rows))))
+		}
+		r.ready = append(r.ready, t)
+	}
+	return nil
+}
+
+// syncPage delivers the next page of the initial snapshot read.
+func (r *Reader) syncPage(ctx context.Context, max int) (Batch, error) {
+	sy := r.cp.Sync
+	snap := sy.Snapshot.String()
+	// events_log_order: a range scan from the sync cursor up to the
+	// snapshot's xmax, in log order; the snapshot test is a filter.
+	rows, err := r.store.Pool().Query(ctx, `SELECT position, transaction_id, type, tags, data, metadata, event_id, occurred_at
+		FROM `+ident.Quote(r.schema)+`.events
+		WHERE (transaction_id, position) > ($2::xid8, $3) AND transaction_id < pg_snapshot_xmax($1::pg_snapshot)
+		  AND pg_visible_in_snapshot(transaction_id, $1::pg_snapshot)
+		ORDER BY transaction_id, position LIMIT $4`, snap, sy.After.TransactionID, sy.After.Position, max)
+	if err != nil {
+		return Batch{}, fmt.Errorf("pgdcb: logical: initial read: %w", err)
+	}
+	evs, n, last, err := scanEvents(rows, r.q)
+	if err != nil {
+		return Batch{}, fmt.Errorf("pgdcb: logical: initial read: %w", err)
+	}
+	if n < max {
+		r.cp = Checkpoint{LSN: r.cp.LSN} // done: the stream follows
+	} else {
+		r.cp = Checkpoint{LSN: r.cp.LSN, Sync: &Sync{Snapshot: sy.Snapshot, After: last}}
+	}
+	return Batch{Events: evs, Checkpoint: r.cp, Tail: r.tail}, nil
+}
+
+// scanEvents reads rows of events, keeping those matching q; n counts all.
+func scanEvents(rows pgx.Rows, q query.Query) (evs []eventstore.StoredEvent, n int, last cursor.Cursor, err error) {
+	defer rows.Close()
+	for rows.Next() {
+		var (
+			ev   eventstore.StoredEvent
+			tgs  []string
+			meta []byte
+			id   pgtype.UUID
+		)
+		if err := rows.Scan(&ev.Position, &ev.TransactionID, &ev.Type, &tgs, &ev.Data, &meta, &id, &ev.OccurredAt); err != nil {
+			return nil, 0, last, err
+		}
+		n++
+		last = cursor.Cursor{TransactionID: ev.TransactionID, Position: ev.Position}
+		if ev.Tags, err = parseTags(tgs); err != nil {
+			return nil, 0, last, err
+		}
+		ev.Metadata = meta
+		if id.Valid {
+			ev.ID = id.Bytes
+		}
+		if q.Matches(ev.Type, ev.Tags) {
+			evs = append(evs, ev)
+		}
+	}
+	return evs, n, last, rows.Err()
+}
