@@ -24,6 +24,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -84,6 +85,13 @@ type Config struct {
 	Identity string
 	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
 	Reset ResetFunc
+	// Logical, when set, feeds the projection from logical decoding (package
+	// logical): events in commit order from a replication slot of its own, so
+	// that an open transaction in the same database does not delay it. The
+	// server needs wal_level=logical and a role with REPLICATION
+	// (docs/SUBSCRIPTIONS.md "Logical decoding mode"). Handlers are
+	// unchanged. Default nil: tail reads.
+	Logical *logical.Config
 	// Metrics records batches, errors, lag and leadership. Default none.
 	Metrics *subscription.Metrics
 	// Logger receives the projection's logs: failures (batches, elections,
@@ -107,6 +115,9 @@ func (c *Config) validate() error {
 		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
 		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts).Note("RetryForever never gives up"),
 	); err != nil {
+		return err
+	}
+	if err := c.Logical.Validate(); err != nil {
 		return err
 	}
 	if !utf8.ValidString(c.Identity) || strings.IndexByte(c.Identity, 0) >= 0 {
@@ -170,6 +181,12 @@ type Runner struct {
 	leading atomic.Bool
 	ensured atomic.Bool
 	waker   atomic.Pointer[wake.Waker]
+
+	// Logical mode, used by the leading goroutine only: the open stream and
+	// the checkpoint stored when it was last written.
+	reader   *logical.Reader
+	base     logical.Checkpoint
+	baseTail cursor.Cursor
 }
 
 // New returns a Runner of the projection name over the events matching q.
@@ -299,6 +316,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		r.cfg.Metrics.Leader(r.name, true)
 		r.cfg.Logger.DebugContext(ctx, "pgdcb: projection: leading", "name", r.name, "pid", conn.PgConn().PID())
 		err = r.lead(ctx, conn, w)
+		r.closeReader(ctx)
 		r.leading.Store(false)
 		r.cfg.Metrics.Leader(r.name, false)
 		// Closing the connection releases the session lock.
@@ -374,7 +392,15 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *wake.Waker) error 
 	}
 	lastWrite = time.Now()
 	for {
-		res, err := r.batch(ctx, conn, &lag, time.Since(lastWrite) >= r.cfg.HeartbeatInterval)
+		var (
+			res batchResult
+			err error
+		)
+		if r.cfg.Logical != nil {
+			res, err = r.batchLogical(ctx, conn, lastWrite)
+		} else {
+			res, err = r.batch(ctx, conn, &lag, time.Since(lastWrite) >= r.cfg.HeartbeatInterval)
+		}
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -412,8 +438,9 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *wake.Waker) error 
 				}
 			}
 			lastWrite = time.Now()
+			r.slotMetric(ctx)
 		}
-		if res.full {
+		if res.full || res.waited {
 			continue
 		}
 		wait := r.cfg.PollInterval
@@ -457,6 +484,8 @@ type batchResult struct {
 	n     int
 	full  bool
 	wrote bool
+	// waited: the read already waited for events (logical mode).
+	waited bool
 }
 
 // batch runs one batch in one READ COMMITTED transaction on the leader's

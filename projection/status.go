@@ -121,9 +121,15 @@ func Reset(ctx context.Context, store *eventstore.Store, name string, clear Rese
 				return fmt.Errorf("pgdcb: projection: reset %q: clearing the read model: %w", name, err)
 			}
 		}
+		// A logical projection's slot goes too (it would retain WAL until
+		// the projection runs again); an active one is replaced by its
+		// reader, fenced by this reset.
+		if err := resetSlot(ctx, tx, store.Schema(), name); err != nil {
+			return fmt.Errorf("pgdcb: projection: reset %q: dropping the replication slot: %w", name, err)
+		}
 		// checkpoints primary key.
 		_, err := tx.Exec(ctx, `UPDATE `+ident.Schema(store)+`.checkpoints SET transaction_id = '0', position = 0,
-			status = 'ACTIVE', error_count = 0, last_error = NULL, updated_at = now() WHERE name = $1`, name)
+			logical_checkpoint = NULL, status = 'ACTIVE', error_count = 0, last_error = NULL, updated_at = now() WHERE name = $1`, name)
 		if err != nil {
 			return fmt.Errorf("pgdcb: projection: reset %q: %w", name, err)
 		}

@@ -25,6 +25,8 @@ type Metrics struct {
 	horizonHeld *prometheus.GaugeVec
 	leader      *prometheus.GaugeVec
 	failed      *prometheus.GaugeVec
+	slotWAL     *prometheus.GaugeVec
+	slotLost    *prometheus.GaugeVec
 	all         []prometheus.Collector
 }
 
@@ -49,8 +51,12 @@ func NewMetrics() *Metrics {
 			Name: "leader", Help: "1 while this process holds the reader's leader lock."}, l),
 		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
 			Name: "failed", Help: "1 while the reader's checkpoint is FAILED."}, l),
+		slotWAL: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "slot_retained_wal_bytes", Help: "WAL the reader's replication slot keeps from being recycled (pg_current_wal_lsn() - restart_lsn; logical decoding mode only)."}, l),
+		slotLost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "slot_lost", Help: "1 when the reader's replication slot was invalidated (wal_status 'lost'; logical decoding mode only)."}, l),
 	}
-	m.all = []prometheus.Collector{m.batches, m.events, m.errors, m.lagEvents, m.lagSeconds, m.horizonHeld, m.leader, m.failed}
+	m.all = []prometheus.Collector{m.batches, m.events, m.errors, m.lagEvents, m.lagSeconds, m.horizonHeld, m.leader, m.failed, m.slotWAL, m.slotLost}
 	return m
 }
 
@@ -107,4 +113,18 @@ func (m *Metrics) Failed(name string, failed bool) {
 		v = 1
 	}
 	m.failed.WithLabelValues(name).Set(v)
+}
+
+// Slot records the WAL a logical reader's replication slot retains, and
+// whether the slot was invalidated.
+func (m *Metrics) Slot(name string, retainedBytes int64, lost bool) {
+	if m == nil {
+		return
+	}
+	m.slotWAL.WithLabelValues(name).Set(float64(retainedBytes))
+	v := 0.0
+	if lost {
+		v = 1
+	}
+	m.slotLost.WithLabelValues(name).Set(v)
 }

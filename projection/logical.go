@@ -1,0 +1,168 @@
+package projection
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/subscription"
+)
+
+// batchLogical is batch in logical mode (Config.Logical). The events come
+// from the reader's stream before the transaction begins; the transaction
+// then checks the checkpoint row (status, and that the stored logical
+// checkpoint is the one the stream resumed from), calls the handler and moves
+// both the logical checkpoint and the log-order cursor by compare-and-set.
+// Only after the commit is the position confirmed to the server. Whenever a
+// batch is not committed, the stream is closed and reopened from the stored
+// checkpoint, so nothing it had read is lost or applied twice.
+func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite time.Time) (batchResult, error) {
+	var res batchResult
+	schema := ident.Schema(r.store)
+	if r.reader == nil {
+		var text string
+		// checkpoints primary key.
+		err := conn.QueryRow(ctx, `SELECT status, transaction_id, position, coalesce(logical_checkpoint, '')
+			FROM `+schema+`.checkpoints WHERE name = $1`, r.name).Scan(&res.state, &r.baseTail.TransactionID, &r.baseTail.Position, &text)
+		if err != nil {
+			return res, fmt.Errorf("pgdcb: projection %q: reading checkpoint: %w", r.name, err)
+		}
+		if res.state != Active {
+			return res, nil
+		}
+		if r.base, err = logical.ParseCheckpoint(text); err != nil {
+			return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
+		}
+		rd, err := logical.Open(ctx, r.store, r.name, r.q, r.base, r.baseTail, r.cfg.Logical)
+		if err != nil {
+			return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
+		}
+		r.reader = rd
+	}
+	res.state = Active
+	b, err := r.reader.Next(ctx, r.cfg.BatchSize, r.cfg.PollInterval)
+	if err != nil {
+		r.closeReader(ctx)
+		return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
+	}
+	res.n = len(b.Events)
+	res.full = res.n == r.cfg.BatchSize
+	res.waited = true
+	if res.n > 0 {
+		last := b.Events[res.n-1]
+		r.cfg.Metrics.Lag(r.name, subscription.Lag{Behind: max(0, time.Since(last.OccurredAt))})
+	}
+	// Decided after the read, which waited: the heartbeat would otherwise
+	// always come first, and an idle move would never be written.
+	writeIdle := time.Since(lastWrite) >= r.cfg.HeartbeatInterval
+	moved := b.Moved(r.base, r.baseTail)
+	if !moved || (res.n == 0 && !writeIdle) {
+		return res, nil
+	}
+	committed := false
+	defer func() {
+		if !committed {
+			r.closeReader(ctx)
+		}
+	}()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return res, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	var text string
+	// checkpoints primary key.
+	err = tx.QueryRow(ctx, `SELECT status, coalesce(logical_checkpoint, '') FROM `+schema+`.checkpoints WHERE name = $1`, r.name).
+		Scan(&res.state, &text)
+	if err != nil {
+		return res, fmt.Errorf("pgdcb: projection %q: reading checkpoint: %w", r.name, err)
+	}
+	if res.state != Active {
+		return res, nil
+	}
+	if text != r.base.String() {
+		return res, errFenced
+	}
+	if res.n > 0 {
+		if err := r.h(ctx, tx, b.Events); err != nil {
+			return res, &HandlerError{Name: r.name, Cursor: r.baseTail, Err: err}
+		}
+	}
+	// checkpoints primary key. Compare-and-set on the logical checkpoint and
+	// the cursor, as in batch.
+	tag, err := tx.Exec(ctx, `UPDATE `+schema+`.checkpoints
+		SET transaction_id = $2::xid8, position = $3, logical_checkpoint = nullif($4, ''), error_count = 0, leader = $8,
+		    heartbeat_at = now(), updated_at = now()
+		WHERE name = $1 AND coalesce(logical_checkpoint, '') = $5 AND transaction_id = $6::xid8 AND position = $7 AND status = 'ACTIVE'`,
+		r.name, b.Tail.TransactionID, b.Tail.Position, b.Checkpoint.String(), r.base.String(),
+		r.baseTail.TransactionID, r.baseTail.Position, r.cfg.Identity)
+	if err != nil {
+		return res, fmt.Errorf("pgdcb: projection %q: moving checkpoint: %w", r.name, err)
+	}
+	if tag.RowsAffected() != 1 {
+		return res, errFenced
+	}
+	if err := tx.Commit(ctx); err != nil {
+		return res, fmt.Errorf("pgdcb: projection %q: commit: %w", r.name, err)
+	}
+	committed = true
+	res.wrote = true
+	r.base, r.baseTail = b.Checkpoint, b.Tail
+	if res.n > 0 {
+		r.cfg.Metrics.Batch(r.name, res.n)
+	}
+	if err := r.reader.Confirm(ctx, b.Checkpoint); err != nil {
+		// Durable already; the server learns the position at the next
+		// confirmation, or streams a little again after a restart.
+		r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: confirming the stream position failed", "name", r.name, "err", err)
+		r.closeReader(ctx)
+	}
+	return res, nil
+}
+
+// closeReader ends the logical stream, if any; the next batch reopens it from
+// the stored checkpoint.
+func (r *Runner) closeReader(ctx context.Context) {
+	if r.reader == nil {
+		return
+	}
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	_ = r.reader.Close(cctx)
+	r.reader = nil
+}
+
+// slotMetric records the WAL the projection's slot retains (logical mode).
+func (r *Runner) slotMetric(ctx context.Context) {
+	if r.cfg.Logical == nil || r.cfg.Metrics == nil {
+		return
+	}
+	slot := r.cfg.Logical.Slot
+	if slot == "" {
+		slot = logical.SlotName(r.store.Schema(), r.name)
+	}
+	st, err := logical.GetSlotStatus(ctx, r.store.Pool(), slot)
+	if err != nil {
+		r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: reading the slot's status failed", "name", r.name, "err", err)
+		return
+	}
+	r.cfg.Metrics.Slot(r.name, st.RetainedBytes, st.WALStatus == "lost")
+}
+
+// resetSlot drops the default slot of projection name, unless a reader
+// streams from it (that reader's next batch is fenced by the reset
+// checkpoint, and it then replaces the slot itself).
+func resetSlot(ctx context.Context, tx pgx.Tx, schema, name string) error {
+	// pg_replication_slots: one row per slot.
+	_, err := tx.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+		WHERE slot_name = $1 AND NOT active`, logical.SlotName(schema, name))
+	return err
+}
