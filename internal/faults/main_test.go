@@ -39,6 +39,10 @@ const (
 var clusterSettings = map[string]string{
 	"synchronous_commit": "on",
 	"max_connections":    "120",
+	// The logical decoding mode's scenarios (logical_test.go).
+	"wal_level":             "logical",
+	"max_replication_slots": "20",
+	"max_wal_senders":       "20",
 }
 
 var (

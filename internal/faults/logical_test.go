@@ -1,0 +1,337 @@
+package faults_test
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/projection"
+)
+
+// The logical decoding mode's scenarios: a projection fed by a replication
+// slot (projection.Config.Logical), in a read model that records the order
+// it handled events in. Transactions of 37 events in batches of 100 split
+// transactions across batches, so resuming inside one is exercised.
+const logicalTxSize = 37
+
+func logicalConfig() *projection.Config {
+	c := projConfig()
+	c.Logical = &logical.Config{}
+	c.MaxAttempts = projection.RetryForever
+	return c
+}
+
+func createOrderedRM(t *testing.T, e *env) {
+	t.Helper()
+	_, err := e.admin.Exec(t.Context(), `CREATE TABLE `+e.quoted+`.rm (seq bigserial PRIMARY KEY, position bigint NOT NULL, tx xid8 NOT NULL)`)
+	require.NoError(t, err)
+}
+
+func insertOrderedRows(quoted string) projection.Handler {
+	return func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		pos := make([]int64, len(evs))
+		txs := make([]string, len(evs))
+		for i, ev := range evs {
+			pos[i], txs[i] = ev.Position, fmt.Sprint(ev.TransactionID)
+		}
+		_, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.rm (position, tx) SELECT * FROM unnest($1::bigint[], $2::text[]::xid8[])`, pos, txs)
+		return err
+	}
+}
+
+// logicalVerdict compares the read model with the P events stored.
+type logicalVerdict struct {
+	rows, distinct, missing, extra int
+	// groups are the transactions in the order the read model got them;
+	// split is how many transactions were not contiguous or not in
+	// position order.
+	groups []uint64
+	split  int
+}
+
+func verifyLogical(t *testing.T, e *env) logicalVerdict {
+	t.Helper()
+	var v logicalVerdict
+	ctx := t.Context()
+	require.NoError(t, e.admin.QueryRow(ctx, `SELECT count(*), count(DISTINCT position) FROM `+e.quoted+`.rm`).Scan(&v.rows, &v.distinct))
+	require.NoError(t, e.admin.QueryRow(ctx, `SELECT count(*) FROM `+e.quoted+`.events e WHERE type = 'P'
+		AND NOT EXISTS (SELECT 1 FROM `+e.quoted+`.rm r WHERE r.position = e.position)`).Scan(&v.missing))
+	require.NoError(t, e.admin.QueryRow(ctx, `SELECT count(*) FROM `+e.quoted+`.rm r
+		WHERE NOT EXISTS (SELECT 1 FROM `+e.quoted+`.events e WHERE e.position = r.position AND e.transaction_id = r.tx AND e.type = 'P')`).Scan(&v.extra))
+	rows, err := e.admin.Query(ctx, `SELECT position, tx::text::bigint FROM `+e.quoted+`.rm ORDER BY seq`)
+	require.NoError(t, err)
+	seen := map[uint64]bool{}
+	var lastPos int64
+	for rows.Next() {
+		var (
+			pos int64
+			tx  uint64
+		)
+		require.NoError(t, rows.Scan(&pos, &tx))
+		if len(v.groups) == 0 || v.groups[len(v.groups)-1] != tx {
+			if seen[tx] {
+				v.split++
+			}
+			seen[tx] = true
+			v.groups = append(v.groups, tx)
+		} else if pos <= lastPos {
+			v.split++
+		}
+		lastPos = pos
+	}
+	require.NoError(t, rows.Err())
+	return v
+}
+
+func runLogicalProjection(t *testing.T, store *eventstore.Store, quoted string) (stop func()) {
+	t.Helper()
+	r, err := projection.New(store, "rm", projQ, insertOrderedRows(quoted), logicalConfig())
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+func dropLogicalSlot(t *testing.T, e *env) {
+	t.Cleanup(func() {
+		_ = serverExec(context.Background(), `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+			WHERE NOT active AND slot_name = '`+logical.SlotName(e.schema, "rm")+`'`)
+	})
+}
+
+// Scenario L1. A logical projection runs while one writer appends
+// transactions of 37 events and the server crashes twice (pg_ctl stop -m
+// immediate). A transaction that appended first and committed later must be
+// delivered after the transactions that committed before it. At the end the
+// read model holds every stored event exactly once, each transaction whole
+// and contiguous, in commit order.
+func TestLogicalProjectionServerCrash(t *testing.T) {
+	s := cluster(t)
+	began := time.Now()
+	e := newEnv(t)
+	dropLogicalSlot(t, e)
+	pool := newPool(t, "faults_logical", 6, nil)
+	store := e.store(t, pool, nil)
+	createOrderedRM(t, e)
+	rmCount := func() int {
+		var n int
+		if err := e.admin.QueryRow(context.Background(), `SELECT count(*) FROM `+e.quoted+`.rm`).Scan(&n); err != nil {
+			return -1 // the server is down
+		}
+		return n
+	}
+	runLogicalProjection(t, store, e.quoted)
+
+	// The writer: sequential appends, so commit order is append order.
+	var (
+		mu     sync.Mutex
+		acked  []uint64 // transaction ids, in commit order
+		failed int
+	)
+	wctx, wstop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for i := 0; wctx.Err() == nil; i++ {
+			res, err := store.Append(wctx, batch("P", fmt.Sprint("w-", i), logicalTxSize))
+			mu.Lock()
+			if err == nil {
+				acked = append(acked, res.TransactionID)
+			} else {
+				failed++
+			}
+			mu.Unlock()
+			if err != nil {
+				time.Sleep(20 * time.Millisecond)
+			}
+		}
+	})
+	defer func() { wstop(); wg.Wait() }()
+	ackedN := func() int { mu.Lock(); defer mu.Unlock(); return len(acked) }
+
+	require.Eventually(t, func() bool { return rmCount() > 0 }, 60*time.Second, 10*time.Millisecond, "the projection delivers")
+	// The early transaction: appends now, commits after later ones.
+	early, err := pool.Begin(t.Context())
+	require.NoError(t, err)
+	er, err := store.AppendTx(t.Context(), early, batch("P", "early", 3))
+	require.NoError(t, err)
+	n0 := ackedN()
+	require.Eventually(t, func() bool { return ackedN() >= n0+3 }, 60*time.Second, 5*time.Millisecond)
+	mu.Lock()
+	before := len(acked)
+	mu.Unlock()
+	require.NoError(t, early.Commit(t.Context()))
+
+	var recovery time.Duration
+	for round := range 2 {
+		n := rmCount()
+		require.Eventually(t, func() bool { return rmCount() > n }, 60*time.Second, 10*time.Millisecond, "delivery before crash %d", round)
+		require.NoError(t, s.Crash(t.Context()), "crash %d", round)
+		restart := time.Now()
+		require.NoError(t, s.Start(t.Context()), "start %d", round)
+		n = max(rmCount(), 0)
+		require.Eventually(t, func() bool { return rmCount() > n }, 60*time.Second, 10*time.Millisecond, "delivery after crash %d", round)
+		recovery = max(recovery, time.Since(restart))
+	}
+	wstop()
+	wg.Wait()
+
+	var stored int
+	require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM `+e.quoted+`.events WHERE type = 'P'`).Scan(&stored))
+	require.Eventually(t, func() bool { return rmCount() >= stored }, 60*time.Second, 10*time.Millisecond, "the projection catches up")
+	v := verifyLogical(t, e)
+
+	// Commit order: the writer's transactions in the order acknowledged
+	// (ids ascending: one writer), the early one after the writer's
+	// transactions acknowledged before it committed.
+	idx := map[uint64]int{}
+	for i, tx := range v.groups {
+		idx[tx] = i
+	}
+	mu.Lock()
+	ackedCopy := append([]uint64(nil), acked...)
+	failedN := failed
+	mu.Unlock()
+	disorder := 0
+	for i := 1; i < len(v.groups); i++ {
+		a, b := v.groups[i-1], v.groups[i]
+		if a != er.TransactionID && b != er.TransactionID && a > b {
+			disorder++
+		}
+	}
+	earlyPos, ok := idx[er.TransactionID]
+	require.True(t, ok, "the early transaction was delivered")
+	for _, tx := range ackedCopy[:before] {
+		if idx[tx] > earlyPos {
+			disorder++
+		}
+	}
+	require.Less(t, er.TransactionID, ackedCopy[before-1], "the early transaction has a lower id than those that committed before it")
+
+	f := figures{Scenario: "L1 logical projection, 2 crashes", Attempts: len(ackedCopy) + failedN, Acked: len(ackedCopy),
+		Definite: failedN, Lost: v.missing, Duplicated: v.rows - v.distinct, Partial: v.split,
+		Recovery: recovery, Elapsed: time.Since(began),
+		Note: fmt.Sprintf("%d events in %d transactions delivered in commit order (out of order: %d); the early transaction delivered after %d later-id ones", v.rows, len(v.groups), disorder, before)}
+	record(t, f)
+	require.Zero(t, v.missing, "events missing from the read model")
+	require.Zero(t, v.rows-v.distinct, "events projected twice")
+	require.Zero(t, v.extra, "rows of no event")
+	require.Zero(t, v.split, "a transaction's events not contiguous or not in position order")
+	require.Zero(t, disorder, "transactions not in commit order")
+}
+
+// TestHelperLogicalProjection is the child process of
+// TestLogicalProjectionSIGKILL: it runs the logical projection and prints
+// BATCH each time a batch's rows are written but not committed, then lingers
+// 30 ms there so that the parent can kill it.
+func TestHelperLogicalProjection(t *testing.T) {
+	if os.Getenv(childEnv) != "logical" {
+		t.Skip("child process of TestLogicalProjectionSIGKILL")
+	}
+	pool, err := pgxpool.New(context.Background(), os.Getenv(dsnEnv))
+	require.NoError(t, err)
+	schema := os.Getenv(schemaEnv)
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	require.NoError(t, err)
+	ins := insertOrderedRows(pgx.Identifier{schema}.Sanitize())
+	r, err := projection.New(store, "rm", projQ, func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		if err := ins(ctx, tx, evs); err != nil {
+			return err
+		}
+		fmt.Println("BATCH")
+		time.Sleep(30 * time.Millisecond)
+		return nil
+	}, logicalConfig())
+	require.NoError(t, err)
+	_ = r.Run(context.Background()) // until killed
+}
+
+// Scenario L2. A logical projection runs in a child process, which is
+// SIGKILLed inside a batch (rows written, not committed) or a little later,
+// in three rounds with transactions appended between them; then the
+// projection runs here to the end. Every event exactly once, transactions
+// whole and in commit order.
+func TestLogicalProjectionSIGKILL(t *testing.T) {
+	s := cluster(t)
+	began := time.Now()
+	e := newEnv(t)
+	dropLogicalSlot(t, e)
+	store := e.store(t, newPool(t, "faults_logical", 4, nil), nil)
+	createOrderedRM(t, e)
+	appendP := func(txs int) {
+		for i := range txs {
+			_, err := store.Append(t.Context(), batch("P", fmt.Sprint("p-", time.Now().UnixNano(), i), logicalTxSize))
+			require.NoError(t, err)
+		}
+	}
+	rmCount := func() int {
+		var n int
+		require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM `+e.quoted+`.rm`).Scan(&n))
+		return n
+	}
+	total := 0
+	var counts []int
+	for round := range 3 {
+		appendP(15)
+		total += 15 * logicalTxSize
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLogicalProjection$", "-test.count=1")
+		cmd.Env = append(os.Environ(), childEnv+"=logical", dsnEnv+"="+s.DSN(), schemaEnv+"="+e.schema)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		sc := bufio.NewScanner(out)
+		for n := 0; n < 2+round && sc.Scan(); {
+			if sc.Text() == "BATCH" {
+				n++
+			}
+		}
+		time.Sleep(time.Duration(round*13) * time.Millisecond)
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		counts = append(counts, rmCount())
+	}
+	require.Less(t, counts[len(counts)-1], total, "the children were killed before the end")
+
+	restart := time.Now()
+	runLogicalProjection(t, store, e.quoted)
+	require.Eventually(t, func() bool { return rmCount() >= total }, 60*time.Second, 10*time.Millisecond, "the projection catches up")
+	recovery := time.Since(restart)
+	v := verifyLogical(t, e)
+	disorder := 0
+	for i := 1; i < len(v.groups); i++ {
+		if v.groups[i-1] > v.groups[i] { // one sequential writer: commit order is id order
+			disorder++
+		}
+	}
+	f := figures{Scenario: "L2 logical projection SIGKILL", Attempts: 3, Acked: total, Lost: v.missing,
+		Duplicated: v.rows - v.distinct, Partial: v.split, Recovery: recovery, Elapsed: time.Since(began),
+		Note: fmt.Sprintf("3 children killed; rows committed when each died: %v; out of commit order: %d", counts, disorder)}
+	record(t, f)
+	require.Zero(t, v.missing, "events missing from the read model")
+	require.Zero(t, v.rows-v.distinct, "events projected twice")
+	require.Zero(t, v.extra, "rows of no event")
+	require.Zero(t, v.split, "a transaction's events not contiguous or not in position order")
+	require.Zero(t, disorder, "transactions not in commit order")
+	require.Equal(t, total, v.rows)
+}
