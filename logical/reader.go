@@ -69,9 +69,10 @@ type Reader struct {
 	received   pglogrepl.LSN
 	nextStatus time.Time
 
-	tail    cursor.Cursor
-	pending *sample
-	pokedAt time.Time
+	tail      cursor.Cursor
+	pending   *sample
+	sampledAt time.Time
+	pokedAt   time.Time
 }
 
 type txn struct {
@@ -254,6 +255,13 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 			return Batch{}, err
 		}
 	}
+	// Sample before waiting, not before handing a batch out: the query
+	// would add its round trip to every delivery.
+	if time.Since(r.sampledAt) >= sampleEvery {
+		if err := r.sampleIfIdle(ctx); err != nil {
+			return Batch{}, err
+		}
+	}
 	deadline := time.Now().Add(wait)
 	var linger time.Time // set once a batch has events: gather what follows at once
 	var evs []eventstore.StoredEvent
@@ -274,15 +282,15 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 			return Batch{}, err
 		}
 	}
-	if err := r.sampleIfIdle(ctx); err != nil {
-		return Batch{}, err
-	}
 	return Batch{Events: evs, Checkpoint: r.cp, Tail: r.tail}, nil
 }
 
 // lingerFor is how long Next keeps reading after its first event, so that
 // a backlog of small transactions comes in full batches.
 const lingerFor = time.Millisecond
+
+// sampleEvery bounds how often the log is sampled for the tail cursor.
+const sampleEvery = 20 * time.Millisecond
 
 // pokeEvery bounds how often a reader with a sample to pass asks the server
 // for its position.
@@ -346,6 +354,7 @@ func (r *Reader) sampleIfIdle(ctx context.Context) error {
 		return fmt.Errorf("pgdcb: logical: sampling the log: %w", err)
 	}
 	r.pending = &s
+	r.sampledAt = time.Now()
 	r.passSample()
 	return nil
 }

@@ -1,0 +1,257 @@
+package logical_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Environment of the benchmarks.
+const (
+	// BacklogEnv sets the catch-up backlog (default 200k events).
+	BacklogEnv = "PGDCB_BENCH_BACKLOG"
+	// RateEnv and SecondsEnv set the live load (default 2000 events/s for 5 s).
+	RateEnv    = "PGDCB_BENCH_RATE"
+	SecondsEnv = "PGDCB_BENCH_SECONDS"
+)
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil && v > 0 {
+		return v
+	}
+	return def
+}
+
+// counting is a handler that counts what it handled (and writes nothing but
+// the checkpoint), so that the figures are the read path's.
+func counting(n *atomic.Int64) projection.Handler {
+	return func(_ context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+		n.Add(int64(len(evs)))
+		return nil
+	}
+}
+
+func runProjection(b *testing.B, store *eventstore.Store, name string, h projection.Handler, logicalMode bool) (stop func()) {
+	cfg := &projection.Config{BatchSize: 1000, PollInterval: 10 * time.Millisecond, HeartbeatInterval: time.Second}
+	if logicalMode {
+		cfg.Logical = &logical.Config{}
+		useSlot(store, name)
+	}
+	r, err := projection.New(store, name, query.All(), h, cfg)
+	require.NoError(b, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	return func() {
+		cancel()
+		require.ErrorIs(b, <-done, context.Canceled)
+	}
+}
+
+func waitCount(b *testing.B, n *atomic.Int64, want int64) {
+	end := time.Now().Add(10 * time.Minute)
+	for n.Load() < want {
+		if time.Now().After(end) {
+			b.Fatalf("handled %d of %d", n.Load(), want)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// BenchmarkLogicalCatchUp: events/s through a projection (no-op handler,
+// batches of 1000) over a backlog loaded in transactions of 1000 events:
+// the tail read (the baseline), the logical stream of a slot that existed
+// before the backlog, and a new logical projection's initial snapshot read.
+//
+//	go test -run '^$' -bench LogicalCatchUp -benchtime 1x ./logical
+func BenchmarkLogicalCatchUp(b *testing.B) {
+	n := envInt(BacklogEnv, 200_000)
+	store, pool := newStore(b)
+	ctx := context.Background()
+
+	// The stream's slot exists before the backlog.
+	var lg atomic.Int64
+	stop := runProjection(b, store, "stream", counting(&lg), true)
+	_, err := store.Append(ctx, []eventstore.Event{event(b, "E", "k=v")})
+	require.NoError(b, err)
+	waitCount(b, &lg, 1)
+	stop()
+
+	for from := 0; from < n; from += 1000 {
+		_, err := pool.Exec(ctx, `INSERT INTO `+ident.Schema(store)+`.events (type, tags, data)
+			SELECT 'E', ARRAY['item=' || (g % 1000)], jsonb_build_object('n', g) FROM generate_series($1::int, $2::int) g`,
+			from, min(n, from+1000)-1)
+		require.NoError(b, err)
+	}
+	_, err = pool.Exec(ctx, `ANALYZE `+ident.Schema(store)+`.events`)
+	require.NoError(b, err)
+	total := int64(n + 1)
+
+	measure := func(name string, counter *atomic.Int64, want int64, logicalMode bool) float64 {
+		start := time.Now()
+		stop := runProjection(b, store, name, counting(counter), logicalMode)
+		waitCount(b, counter, want)
+		d := time.Since(start)
+		stop()
+		return float64(n) / d.Seconds()
+	}
+	b.ResetTimer()
+	var tl, li atomic.Int64
+	tail := measure("tail", &tl, total, false)
+	lg.Store(0)
+	stream := measure("stream", &lg, int64(n), true)
+	initial := measure("initial", &li, total, true)
+	b.ReportMetric(tail, "tail-ev/s")
+	b.ReportMetric(stream, "stream-ev/s")
+	b.ReportMetric(initial, "initial-ev/s")
+	b.ReportMetric(stream/tail, "stream/tail")
+	b.ReportMetric(initial/tail, "initial/tail")
+}
+
+// liveRun is one measured run of live delivery.
+type liveRun struct {
+	lats, acks []time.Duration
+	sent       int64
+}
+
+func (l *liveRun) pct(ds []time.Duration, p float64) float64 {
+	slices.Sort(ds)
+	return float64(ds[int(p*float64(len(ds)-1))].Microseconds()) / 1000
+}
+
+// runLive starts a projection (logical or tail) and appends at rate for secs
+// seconds with 8 appenders (one event per append); hold, when set, runs once
+// the projection streams and before the load.
+func runLive(b *testing.B, store *eventstore.Store, name string, logicalMode bool, rate, secs int, hold func()) *liveRun {
+	ctx := context.Background()
+	run := &liveRun{}
+	began := time.Now().UnixNano() // events of earlier runs are not this run's
+	var (
+		mu   sync.Mutex
+		seen atomic.Int64
+	)
+	h := func(_ context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+		now := time.Now()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, ev := range evs {
+			var d struct{ Sent int64 }
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			if d.Sent > began {
+				run.lats = append(run.lats, now.Sub(time.Unix(0, d.Sent)))
+			}
+		}
+		seen.Add(int64(len(evs)))
+		return nil
+	}
+	before, err := store.ReadTail(ctx, query.All(), cursor.Start, 0)
+	require.NoError(b, err)
+	stop := runProjection(b, store, name, h, logicalMode)
+	defer stop()
+	_, err = store.Append(ctx, []eventstore.Event{event(b, "E", "k=v")})
+	require.NoError(b, err)
+	waitCount(b, &seen, int64(len(before.Events))+1) // delivering (logical: the slot exists)
+	if hold != nil {
+		hold()
+	}
+	const writers = 8
+	per := time.Duration(float64(time.Second) * writers / float64(rate))
+	end := time.Now().Add(time.Duration(secs) * time.Second)
+	var (
+		sent atomic.Int64
+		wg   sync.WaitGroup
+		amu  sync.Mutex
+	)
+	tags := event(b, "E", "k=v").Tags
+	for range writers {
+		wg.Go(func() {
+			next := time.Now()
+			for next.Before(end) {
+				time.Sleep(time.Until(next))
+				next = next.Add(per)
+				t0 := time.Now()
+				data, _ := json.Marshal(map[string]int64{"Sent": t0.UnixNano()})
+				if _, err := store.Append(ctx, []eventstore.Event{{Type: "E", Tags: tags, Data: data}}); err != nil {
+					b.Error(err)
+					return
+				}
+				amu.Lock()
+				run.acks = append(run.acks, time.Since(t0)) // append → acknowledged: the floor of delivery latency
+				amu.Unlock()
+				sent.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	run.sent = sent.Load()
+	waitCount(b, &seen, int64(len(before.Events))+1+run.sent)
+	mu.Lock()
+	defer mu.Unlock()
+	return run
+}
+
+// BenchmarkLogicalLiveLatency: append → handler latency at a steady rate (8
+// appenders, one event per append, default 2000 events/s for 5 s) of a
+// logical projection while a transaction of the same database holds an xid
+// for the whole run, against the same load through the default tail read
+// with no transaction open (its best case) in the same run. With the holder
+// open, the tail read delivers none of the run's events (tail-delivered).
+//
+//	go test -run '^$' -bench LogicalLiveLatency -benchtime 1x ./logical
+func BenchmarkLogicalLiveLatency(b *testing.B) {
+	rate := envInt(RateEnv, 2000)
+	secs := envInt(SecondsEnv, 5)
+	store, pool := newStore(b)
+	ctx := context.Background()
+	b.ResetTimer()
+
+	base := runLive(b, store, "tail", false, rate, secs, nil)
+
+	var (
+		holder pgx.Tx
+		head   eventstore.TailBatch
+	)
+	lg := runLive(b, store, "live", true, rate, secs, func() {
+		var err error
+		holder, err = pool.Begin(ctx)
+		require.NoError(b, err)
+		require.NoError(b, holder.QueryRow(ctx, `SELECT pg_current_xact_id()`).Scan(new(uint64)))
+		head, err = store.ReadTail(ctx, query.All(), cursor.Start, 0)
+		require.NoError(b, err)
+	})
+	b.StopTimer()
+	defer holder.Rollback(context.Background())
+	// The holder is still open, and the tail read is held below it.
+	var still *uint64
+	require.NoError(b, holder.QueryRow(ctx, `SELECT pg_current_xact_id_if_assigned()`).Scan(&still))
+	require.NotNil(b, still)
+	tb, err := store.ReadTail(ctx, query.All(), head.Cursor, 0)
+	require.NoError(b, err)
+
+	b.ReportMetric(float64(lg.sent)/float64(secs), "ev/s")
+	b.ReportMetric(lg.pct(lg.lats, 0.5), "p50-ms")
+	b.ReportMetric(lg.pct(lg.lats, 0.99), "p99-ms")
+	b.ReportMetric(lg.pct(lg.acks, 0.99), "append-p99-ms")
+	b.ReportMetric(base.pct(base.lats, 0.5), "tail-nohold-p50-ms")
+	b.ReportMetric(base.pct(base.lats, 0.99), "tail-nohold-p99-ms")
+	b.ReportMetric(base.pct(base.acks, 0.99), "tail-run-append-p99-ms")
+	b.ReportMetric(float64(len(tb.Events)), "tail-delivered")
+}
