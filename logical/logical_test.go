@@ -440,3 +440,43 @@ func TestCheckpointText(t *testing.T) {
 		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, bad)
 	}
 }
+
+// TestPauseAndHandlerFailureResumeExactlyOnce: events read from the stream
+// by a batch that is not committed (the projection was paused, or the
+// handler failed) are read again from the stored checkpoint: each event is
+// handled once.
+func TestPauseAndHandlerFailureResumeExactlyOnce(t *testing.T) {
+	store, _ := newStore(t)
+	h, rows := readModel(t, store)
+	want := appendN(t, store, 2)
+	fail := make(chan struct{}, 1)
+	flaky := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		select {
+		case <-fail:
+			return errors.New("handler failed on purpose")
+		default:
+		}
+		return h(ctx, tx, evs)
+	}
+	startRunner(t, store, "p", flaky, projConfig())
+	waitRows(t, rows, 2)
+
+	fail <- struct{}{}
+	want = append(want, appendN(t, store, 3)...)
+	got := waitRows(t, rows, 5)
+	require.Equal(t, want, positions(got))
+	st, err := projection.GetStatus(t.Context(), store, "p")
+	require.NoError(t, err)
+	require.Contains(t, st.LastError, "on purpose")
+
+	require.NoError(t, projection.Pause(t.Context(), store, "p"))
+	more := appendN(t, store, 4)
+	// Paused: a batch that read them rolls back (observable: the status
+	// stays PAUSED and the read model does not move while the events are
+	// committed).
+	require.Never(t, func() bool { return len(rows()) > 5 }, 500*time.Millisecond, 20*time.Millisecond)
+	require.NoError(t, projection.Resume(t.Context(), store, "p"))
+	want = append(want, more...)
+	got = waitRows(t, rows, 9)
+	require.Equal(t, want, positions(got))
+}

@@ -1,0 +1,35 @@
+package logical_test
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// A projection in the logical decoding mode: the handler is the same as in
+// the default mode; only the Config changes. The server needs
+// wal_level=logical and the role REPLICATION. When the projection is removed
+// for good, drop its slot, or it retains WAL for ever.
+func Example() {
+	ctx := context.Background()
+	var store *eventstore.Store // eventstore.New(pool, nil)
+	if store == nil {
+		return // (a store on a server with wal_level=logical)
+	}
+	h := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		return nil // write the read model in tx
+	}
+	r, err := projection.New(store, "balances", query.All(), h, &projection.Config{Logical: &logical.Config{}})
+	if err != nil {
+		panic(err)
+	}
+	go r.Run(ctx)
+
+	// Later, when the projection is deleted:
+	_ = logical.DropSlot(ctx, store.Pool(), logical.SlotName(store.Schema(), "balances"))
+}
