@@ -71,6 +71,7 @@ type Reader struct {
 
 	tail      cursor.Cursor
 	pending   *sample
+	sconn     *pgx.Conn // for samples, connected on first use
 	sampledAt time.Time
 	pokedAt   time.Time
 }
@@ -204,8 +205,10 @@ func (r *Reader) connect(ctx context.Context) (*pgconn.PgConn, error) {
 	return conn, nil
 }
 
-// Close ends the stream (the slot stays, at the last confirmed position).
+// Close ends the stream and closes the reader's connections (the slot stays,
+// at the last confirmed position).
 func (r *Reader) Close(ctx context.Context) error {
+	r.closeSampleConn(ctx)
 	if r.conn == nil {
 		return nil
 	}
@@ -342,12 +345,17 @@ func (r *Reader) sampleIfIdle(ctx context.Context) error {
 	// backward range scan of events_log_order, one row), then the WAL insert
 	// position, read after the snapshot was taken: every commit visible in it
 	// ends at or before that position.
-	err := r.store.Pool().QueryRow(ctx, `SELECT coalesce(t.transaction_id, '0'), coalesce(t.position, 0), pg_current_wal_insert_lsn()::text
+	db, err := r.sampleConn(ctx)
+	if err != nil {
+		return err
+	}
+	err = db.QueryRow(ctx, `SELECT coalesce(t.transaction_id, '0'), coalesce(t.position, 0), pg_current_wal_insert_lsn()::text
 		FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM `+schema+`.events
 			WHERE transaction_id < s.xmin ORDER BY transaction_id DESC, position DESC LIMIT 1) t ON true`).
 		Scan(&s.tail.TransactionID, &s.tail.Position, &lsn)
 	if err != nil {
+		r.closeSampleConn(ctx)
 		return fmt.Errorf("pgdcb: logical: sampling the log: %w", err)
 	}
 	if s.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
@@ -357,6 +365,29 @@ func (r *Reader) sampleIfIdle(ctx context.Context) error {
 	r.sampledAt = time.Now()
 	r.passSample()
 	return nil
+}
+
+// sampleConn is the reader's own connection for its samples of the log: on
+// the pool they would queue behind the application's appends, and every
+// delivery waits for the sample before it (measured: live p99 715 ms against
+// 109 ms with 8 appenders on a pool of 8).
+func (r *Reader) sampleConn(ctx context.Context) (*pgx.Conn, error) {
+	if r.sconn != nil && !r.sconn.IsClosed() {
+		return r.sconn, nil
+	}
+	conn, err := pgx.ConnectConfig(ctx, r.store.Pool().Config().ConnConfig.Copy())
+	if err != nil {
+		return nil, fmt.Errorf("pgdcb: logical: sampling connection: %w", err)
+	}
+	r.sconn = conn
+	return conn, nil
+}
+
+func (r *Reader) closeSampleConn(ctx context.Context) {
+	if r.sconn != nil {
+		_ = r.sconn.Close(ctx)
+		r.sconn = nil
+	}
 }
 
 // start begins streaming from the checkpoint.
