@@ -21,6 +21,7 @@ CREATE TABLE pgdcb.checkpoints (
     leader text,
     heartbeat_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    logical_checkpoint text,
     CONSTRAINT checkpoints_pkey PRIMARY KEY (name),
     CONSTRAINT checkpoints_status_check CHECK ((status = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'FAILED'::text])))
 );
