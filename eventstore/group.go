@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"slices"
@@ -20,15 +21,22 @@ import (
 // Group commit (on unless Config.GroupCommitDisabled, docs/GROUPCOMMIT.md).
 //
 // A call that finds the queue empty and fewer than GroupSenders senders at
-// work is sent at once by its caller, as without grouping (it holds a
-// sender's place meanwhile; if calls queued behind it, a sender goroutine
-// takes its place when it is done). Otherwise the call queues, and starts a
-// sender goroutine if there are fewer than GroupSenders. A sender acquires a
-// pooled connection, then takes everything queued (within the limits, see
-// takeGroupLocked) and sends it as one call of append_group (a group of one
-// goes through append_events, exactly the path without grouping); it repeats
-// until the queue is empty. With one writer every call is sent at once: no
-// waiting for company.
+// work is sent at once by its caller (it holds a sender's place meanwhile;
+// if calls queued behind it, a sender goroutine takes its place when it is
+// done). Otherwise the call queues, and starts a sender goroutine if there
+// are fewer than GroupSenders. A sender acquires a pooled connection, then
+// takes everything queued (within the limits, see takeGroupLocked) and sends
+// it as one call of append_group; it repeats until the queue is empty. With
+// one writer every call is sent at once: no waiting for company.
+//
+// Nothing sent by a sender's place ever waits for a lock (docs/GROUPCOMMIT.md,
+// "Busy keys"): the group's keys are tried first, in the same statement
+// (statements.appendGroup); when one is busy (held by a transaction that
+// shares it with a member) nothing is written, the members that need a busy
+// key leave the group, and the others are sent again at once. A member that
+// left is sent by its own caller, alone, on a connection of its own and
+// outside the senders' places (appendBehind): it waits for its key there,
+// as it would without grouping, and delays nobody who does not share it.
 
 // Defaults of the group fields of Config.
 const (
@@ -40,6 +48,10 @@ const (
 type groupResult struct {
 	res AppendResult
 	err error
+	// busy: nothing was sent for the append; it needs key busyKey, which
+	// was busy, and is to be sent by appendBehind.
+	busy    bool
+	busyKey int64
 }
 
 type groupReq struct {
@@ -50,21 +62,39 @@ type groupReq struct {
 	size   int              // bytes, as for MaxBatchBytes
 	done   chan groupResult // buffered: the sender never blocks
 	taken  bool             // under groupCommitter.mu: a sender took it
+	alone  bool             // under groupCommitter.mu: send it in a group of its own
 	queued time.Time        // when it joined the queue
 }
 
-func (r *groupReq) finish(res AppendResult, err error) { r.done <- groupResult{res, err} }
+// signalLocked wakes the tests that wait for a change of the queue, the
+// senders or the gates (group_export_test.go); nothing when none waits.
+func (g *groupCommitter) signalLocked() {
+	if g.changed != nil {
+		close(g.changed)
+		g.changed = nil
+	}
+}
+
+func (r *groupReq) finish(res AppendResult, err error) { r.done <- groupResult{res: res, err: err} }
 
 type groupCommitter struct {
 	mu      sync.Mutex
 	queue   []*groupReq
 	senders int
+	gates   map[int64]*keyGate // appendBehind's, by busy key
+	lanes   chan struct{}      // appendBehind's connections: one token each
+	changed chan struct{}      // closed when queue, senders or gates change, if a test waits (group_export_test.go)
+	// retryHook, set by tests only, runs before each member of a failed
+	// group is retried alone (i: its index).
+	retryHook func(conn *pgxpool.Conn, i int)
 
 	groups     atomic.Int64 // server calls sent for groups of two or more
 	grouped    atomic.Int64 // appends in those calls
 	alone      atomic.Int64 // groups of one
 	retried    atomic.Int64 // members retried alone after a group failed
 	maxMembers atomic.Int64
+	behind     atomic.Int64 // appends that found a key busy, sent by appendBehind
+	requeued   atomic.Int64 // members put back in the queue, never sent
 
 	waited    atomic.Int64                           // appends taken off the queue by a sender
 	waitTotal atomic.Int64                           // their time queued, summed (ns)
@@ -100,6 +130,14 @@ type GroupStats struct {
 	// Retried is the number of appends retried alone because their group's
 	// transaction failed with an error.
 	Retried int64
+	// Busy is the number of appends that found one of their keys held by
+	// another transaction when their group (or they alone) tried them: they
+	// left the group unsent, and were sent alone, on a connection of their
+	// own, to wait for the key there (docs/GROUPCOMMIT.md, "Busy keys").
+	Busy int64
+	// Requeued is the number of appends put back in the queue unsent
+	// because their sender's connection was lost before their turn.
+	Requeued int64
 	// Queued is the number of appends that waited in the queue before a
 	// sender took them (an append sent at once by its caller never queues);
 	// QueueWait is their time queued, summed (QueueWait/Queued is the mean),
@@ -135,6 +173,8 @@ func (st GroupStats) Sub(before GroupStats) GroupStats {
 	d.Grouped -= before.Grouped
 	d.Alone -= before.Alone
 	d.Retried -= before.Retried
+	d.Busy -= before.Busy
+	d.Requeued -= before.Requeued
 	d.Queued -= before.Queued
 	d.QueueWait -= before.QueueWait
 	d.QueueWaits = slices.Clone(st.QueueWaits)
@@ -151,7 +191,7 @@ func (st GroupStats) Sub(before GroupStats) GroupStats {
 func (s *Store) GroupStats() GroupStats {
 	g := &s.group
 	st := GroupStats{Groups: g.groups.Load(), Grouped: g.grouped.Load(), Alone: g.alone.Load(),
-		MaxAppends: g.maxMembers.Load(), Retried: g.retried.Load(),
+		MaxAppends: g.maxMembers.Load(), Retried: g.retried.Load(), Busy: g.behind.Load(), Requeued: g.requeued.Load(),
 		Queued: g.waited.Load(), QueueWait: time.Duration(g.waitTotal.Load()), MaxQueueWait: time.Duration(g.waitMax.Load()),
 		QueueWaits: make([]WaitBucket, len(g.waitHist))}
 	for i := range g.waitHist {
@@ -199,47 +239,51 @@ func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendi
 	}
 	g := &s.group
 	maxSenders := orDefault(s.cfg.GroupSenders, DefaultGroupSenders)
+	r := &groupReq{ctx: ctx, events: events, cond: cond, done: make(chan groupResult, 1),
+		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
 	g.mu.Lock()
 	if len(g.queue) == 0 && g.senders < maxSenders {
 		// Nobody to group with and a sender's place free: this call is sent
-		// at once, by its caller, on the path without grouping. Calls that
-		// arrive meanwhile queue; a sender takes over if any did.
+		// at once, by its caller, as a group of one. Calls that arrive
+		// meanwhile queue; a sender takes over if any did.
 		g.senders++
+		g.signalLocked()
 		g.mu.Unlock()
-		g.alone.Add(1)
-		res, err := s.appendOne(ctx, events, cond)
+		out := s.sendAlone(r)
 		g.mu.Lock()
 		if len(g.queue) > 0 {
 			go s.groupLoop()
 		} else {
 			g.senders--
+			g.signalLocked()
 		}
 		g.mu.Unlock()
-		return res, err
+		return s.outcome(r, out)
 	}
 	g.mu.Unlock()
-	r := &groupReq{ctx: ctx, events: events, cond: cond, done: make(chan groupResult, 1),
-		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
 	for _, e := range events {
 		r.size += e.Size()
 	}
 	g.mu.Lock()
 	r.queued = time.Now()
 	g.queue = append(g.queue, r)
+	g.signalLocked()
 	if g.senders < maxSenders {
 		g.senders++
+		g.signalLocked()
 		go s.groupLoop()
 	}
 	g.mu.Unlock()
 	select {
 	case out := <-r.done:
-		return out.res, out.err
+		return s.outcome(r, out)
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
 	if !r.taken {
 		if i := slices.Index(g.queue, r); i >= 0 {
 			g.queue = slices.Delete(g.queue, i, i+1)
+			g.signalLocked()
 		}
 		g.mu.Unlock()
 		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
@@ -247,16 +291,42 @@ func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendi
 	g.mu.Unlock()
 	select {
 	case out := <-r.done: // finished meanwhile
-		return out.res, out.err
+		return s.outcome(r, out)
 	default:
 	}
 	// In flight: it may commit.
 	return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: ctx.Err()}
 }
 
+// outcome is the caller's answer for r: its result, or, when its group
+// found one of its keys busy (nothing was sent), appendBehind's.
+func (s *Store) outcome(r *groupReq, out groupResult) (AppendResult, error) {
+	if out.busy {
+		return s.appendBehind(r.ctx, r.events, r.cond, out.busyKey)
+	}
+	return out.res, out.err
+}
+
+// sendAlone sends r at once, as a group of one, on a pooled connection of
+// its caller's (who holds a sender's place).
+func (s *Store) sendAlone(r *groupReq) groupResult {
+	conn, err := s.pool.Acquire(r.ctx)
+	if err != nil {
+		return groupResult{err: errf("append: acquire a connection", err)} // nothing was sent
+	}
+	defer conn.Release()
+	s.group.alone.Add(1)
+	if out, ok := s.trySendAlone(conn, r); ok {
+		return out
+	}
+	// The connection was closed before anything was sent: nothing was.
+	return groupResult{err: errf("append", errConnLost)}
+}
+
 // appendOne sends one append (events validated) as its own transaction on a
-// pooled connection, telling a certain failure from an unknown outcome: the
-// path of every call without grouping, and of a group of one.
+// pooled connection, waiting for its keys, telling a certain failure from an
+// unknown outcome: the path of every call without grouping, and of an
+// append that found a key busy.
 func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
@@ -273,6 +343,61 @@ func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Co
 	return res, err
 }
 
+// keyGate lets one appendBehind at a time hold a connection for one busy
+// key; the others that wait for the same key wait here.
+type keyGate struct {
+	turn chan struct{} // one token: the connection's
+	n    int           // under groupCommitter.mu: appends at this gate
+}
+
+// appendBehind sends an append that found key busy: alone, on a
+// connection of its own and outside the senders' places, waiting for its
+// keys as without grouping, so that it delays no append that does not
+// share one of them. Of the appends that found the same key busy, one at a
+// time holds a connection (the others wait at the key's gate, not in
+// PostgreSQL); in all, these appends hold at most the pool's size less
+// GroupSenders connections (at least one), so that the senders keep theirs.
+func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif.Condition, key int64) (AppendResult, error) {
+	g := &s.group
+	g.behind.Add(1)
+	g.mu.Lock()
+	if g.gates == nil {
+		g.gates = make(map[int64]*keyGate)
+		n := int(s.pool.Config().MaxConns) - orDefault(s.cfg.GroupSenders, DefaultGroupSenders)
+		g.lanes = make(chan struct{}, max(1, n))
+	}
+	gate := g.gates[key]
+	if gate == nil {
+		gate = &keyGate{turn: make(chan struct{}, 1)}
+		g.gates[key] = gate
+	}
+	gate.n++
+	g.signalLocked()
+	lanes := g.lanes
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		if gate.n--; gate.n == 0 {
+			delete(g.gates, key)
+		}
+		g.signalLocked()
+		g.mu.Unlock()
+	}()
+	select {
+	case gate.turn <- struct{}{}:
+	case <-ctx.Done():
+		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
+	}
+	defer func() { <-gate.turn }()
+	select {
+	case lanes <- struct{}{}:
+	case <-ctx.Done():
+		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
+	}
+	defer func() { <-lanes }()
+	return s.appendOne(ctx, events, cond)
+}
+
 // groupLoop is a sender: whenever it has a connection, it takes everything
 // queued (within the limits) and sends it; it ends when the queue is empty.
 func (s *Store) groupLoop() {
@@ -281,6 +406,7 @@ func (s *Store) groupLoop() {
 		g.mu.Lock()
 		if len(g.queue) == 0 {
 			g.senders--
+			g.signalLocked()
 			g.mu.Unlock()
 			return
 		}
@@ -289,7 +415,7 @@ func (s *Store) groupLoop() {
 		// append is still queued leaves the queue by itself.
 		conn, err := s.pool.Acquire(context.Background())
 		g.mu.Lock()
-		batch, keys := s.takeGroupLocked()
+		batch := s.takeGroupLocked()
 		g.mu.Unlock()
 		if err != nil {
 			for _, r := range batch {
@@ -298,7 +424,7 @@ func (s *Store) groupLoop() {
 			continue
 		}
 		if len(batch) > 0 {
-			s.sendGroup(conn, batch, keys)
+			s.sendGroup(conn, batch)
 		}
 		conn.Release()
 	}
@@ -307,10 +433,11 @@ func (s *Store) groupLoop() {
 // takeGroupLocked takes the next group off the queue: at least one append,
 // then, in arrival order, as many as fit the limits: GroupMaxAppends appends,
 // GroupMaxEvents events, MaxBatchBytes bytes and MaxLockKeys keys in the
-// union of their keys (so that grouping never escalates a lock). Appends whose
-// context ended are dropped with their error (nothing was sent). It returns
-// the union of the group's keys, each in its strongest mode.
-func (s *Store) takeGroupLocked() ([]*groupReq, map[int64]bool) {
+// union of their keys (so that grouping never escalates a lock). An append
+// marked alone (put back after its sender's connection was lost) is sent in
+// a group of its own. Appends whose context ended are dropped with their
+// error (nothing was sent).
+func (s *Store) takeGroupLocked() []*groupReq {
 	g := &s.group
 	maxAppends := orDefault(s.cfg.GroupMaxAppends, DefaultGroupMaxAppends)
 	maxEvents := orDefault(s.cfg.GroupMaxEvents, DefaultGroupMaxEvents)
@@ -327,6 +454,9 @@ func (s *Store) takeGroupLocked() ([]*groupReq, map[int64]bool) {
 			continue
 		}
 		if len(batch) > 0 {
+			if r.alone || batch[0].alone {
+				break
+			}
 			added := 0
 			for _, k := range r.locks.keys {
 				if _, ok := keys[k]; !ok {
@@ -348,88 +478,226 @@ func (s *Store) takeGroupLocked() ([]*groupReq, map[int64]bool) {
 		n++
 	}
 	g.queue = slices.Delete(g.queue, 0, n)
-	return batch, keys
+	g.signalLocked()
+	return batch
+}
+
+// unionKeys is the union of the members' keys, each in its strongest mode.
+func unionKeys(batch []*groupReq) map[int64]bool {
+	keys := make(map[int64]bool)
+	for _, r := range batch {
+		for i, k := range r.locks.keys {
+			keys[k] = keys[k] || r.locks.excl[i]
+		}
+	}
+	return keys
+}
+
+// errConnLost: the sender's connection was closed before the append was
+// sent.
+var errConnLost = errors.New("connection closed before the append was sent")
+
+// unsent is the one place that says, before an append is sent on conn,
+// that it will certainly not be: its context ended (the error to answer),
+// or conn is closed (lost: pgx closes a connection when a context ends
+// during a call; the append goes back to the queue). Every send of the
+// group committer asks it first. A send that fails after it is classified
+// by errOutcome (outcome.go): certain only on a server error of severity
+// ERROR, else the outcome is unknown.
+func unsent(conn *pgxpool.Conn, r *groupReq) (lost bool, err error) {
+	if err := r.ctx.Err(); err != nil {
+		return false, errf("append", err)
+	}
+	return conn.Conn().IsClosed(), nil
+}
+
+// requeue puts appends that were never sent back at the head of the
+// queue, each to be sent in a group of its own (one of them may be why its
+// group failed), and makes sure a sender will take them.
+func (s *Store) requeue(rs []*groupReq) {
+	if len(rs) == 0 {
+		return
+	}
+	g := &s.group
+	g.requeued.Add(int64(len(rs)))
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	now := time.Now()
+	for _, r := range rs {
+		r.taken, r.alone, r.queued = false, true, now
+	}
+	g.queue = append(slices.Clone(rs), g.queue...)
+	g.signalLocked()
+	if g.senders < orDefault(s.cfg.GroupSenders, DefaultGroupSenders) {
+		g.senders++
+		g.signalLocked()
+		go s.groupLoop()
+	}
+}
+
+// trySendAlone sends r on conn as a group of one, and reports false (with
+// nothing sent) if conn was closed before.
+func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (groupResult, bool) {
+	if lost, err := unsent(conn, r); err != nil {
+		return groupResult{err: err}, true
+	} else if lost {
+		return groupResult{}, false
+	}
+	out, busy, err := s.tryCall(r.ctx, conn, []*groupReq{r})
+	switch {
+	case err != nil:
+		return groupResult{err: errOutcome("append", err)}, true
+	case busy != nil:
+		return groupResult{busy: true, busyKey: firstBusy(r, busy)}, true
+	}
+	if out[0].err == nil {
+		s.Notify(r.ctx)
+	}
+	return out[0], true
 }
 
 // sendGroup sends one group on conn and gives every member its outcome.
-func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq, keys map[int64]bool) {
+// A member that needs a busy key leaves the group (its caller sends it
+// alone, see appendBehind) and the others are sent again; a group that
+// fails with a certain error is retried member by member.
+func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 	g := &s.group
 	if len(batch) == 1 {
-		// The path without grouping.
 		g.alone.Add(1)
-		r := batch[0]
-		if err := r.ctx.Err(); err != nil {
-			r.finish(AppendResult{}, errf("append", err)) // nothing was sent
-			return
+		if out, ok := s.trySendAlone(conn, batch[0]); !ok {
+			s.requeue(batch)
+		} else {
+			batch[0].done <- out
 		}
-		res, err := s.appendEvents(r.ctx, conn, r.events, r.cond, true)
-		if err == nil {
-			s.Notify(r.ctx)
-		}
-		r.finish(res, err)
 		return
 	}
 	g.groups.Add(1)
 	g.grouped.Add(int64(len(batch)))
 	storeMax(&g.maxMembers, int64(len(batch)))
-
-	// The group's call ends early only when every member's context has.
-	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
-	defer cancel()
-	var left atomic.Int64
-	left.Store(int64(len(batch)))
-	for _, r := range batch {
-		stop := context.AfterFunc(r.ctx, func() {
-			if left.Add(-1) == 0 {
-				cancel()
+	for len(batch) > 1 {
+		results, busy, err := s.groupCall(conn, batch)
+		if err != nil {
+			if unknownOutcome(err) {
+				for _, r := range batch {
+					s.markGrouped(r.ctx, len(batch))
+					r.finish(AppendResult{}, errOutcome("append", err))
+				}
+				return
 			}
-		})
-		defer stop()
-	}
-
-	results, err := s.appendGroupCall(ctx, conn, batch, keys)
-	if err != nil {
-		if unknownOutcome(err) {
-			for _, r := range batch {
+			// The server rolled the group back: nothing of it was written.
+			// Each member runs alone, as it would have without grouping.
+			s.cfg.Logger.WarnContext(context.WithoutCancel(batch[0].ctx), "pgdcb: group append failed; retrying its appends alone", "appends", len(batch), "err", err)
+			g.retried.Add(int64(len(batch)))
+			s.sendEach(conn, batch)
+			return
+		}
+		if busy == nil {
+			notify := false
+			for i, r := range batch {
+				notify = notify || results[i].err == nil
 				s.markGrouped(r.ctx, len(batch))
-				r.finish(AppendResult{}, errOutcome("append", err))
+				r.done <- results[i]
+			}
+			if notify {
+				s.Notify(context.WithoutCancel(batch[0].ctx))
 			}
 			return
 		}
-		// The server rolled the group back: nothing of it was written. Each
-		// member runs alone, as it would have without grouping.
-		s.cfg.Logger.WarnContext(ctx, "pgdcb: group append failed; retrying its appends alone", "appends", len(batch), "err", err)
-		g.retried.Add(int64(len(batch)))
-		notify := false
+		// Nothing was written. The members that need a busy key (in the
+		// mode the group asked for it) leave; the others go again. At
+		// least one leaves: the union asked each key in the strongest mode
+		// a member needs it in.
+		keys := unionKeys(batch)
+		kept := batch[:0]
 		for _, r := range batch {
-			if err := r.ctx.Err(); err != nil {
-				r.finish(AppendResult{}, errf("append", err)) // nothing was sent for it
+			if k, blocked := blockedBy(r, busy, keys); blocked {
+				r.done <- groupResult{busy: true, busyKey: k}
 				continue
 			}
-			res, err := s.appendEvents(r.ctx, conn, r.events, r.cond, true)
-			notify = notify || err == nil
-			r.finish(res, err)
+			kept = append(kept, r)
 		}
-		if notify {
-			s.Notify(ctx)
-		}
-		return
+		batch = kept
 	}
-	notify := false
-	for i, r := range batch {
-		notify = notify || results[i].err == nil
-		s.markGrouped(r.ctx, len(batch))
-		r.finish(results[i].res, results[i].err)
-	}
-	if notify {
-		s.Notify(ctx)
+	if len(batch) == 1 {
+		s.sendEach(conn, batch)
 	}
 }
 
-// appendGroupCall sends the group as one append_group call and decodes each
-// member's outcome. An error is the call's: nothing of the group was written
-// unless it is of unknown outcome.
-func (s *Store) appendGroupCall(ctx context.Context, db dbtx, batch []*groupReq, keys map[int64]bool) ([]groupResult, error) {
+// sendEach sends the members one by one on conn, each as a group of one.
+// Once conn is closed (a member's context ended during its call), the
+// members not yet sent go back to the queue.
+func (s *Store) sendEach(conn *pgxpool.Conn, batch []*groupReq) {
+	for i, r := range batch {
+		if s.group.retryHook != nil {
+			s.group.retryHook(conn, i)
+		}
+		out, ok := s.trySendAlone(conn, r)
+		if !ok {
+			s.requeue(batch[i:])
+			return
+		}
+		r.done <- out
+	}
+}
+
+// groupCtx is the context of a group's call: it ends early only when every
+// member's context has.
+func groupCtx(batch []*groupReq) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.WithoutCancel(batch[0].ctx))
+	var left atomic.Int64
+	left.Store(int64(len(batch)))
+	stops := make([]func() bool, 0, len(batch))
+	for _, r := range batch {
+		stops = append(stops, context.AfterFunc(r.ctx, func() {
+			if left.Add(-1) == 0 {
+				cancel()
+			}
+		}))
+	}
+	return ctx, func() {
+		for _, stop := range stops {
+			stop()
+		}
+		cancel()
+	}
+}
+
+// groupCall sends the group (two or more members) in one call, its keys
+// tried first.
+func (s *Store) groupCall(conn *pgxpool.Conn, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
+	ctx, cancel := groupCtx(batch)
+	defer cancel()
+	return s.tryCall(ctx, conn, batch)
+}
+
+// blockedBy says whether r needs one of the busy keys in a mode it could
+// not have: a key it needs exclusively, or one the group asked only in
+// shared mode (so someone holds it exclusively). It returns the smallest.
+func blockedBy(r *groupReq, busy map[int64]bool, asked map[int64]bool) (int64, bool) {
+	for i, k := range r.locks.keys {
+		if busy[k] && (r.locks.excl[i] || !asked[k]) {
+			return k, true
+		}
+	}
+	return 0, false
+}
+
+// firstBusy is the smallest of r's keys that was busy.
+func firstBusy(r *groupReq, busy map[int64]bool) int64 {
+	for _, k := range r.locks.keys {
+		if busy[k] {
+			return k
+		}
+	}
+	return r.locks.keys[0]
+}
+
+// tryCall sends the members as one call of append_group, their keys tried
+// first (statements.appendGroup), and decodes each member's outcome. When a
+// key was busy it returns the busy keys, and nothing was written. An error
+// is the call's: nothing was written unless it is of unknown outcome.
+func (s *Store) tryCall(ctx context.Context, db dbtx, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
+	keys := unionKeys(batch)
 	var (
 		types        []string
 		tagCounts    []int32
@@ -484,6 +752,7 @@ func (s *Store) appendGroupCall(ctx context.Context, db dbtx, batch []*groupReq,
 	// sees to it; a member's own set is already escalated if need be).
 	locks := sortedLocks(keys)
 	var (
+		busy      []int64
 		statuses  []string
 		txID      *uint64
 		positions []int64
@@ -494,12 +763,19 @@ func (s *Store) appendGroupCall(ctx context.Context, db dbtx, batch []*groupReq,
 		locks.keys, locks.excl,
 		items.idem, items.typeCounts, items.types, items.tagCounts, items.tags, memberItems,
 		afterTx, afterPos, afterSnap,
-	).Scan(&statuses, &txID, &positions, &conflicts)
+	).Scan(&busy, &statuses, &txID, &positions, &conflicts)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
+	}
+	if len(busy) > 0 {
+		set := make(map[int64]bool, len(busy))
+		for _, k := range busy {
+			set[k] = true
+		}
+		return nil, set, nil
 	}
 	if len(statuses) != len(batch) || len(conflicts) != len(batch) {
-		return nil, fmt.Errorf("pgdcb: append: append_group returned %d statuses for %d appends", len(statuses), len(batch))
+		return nil, nil, fmt.Errorf("pgdcb: append: append_group returned %d statuses for %d appends", len(statuses), len(batch))
 	}
 	out := make([]groupResult, len(batch))
 	p := 0
@@ -517,5 +793,5 @@ func (s *Store) appendGroupCall(ctx context.Context, db dbtx, batch []*groupReq,
 			out[m].err = &pgdcb.OutcomeUnknownError{Op: "append", Err: fmt.Errorf("unexpected status %q from append_group", st)}
 		}
 	}
-	return out, nil
+	return out, nil, nil
 }

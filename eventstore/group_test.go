@@ -28,10 +28,20 @@ import (
 // queue, so that releasing it sends them all as one group.
 func groupStore(t *testing.T, tune ...func(*eventstore.Config)) (*eventstore.Store, *pgxpool.Pool) {
 	t.Helper()
+	return groupStoreOn(t, nil, tune...)
+}
+
+// groupStoreOn is groupStore with poolTune applied to the pool's
+// configuration (nil: none).
+func groupStoreOn(t *testing.T, poolTune func(*pgxpool.Config), tune ...func(*eventstore.Config)) (*eventstore.Store, *pgxpool.Pool) {
+	t.Helper()
 	base, _ := newStore(t, nil)
 	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
 	require.NoError(t, err)
 	cfg.MaxConns = 1
+	if poolTune != nil {
+		poolTune(cfg)
+	}
 	pool, err := pgxpool.NewWithConfig(context.Background(), cfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
@@ -44,6 +54,16 @@ func groupStore(t *testing.T, tune ...func(*eventstore.Config)) (*eventstore.Sto
 	return s, pool
 }
 
+// await waits until cond holds, checking it at every change of s's queue,
+// senders or gates (a signal, not a poll), and fails the test if it does not
+// within a generous deadline.
+func await(t *testing.T, s *eventstore.Store, what string, cond func() bool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	require.NoError(t, eventstore.AwaitGroupState(ctx, s, cond), what)
+}
+
 // startBlocker starts a call that takes the store's only sender place and
 // waits for its connection (held by the test): the calls made after it
 // queue. wait waits for it to end.
@@ -54,11 +74,7 @@ func startBlocker(t *testing.T, s *eventstore.Store) (wait func()) {
 		_, err := s.Append(context.Background(), []eventstore.Event{eventstore.MustEvent("Blocker", 0, "blocker=1")})
 		done <- err
 	}()
-	deadline := time.Now().Add(10 * time.Second)
-	for eventstore.GroupSenders(s) < 1 {
-		require.True(t, time.Now().Before(deadline), "the blocker did not start")
-		time.Sleep(time.Millisecond)
-	}
+	await(t, s, "the blocker did not start", func() bool { return eventstore.GroupSenders(s) >= 1 })
 	return func() { require.NoError(t, <-done) }
 }
 
@@ -70,11 +86,7 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 	// The previous round's sender may still be ending (it leaves once it
 	// finds the queue empty): the blocker must find no sender at work, or it
 	// queues and joins the group instead of holding the sender's place.
-	deadline := time.Now().Add(10 * time.Second)
-	for eventstore.GroupSenders(s) > 0 {
-		require.True(t, time.Now().Before(deadline), "the previous sender did not end")
-		time.Sleep(time.Millisecond)
-	}
+	await(t, s, "the previous sender did not end", func() bool { return eventstore.GroupSenders(s) == 0 })
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	blocker := startBlocker(t, s)
@@ -86,11 +98,7 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 	for i := range n {
 		wg.Go(func() { res[i], errs[i] = call(i) })
 	}
-	deadline = time.Now().Add(10 * time.Second)
-	for eventstore.QueuedAppends(s) < n {
-		require.True(t, time.Now().Before(deadline), "calls did not queue")
-		time.Sleep(time.Millisecond)
-	}
+	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	conn.Release()
 	wg.Wait()
 	after := s.GroupStats()
@@ -111,11 +119,7 @@ func queueInOrder(t *testing.T, s *eventstore.Store, conn *pgxpool.Conn, calls [
 	before := s.GroupStats()
 	for i, call := range calls {
 		wg.Go(func() { res[i], errs[i] = call() })
-		deadline := time.Now().Add(10 * time.Second)
-		for eventstore.QueuedAppends(s) < i+1 {
-			require.True(t, time.Now().Before(deadline), "call %d did not queue", i)
-			time.Sleep(time.Millisecond)
-		}
+		await(t, s, fmt.Sprintf("call %d did not queue", i), func() bool { return eventstore.QueuedAppends(s) >= i+1 })
 	}
 	conn.Release()
 	wg.Wait()
@@ -444,15 +448,24 @@ func TestGroupQueuedContextEnds(t *testing.T) {
 	require.Equal(t, 0, countEvents(t, s, query.Tagged(nil, "late=1")))
 }
 
-// A group whose backend is terminated while it waits for a lock: every
-// member gets ErrOutcomeUnknown (none is retried: the group may have
-// committed as far as the client can tell).
+// A group whose backend is terminated during its call: every member gets
+// ErrOutcomeUnknown (none is retried: the group may have committed as far
+// as the client can tell). The group is held in flight by an event id that
+// an open transaction inserted: its INSERT waits for that transaction (the
+// unique index), the one wait a group's call can have (it never waits for
+// a key: see TestGroupBusyKeyLeavesTheGroup).
 func TestGroupOutcomeUnknownForEveryMember(t *testing.T) {
 	ctx := context.Background()
 	s, pool := groupStore(t)
 	plain, err := eventstore.New(pgtest.Pool(t), &eventstore.Config{Schema: s.Schema()})
 	require.NoError(t, err)
-	holdBoundary(t, plain, "acct=9")
+	dup := eventstore.MustEvent("Deposited", 0, "acct=9")
+	dup.ID = uuid.New()
+	tx, err := plain.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = tx.Rollback(ctx) }()
+	_, err = plain.AppendTx(ctx, tx, []eventstore.Event{dup})
+	require.NoError(t, err)
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer startBlocker(t, s)()
@@ -461,35 +474,40 @@ func TestGroupOutcomeUnknownForEveryMember(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			tag := "acct=9"
-			if i > 0 {
-				tag = fmt.Sprintf("acct=x%d", i)
+			e := eventstore.MustEvent("Deposited", i, fmt.Sprintf("acct=x%d", i))
+			if i == 0 {
+				e = dup
 			}
-			_, errs[i] = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, tag)})
+			_, errs[i] = s.Append(ctx, []eventstore.Event{e})
 		})
 	}
-	for eventstore.QueuedAppends(s) < n {
-		time.Sleep(time.Millisecond)
-	}
+	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	conn.Release()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	awaitServer(t, "the group never waited", func() bool {
 		var k int
 		require.NoError(t, plain.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.append_group%'
 			  AND pid <> pg_backend_pid()`, ident.Schema(s)).Scan(&k))
-		if k > 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the group never waited")
-		time.Sleep(10 * time.Millisecond)
-	}
+		return k > 0
+	})
 	wg.Wait()
 	for i, err := range errs {
 		require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown, "member %d: %v", i, err)
 	}
 	require.Zero(t, s.GroupStats().Retried)
 	require.Equal(t, int64(1), s.GroupStats().Groups)
+}
+
+// awaitServer waits until cond (a question to the server) holds, asking it
+// again every few milliseconds, and fails the test if it does not within a
+// generous deadline.
+func awaitServer(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(60 * time.Second)
+	for !cond() {
+		require.True(t, time.Now().Before(deadline), what)
+		time.Sleep(5 * time.Millisecond)
+	}
 }
 
 // Grouping never escalates a lock: a group stops before the union of its
@@ -509,9 +527,7 @@ func TestGroupSplitsAtLimits(t *testing.T) {
 			res[i], errs[i] = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("T", i, fmt.Sprintf("k=%d", i))})
 		})
 	}
-	for eventstore.QueuedAppends(s) < n {
-		time.Sleep(time.Millisecond)
-	}
+	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	conn.Release()
 	wg.Wait()
 	txs := map[uint64]int{}
@@ -550,11 +566,7 @@ func TestGroupStatsQueueWait(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for eventstore.QueuedAppends(s) < n {
-		require.True(t, time.Now().Before(deadline), "calls did not queue")
-		time.Sleep(time.Millisecond)
-	}
+	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	time.Sleep(hold)
 	conn.Release()
 	wg.Wait()

@@ -15,7 +15,8 @@ import (
 // else each of its types, else the global key. So a check waits for every
 // in-flight append that could add a matching event, and such an append waits
 // for the check's transaction; appends that share no key never wait for each
-// other. Keys are 64-bit hashes of (schema, kind, value): a collision only makes
+// other (with group commit too: a group tries its keys first and never waits
+// for one, see group.go). Keys are 64-bit hashes of (schema, kind, value): a collision only makes
 // two unrelated appends wait for each other, it never skips a wait.
 
 type lockKind byte

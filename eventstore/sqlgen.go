@@ -12,7 +12,7 @@ import (
 // statements are the store's fixed SQL texts, rendered once for its schema.
 type statements struct {
 	appendEvents string
-	appendGroup  string // group commit (group.go)
+	appendGroup  string // group commit, keys tried first (group.go)
 	head         string
 	events       string // "<schema>.events"
 	eventCols    string
@@ -27,11 +27,26 @@ func newStatements(schema string) statements {
 			$7::bigint[], $8::boolean[],
 			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
 			$14::xid8, $15::bigint, $16::text::pg_snapshot)`,
-		appendGroup: `SELECT statuses, tx, positions, conflicts FROM ` + schema + `.append_group(
-			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[], $7::integer[],
-			$8::bigint[], $9::boolean[],
+		// append_group with its keys tried first (docs/GROUPCOMMIT.md, "Busy
+		// keys"): subquery t takes every key of the union without waiting
+		// (pg_try_advisory_xact_lock*, any order: a try never waits, so no
+		// deadlock) and lists those it could not have; append_group runs
+		// after it (its arguments depend on t) and, when t found a key busy,
+		// gets no keys and no members, and does nothing. Otherwise it takes
+		// the keys again in its sorted pass (held by this transaction
+		// already: no wait) and checks after them, as always. No table is
+		// read outside append_group (no index involved).
+		appendGroup: `SELECT t.busy, g.statuses, g.tx, g.positions, g.conflicts
+			FROM (SELECT array_agg(l.k) FILTER (WHERE NOT l.got) AS busy
+			        FROM (SELECT u.k, CASE WHEN u.x THEN pg_try_advisory_xact_lock(u.k)
+			                               ELSE pg_try_advisory_xact_lock_shared(u.k) END AS got
+			                FROM unnest($8::bigint[], $9::boolean[]) AS u(k, x)) l) t,
+			LATERAL ` + schema + `.append_group(
+			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
+			CASE WHEN t.busy IS NULL THEN $7::integer[] END,
+			CASE WHEN t.busy IS NULL THEN $8::bigint[] END, $9::boolean[],
 			$10::boolean[], $11::integer[], $12::text[], $13::integer[], $14::text[], $15::integer[],
-			$16::text[]::xid8[], $17::bigint[], $18::text[])`,
+			$16::text[]::xid8[], $17::bigint[], $18::text[]) g`,
 		// The last event in log order: a backward scan of events_log_order,
 		// one row, in the same statement (same snapshot) as pg_current_snapshot().
 		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)
