@@ -63,7 +63,39 @@ type groupReq struct {
 	done   chan groupResult // buffered: the sender never blocks
 	taken  bool             // under groupCommitter.mu: a sender took it
 	alone  bool             // under groupCommitter.mu: send it in a group of its own
+	again  bool             // it came back from appendBehind once
 	queued time.Time        // when it joined the queue
+}
+
+// keyUse counts the holders of a key in each mode.
+type keyUse struct{ shared, excl int }
+
+// conflicts says whether taking ls would conflict with the keys in use.
+func conflicts(use map[int64]keyUse, ls lockSet) bool {
+	for i, k := range ls.keys {
+		u := use[k]
+		if u.excl > 0 || (ls.excl[i] && u.shared > 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// addUse adds (n = 1) or removes (n = -1) keys, each in its mode, to use.
+func addUse(use map[int64]keyUse, keys map[int64]bool, n int) {
+	for k, excl := range keys {
+		u := use[k]
+		if excl {
+			u.excl += n
+		} else {
+			u.shared += n
+		}
+		if u.excl == 0 && u.shared == 0 {
+			delete(use, k)
+		} else {
+			use[k] = u
+		}
+	}
 }
 
 // signalLocked wakes the tests that wait for a change of the queue, the
@@ -84,6 +116,11 @@ type groupCommitter struct {
 	gates   map[int64]*keyGate // appendBehind's, by busy key
 	lanes   chan struct{}      // appendBehind's connections: one token each
 	changed chan struct{}      // closed when queue, senders or gates change, if a test waits (group_export_test.go)
+	// inflight: the keys of this store's sends in flight (groups, and calls
+	// sent at once by their callers), with how many hold each in each mode.
+	// A group never takes a member whose keys conflict with them: it would
+	// find them busy; it waits in the queue for the next group instead.
+	inflight map[int64]keyUse
 	// retryHook, set by tests only, runs before each member of a failed
 	// group is retried alone (i: its index).
 	retryHook func(conn *pgxpool.Conn, i int)
@@ -234,23 +271,35 @@ func orDefault(v, def int) int {
 
 // appendGrouped is appendPool with group commit on (events validated).
 func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
+	return s.appendGroupedAgain(ctx, events, cond, false)
+}
+
+// appendGroupedAgain is appendGrouped; again says the append found a key
+// busy before and came back from appendBehind (it will not twice).
+func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *appendif.Condition, again bool) (AppendResult, error) {
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, errf("append", err) // nothing was sent
 	}
 	g := &s.group
 	maxSenders := orDefault(s.cfg.GroupSenders, DefaultGroupSenders)
-	r := &groupReq{ctx: ctx, events: events, cond: cond, done: make(chan groupResult, 1),
+	r := &groupReq{ctx: ctx, events: events, cond: cond, done: make(chan groupResult, 1), again: again,
 		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
 	g.mu.Lock()
-	if len(g.queue) == 0 && g.senders < maxSenders {
+	if g.inflight == nil {
+		g.inflight = make(map[int64]keyUse)
+	}
+	if len(g.queue) == 0 && g.senders < maxSenders && !conflicts(g.inflight, r.locks) {
 		// Nobody to group with and a sender's place free: this call is sent
 		// at once, by its caller, as a group of one. Calls that arrive
 		// meanwhile queue; a sender takes over if any did.
 		g.senders++
 		g.signalLocked()
+		keys := unionKeys([]*groupReq{r})
+		addUse(g.inflight, keys, 1)
 		g.mu.Unlock()
 		out := s.sendAlone(r)
 		g.mu.Lock()
+		addUse(g.inflight, keys, -1)
 		if len(g.queue) > 0 {
 			go s.groupLoop()
 		} else {
@@ -302,7 +351,7 @@ func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendi
 // found one of its keys busy (nothing was sent), appendBehind's.
 func (s *Store) outcome(r *groupReq, out groupResult) (AppendResult, error) {
 	if out.busy {
-		return s.appendBehind(r.ctx, r.events, r.cond, out.busyKey)
+		return s.appendBehind(r.ctx, r.events, r.cond, out.busyKey, r.again)
 	}
 	return out.res, out.err
 }
@@ -348,6 +397,7 @@ func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Co
 type keyGate struct {
 	turn chan struct{} // one token: the connection's
 	n    int           // under groupCommitter.mu: appends at this gate
+	sent int64         // under groupCommitter.mu: appends this gate let through that had their keys
 }
 
 // appendBehind sends an append that found key busy: alone, on a
@@ -357,7 +407,13 @@ type keyGate struct {
 // time holds a connection (the others wait at the key's gate, not in
 // PostgreSQL); in all, these appends hold at most the pool's size less
 // GroupSenders connections (at least one), so that the senders keep theirs.
-func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif.Condition, key int64) (AppendResult, error) {
+//
+// An append whose turn comes after another one went through the gate and
+// had its keys (the key was free a moment ago) goes back to the group
+// committer instead, once (again false), so that the appends that queued
+// up behind a held key are grouped again when it is released, rather than
+// sent one commit each.
+func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif.Condition, key int64, again bool) (AppendResult, error) {
 	g := &s.group
 	g.behind.Add(1)
 	g.mu.Lock()
@@ -372,22 +428,33 @@ func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif
 		g.gates[key] = gate
 	}
 	gate.n++
+	sent := gate.sent
 	g.signalLocked()
 	lanes := g.lanes
 	g.mu.Unlock()
-	defer func() {
+	leave := func() {
 		g.mu.Lock()
 		if gate.n--; gate.n == 0 {
 			delete(g.gates, key)
 		}
 		g.signalLocked()
 		g.mu.Unlock()
-	}()
+	}
 	select {
 	case gate.turn <- struct{}{}:
 	case <-ctx.Done():
+		leave()
 		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
+	g.mu.Lock()
+	back := !again && gate.sent != sent
+	g.mu.Unlock()
+	if back {
+		<-gate.turn
+		leave()
+		return s.appendGroupedAgain(ctx, events, cond, true)
+	}
+	defer leave()
 	defer func() { <-gate.turn }()
 	select {
 	case lanes <- struct{}{}:
@@ -395,7 +462,14 @@ func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif
 		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
 	defer func() { <-lanes }()
-	return s.appendOne(ctx, events, cond)
+	res, err := s.appendOne(ctx, events, cond)
+	if err == nil || errors.Is(err, pgdcb.ErrConditionFailed) || errors.Is(err, pgdcb.ErrIdempotent) {
+		// It had its keys.
+		g.mu.Lock()
+		gate.sent++
+		g.mu.Unlock()
+	}
+	return res, err
 }
 
 // groupLoop is a sender: whenever it has a connection, it takes everything
@@ -416,41 +490,70 @@ func (s *Store) groupLoop() {
 		conn, err := s.pool.Acquire(context.Background())
 		g.mu.Lock()
 		batch := s.takeGroupLocked()
+		if len(batch) == 0 && len(g.queue) > 0 {
+			// Everything queued conflicts with sends in flight; their
+			// senders (or callers) take it over when they are done.
+			g.senders--
+			g.signalLocked()
+			g.mu.Unlock()
+			if err == nil {
+				conn.Release()
+			}
+			return
+		}
+		keys := unionKeys(batch)
+		addUse(g.inflight, keys, 1)
 		g.mu.Unlock()
 		if err != nil {
 			for _, r := range batch {
 				r.finish(AppendResult{}, errf("append: acquire a connection", err)) // nothing was sent
 			}
-			continue
+		} else {
+			if len(batch) > 0 {
+				s.sendGroup(conn, batch)
+			}
+			conn.Release()
 		}
-		if len(batch) > 0 {
-			s.sendGroup(conn, batch)
-		}
-		conn.Release()
+		g.mu.Lock()
+		addUse(g.inflight, keys, -1)
+		g.mu.Unlock()
 	}
 }
 
-// takeGroupLocked takes the next group off the queue: at least one append,
-// then, in arrival order, as many as fit the limits: GroupMaxAppends appends,
-// GroupMaxEvents events, MaxBatchBytes bytes and MaxLockKeys keys in the
-// union of their keys (so that grouping never escalates a lock). An append
-// marked alone (put back after its sender's connection was lost) is sent in
-// a group of its own. Appends whose context ended are dropped with their
-// error (nothing was sent).
+// takeGroupLocked takes the next group off the queue: in arrival order, as
+// many appends as fit the limits: GroupMaxAppends appends, GroupMaxEvents
+// events, MaxBatchBytes bytes and MaxLockKeys keys in the union of their
+// keys (so that grouping never escalates a lock). An append whose keys
+// conflict with a send in flight (it would find them busy), or with an
+// earlier append left in the queue (so that no later append overtakes it
+// on a key they share), stays in the queue for a later group. An append
+// marked alone (put back after its sender's connection was lost) is sent
+// in a group of its own. Appends whose context ended are dropped with
+// their error (nothing was sent). The group may be empty when everything
+// queued conflicts with the sends in flight.
 func (s *Store) takeGroupLocked() []*groupReq {
 	g := &s.group
 	maxAppends := orDefault(s.cfg.GroupMaxAppends, DefaultGroupMaxAppends)
 	maxEvents := orDefault(s.cfg.GroupMaxEvents, DefaultGroupMaxEvents)
-	var batch []*groupReq
+	var batch, rest []*groupReq
+	var left map[int64]keyUse // keys of the appends left in the queue
 	keys := make(map[int64]bool)
-	n, events, size := 0, 0, 0
+	events, size := 0, 0
 	now := time.Now()
-	for n < len(g.queue) && len(batch) < maxAppends {
+	n := 0
+	for ; n < len(g.queue) && len(batch) < maxAppends; n++ {
 		r := g.queue[n]
 		if err := r.ctx.Err(); err != nil {
 			r.taken = true
 			r.finish(AppendResult{}, errf("append", err))
-			n++
+			continue
+		}
+		if conflicts(g.inflight, r.locks) || (left != nil && conflicts(left, r.locks)) {
+			if left == nil {
+				left = make(map[int64]keyUse)
+			}
+			addUse(left, unionKeys([]*groupReq{r}), 1)
+			rest = append(rest, r)
 			continue
 		}
 		if len(batch) > 0 {
@@ -466,6 +569,12 @@ func (s *Store) takeGroupLocked() []*groupReq {
 			if events+len(r.events) > maxEvents || size+r.size > s.cfg.MaxBatchBytes || len(keys)+added > s.cfg.MaxLockKeys {
 				break
 			}
+		} else if r.alone {
+			r.taken = true
+			batch = append(batch, r)
+			g.recordWait(now.Sub(r.queued))
+			n++
+			break
 		}
 		r.taken = true
 		batch = append(batch, r)
@@ -475,9 +584,8 @@ func (s *Store) takeGroupLocked() []*groupReq {
 		for i, k := range r.locks.keys {
 			keys[k] = keys[k] || r.locks.excl[i]
 		}
-		n++
 	}
-	g.queue = slices.Delete(g.queue, 0, n)
+	g.queue = append(rest, g.queue[n:]...)
 	g.signalLocked()
 	return batch
 }
