@@ -261,3 +261,35 @@ func TestGroupRetryAfterLostConnectionRequeues(t *testing.T) {
 	require.Equal(t, 0, countEvents(t, s, query.Tagged(nil, "m=x")))
 	require.Equal(t, 3, countEvents(t, s, query.Tagged([]string{"Other"})))
 }
+
+// The store's own sends never find each other's keys busy: 16 writers of
+// conditional appends that all take one tag's key exclusively are decided
+// in groups, each group waiting in the queue for the one in flight, and no
+// append takes the busy-key path (nothing else holds the key). Without the
+// in-flight check, concurrent groups and calls sent at once found the key
+// busy and most appends were sent one commit each.
+func TestGroupOwnSendsNeverBusy(t *testing.T) {
+	ctx := context.Background()
+	s := groupedStore(t)
+	const writers, each = 16, 10
+	errs := make(chan error, writers*each)
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for i := range each {
+				id := fmt.Sprintf("id=%d-%d", w, i)
+				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Hot", i, "hot=1", id)},
+					appendif.Condition{Idempotency: query.Tagged(nil, "hot=1", id)})
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	st := s.GroupStats()
+	require.Zero(t, st.Busy, "%+v", st)
+	require.Equal(t, writers*each, countEvents(t, s, query.Tagged([]string{"Hot"}, "hot=1")))
+}
