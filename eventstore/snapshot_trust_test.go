@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -30,6 +31,33 @@ func appendN(t testing.TB, s *eventstore.Store, n int, tagStrings ...string) {
 	}
 }
 
+// waitLogBelowHorizon waits until every event of s's log was written by a
+// transaction below the cluster's horizon (pg_snapshot_xmin of a fresh
+// snapshot), which is when a decision snapshot can be taken at the log's
+// last event. Another session's open transaction holds the horizon back;
+// the wait fails after two minutes naming the oldest such session.
+func waitLogBelowHorizon(t testing.TB, s *eventstore.Store, pool *pgxpool.Pool) {
+	t.Helper()
+	ctx := t.Context()
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		var below bool
+		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce((SELECT max(transaction_id) FROM `+ident.Schema(s)+`.events), '0')
+			< pg_snapshot_xmin(pg_current_snapshot())`).Scan(&below))
+		if below {
+			return
+		}
+		if time.Now().After(deadline) {
+			var holder string
+			_ = pool.QueryRow(ctx, `SELECT format('pid %s, application %L, state %s, query %L', pid, application_name, state, left(query, 80))
+				FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL
+				ORDER BY age(coalesce(backend_xid, backend_xmin)) DESC LIMIT 1`).Scan(&holder)
+			t.Fatalf("the cluster's horizon stayed behind the log for 2 minutes; oldest transaction: %s", holder)
+		}
+		time.Sleep(10 * time.Millisecond) // a poll of observable state, bounded by the deadline above
+	}
+}
+
 // A snapshot of another version, one that does not decode, one whose point
 // no longer names its event, one from before a retention: never used.
 func TestSnapshotUntrustedNeverUsed(t *testing.T) {
@@ -48,6 +76,12 @@ func TestSnapshotUntrustedNeverUsed(t *testing.T) {
 	}
 	want := full()
 	require.Len(t, want.Positions, 18)
+	// A snapshot is taken at the log's last event below the cluster's
+	// horizon. Another test's open transaction (any package's: the server
+	// is shared) can hold the horizon behind these appends, and then
+	// SaveSnapshot has nothing to save and the Project below loads
+	// nothing (Loaded 0, seen under load). Wait until it has passed them.
+	waitLogBelowHorizon(t, s, pool)
 	require.NoError(t, s.SaveSnapshot(ctx, snapModel(q, "u")))
 	// Used when sound.
 	m := snapModel(q, "u")
