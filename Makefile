@@ -5,19 +5,22 @@
 # unset variable stays unset (not exported empty).
 
 GO          ?= go
-GOBIN       := $(firstword $(subst :, ,$(shell $(GO) env GOPATH)))/bin
+# Pinned tools live in the repository's own bin/ (git-ignored), made here:
+# nothing is written to $(go env GOPATH)/bin, which a fresh Go install does
+# not have.
+TOOLBIN     := $(CURDIR)/bin
 # staticcheck 2026.2.2 is module version v0.8.2 of honnef.co/go/tools.
 STATICCHECK_VERSION := v0.8.2
-STATICCHECK := $(GOBIN)/staticcheck-$(STATICCHECK_VERSION)
+STATICCHECK := $(TOOLBIN)/staticcheck-$(STATICCHECK_VERSION)
 TESTFLAGS   ?= -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck gotest faults demo bench bench-quick bench-go explain schema
+.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck pg-check gotest faults demo bench bench-quick bench-go explain schema
 
-## test: gofmt check, go vet, staticcheck, then the race-enabled tests (and the store's again with group commit off)
-test: lint gotest
+## test: gofmt check, go vet, staticcheck, a PostgreSQL found, then the race-enabled tests (and the store's again with group commit off)
+test: lint pg-check gotest
 
 ## lint: gofmt check, a tidy module, go vet and staticcheck, no tests
 lint: fmt-check tidy-check migrations-check vet staticcheck
@@ -44,13 +47,33 @@ vet:
 	@echo "==> go vet ./..."
 	@$(GO) vet ./...
 
+# go install into a scratch directory inside bin/, then one rename: an
+# interrupted install leaves no half-written binary under the final name, and
+# the scratch directory is removed whatever happens (trap).
 $(STATICCHECK):
-	@echo "==> installing staticcheck into $(GOBIN)"
-	@tmp="$$(mktemp -d)" && GOBIN="$$tmp" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && mv "$$tmp/staticcheck" $(STATICCHECK) && rmdir "$$tmp"
+	@echo "==> installing staticcheck $(STATICCHECK_VERSION) into $(TOOLBIN)"
+	@mkdir -p "$(TOOLBIN)" && tmp="$$(mktemp -d "$(TOOLBIN)/.install.XXXXXX")" && \
+	trap 'rm -rf "$$tmp"' EXIT INT TERM && \
+	GOBIN="$$tmp" $(GO) install honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSION) && \
+	mv "$$tmp/staticcheck" "$(STATICCHECK)"
 
 staticcheck: | $(STATICCHECK)
 	@echo "==> staticcheck ./..."
 	@$(STATICCHECK) ./...
+
+# pg-check finds the tests' PostgreSQL once (internal/pgtest: the URL in
+# PGDCB_TEST_DATABASE_URL, else a server on 127.0.0.1:5432 or the unix socket,
+# else a throwaway cluster from local binaries, else testcontainers) and, when
+# there is none, stops with what was tried and what is missing, instead of
+# every package failing with it.
+pg-check:
+	@echo "==> a PostgreSQL server for the tests (docs/TESTING.md)"
+	@out="$$($(GO) test -count=1 -run '^TestMainExportsDSN$$' ./internal/pgtest/ 2>&1)" || { \
+		echo "$$out" | grep -v -E '^(FAIL|ok)([[:space:]]|$$)'; \
+		echo "make test needs PostgreSQL 15+: set PGDCB_TEST_DATABASE_URL, start a server on 127.0.0.1:5432"; \
+		echo "(user postgres, trust), or install the PostgreSQL server binaries (initdb, postgres) for a"; \
+		echo "throwaway cluster; see docs/TESTING.md. NATS on 127.0.0.1:4222 is needed by the outbox tests."; \
+		exit 1; }
 
 # Group commit is on by default; the store and the executor are also tested
 # on the per-call path (PGDCB_TEST_GROUP_COMMIT=0 sets GroupCommitDisabled).
