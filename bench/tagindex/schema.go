@@ -58,8 +58,9 @@ type index struct {
 	ddl  string
 }
 
-// eventsIndexes are the indexes of 001_core.sql (and the primary key), in the
-// order they are built; events_tags only for GIN.
+// eventsIndexes are the events table's indexes of sql/migrations/001_events.sql
+// (and the primary key), in the order they are built; events_tags only for
+// GIN.
 func eventsIndexes(q string, v Variant) []index {
 	ix := []index{
 		{"events_pkey", `ALTER TABLE %[1]s.events ADD CONSTRAINT events_pkey PRIMARY KEY (position)`},

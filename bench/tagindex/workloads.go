@@ -334,7 +334,7 @@ func readWorkloads(conn *pgx.Conn, f *fixture, g, bt *Schema) []workload {
 			WHERE t.tag = $1
 			ORDER BY t.transaction_id ASC, t.position ASC`)
 
-	// Conflict checks (002_append_function.sql first_unseen_match). Recent
+	// Conflict checks (the condition check of append_events, in sql/). Recent
 	// path: the cached statement over the events_log_order ranges since the
 	// cursor, tag and type tests written IS TRUE (no index on them).
 	ginRecent := `SELECT e.position FROM ` + gq + `.events e
