@@ -17,6 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/tailpolls"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -138,7 +139,8 @@ func TestOutOfOrderCommit(t *testing.T) {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			s, pool := newStore(t, "")
 			ctx := context.Background()
-			sub, err := subscription.New(s, query.All(), &subscription.Config{PollInterval: 5 * time.Millisecond})
+			polls := tailpolls.New(s)
+			sub, err := subscription.New(polls, query.All(), &subscription.Config{PollInterval: 5 * time.Millisecond})
 			require.NoError(t, err)
 			var c collector
 			run(t, sub, cursor.Cursor{}, c.handle)
@@ -154,11 +156,11 @@ func TestOutOfOrderCommit(t *testing.T) {
 
 			// B is committed, but A (lower position, older transaction) is
 			// not: B must not be delivered yet, or A would land behind the
-			// cursor. Let the subscription poll many times.
-			for range 20 {
-				time.Sleep(5 * time.Millisecond)
-				require.Zero(t, c.len(), "B delivered while A was still open")
-			}
+			// cursor. Let the subscription poll several times (counted: a
+			// sleep on a loaded machine may cover no poll at all; few, as
+			// A's open transaction holds back every tailing reader).
+			polls.Await(t, 5, wait)
+			require.Zero(t, c.len(), "B delivered while A was still open")
 			require.NoError(t, txA.Commit(ctx))
 			require.Eventually(t, func() bool { return c.len() == 2 }, wait, 2*time.Millisecond)
 			evs := c.events()

@@ -31,20 +31,36 @@ func TestCrashUnderWriters(t *testing.T) {
 	defer w.halt()
 
 	var recovery time.Duration
-	time.Sleep(1200 * time.Millisecond)
+	// The verdicts below need the contended counter to have moved and some
+	// writes to have met each crash: waited for in the ledger (a loaded
+	// machine may slow the writers down to nothing in a fixed sleep).
+	waitUntil(t, "the writers moved the counter", func() bool {
+		return led.has(func(a attempt) bool { return a.kind == "appendif-counter" && a.out == acked })
+	})
 	for round := range 2 {
 		holdCommits(t, e)
-		time.Sleep(150 * time.Millisecond)
+		// The crash must meet commits that are durable but not acknowledged:
+		// wait until a writer's commit waits behind the hold.
+		waitUntil(t, fmt.Sprintf("a commit held before crash %d", round), func() bool {
+			var n int
+			err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+				WHERE application_name = 'faults_writer' AND wait_event = 'SyncRep'`).Scan(&n)
+			require.NoError(t, err)
+			return n > 0
+		})
 		releaseCommitsAtNextStart(t, e)
 		require.NoError(t, s.Crash(t.Context()), "crash %d", round)
-		time.Sleep(300 * time.Millisecond) // writers meet a refused connection
+		crashed := time.Now()
+		waitUntil(t, fmt.Sprintf("a write met crash %d", round), func() bool {
+			return led.has(func(a attempt) bool { return a.out == definite && a.at.After(crashed) })
+		})
 		restart := time.Now()
 		require.NoError(t, s.Start(t.Context()), "start %d", round)
 		require.Eventually(t, func() bool { _, ok := led.ackedAfter(restart); return ok },
-			30*time.Second, 5*time.Millisecond, "an append succeeds after start %d", round)
+			waitTimeout, 5*time.Millisecond, "an append succeeds after start %d", round)
 		d, _ := led.ackedAfter(restart)
 		recovery = max(recovery, d)
-		time.Sleep(900 * time.Millisecond)
+		time.Sleep(900 * time.Millisecond) // pacing: the writers run between crashes
 	}
 	w.halt()
 

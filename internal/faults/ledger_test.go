@@ -139,6 +139,18 @@ func (l *ledger) ackedAfter(t0 time.Time) (time.Duration, bool) {
 	return first, found
 }
 
+// has reports whether an attempt recorded so far satisfies pred.
+func (l *ledger) has(pred func(a attempt) bool) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, a := range l.attempts {
+		if pred(a) {
+			return true
+		}
+	}
+	return false
+}
+
 // payload is the data of every event the suite writes: the attempt's id, the
 // event's index in its batch and, for the counter, its value.
 type payload struct {

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -131,9 +132,19 @@ func TestProjectionSIGKILL(t *testing.T) {
 		cancel()
 		require.ErrorIs(t, <-done, context.Canceled)
 	}()
-	require.Eventually(t, func() bool { return rmCount() >= total }, 60*time.Second, 10*time.Millisecond, "the projection catches up")
+	require.Eventually(t, func() bool { return rmCount() >= total }, waitTimeout, 10*time.Millisecond, "the projection catches up")
 	recovery := time.Since(restart)
-	time.Sleep(200 * time.Millisecond) // a few more polls: nothing more may come
+	// Nothing more may come once the checkpoint covers the log's last P
+	// event: rows and checkpoint commit together, so the read model is then
+	// final (waited for as observable state, not slept for).
+	logged, _, err := store.ReadAll(t.Context(), projQ, nil)
+	require.NoError(t, err)
+	last := logged[len(logged)-1]
+	waitUntil(t, "the projection's checkpoint covers the last event", func() bool {
+		st, err := r.Status(t.Context())
+		require.NoError(t, err)
+		return cursor.Compare(st.Cursor.TransactionID, st.Cursor.Position, last.TransactionID, last.Position) >= 0
+	})
 
 	var rows, distinct, missing, extra int
 	require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*), count(DISTINCT position) FROM `+e.quoted+`.rm`).Scan(&rows, &distinct))

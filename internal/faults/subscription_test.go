@@ -16,6 +16,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/tailpolls"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -89,7 +90,7 @@ func TestSubscriptionAcrossRestartAndCrash(t *testing.T) {
 	q := query.Tagged([]string{"S"})
 
 	rec := &deliveries{}
-	polls := &pollCounter{Interface: store}
+	polls := tailpolls.New(store)
 	sub, err := subscription.New(polls, q, &subscription.Config{Name: "faults", BatchSize: 2,
 		PollInterval: 100 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
 	require.NoError(t, err)
@@ -157,7 +158,7 @@ func TestSubscriptionAcrossRestartAndCrash(t *testing.T) {
 			}
 			return true
 		})
-		polls.await(t, 3)
+		polls.Await(t, 3, waitTimeout)
 		for _, p := range positions {
 			require.Equal(t, 1, rec.times(p), "deliveries of the event at position %d", p)
 		}
@@ -173,7 +174,7 @@ func TestSubscriptionAcrossRestartAndCrash(t *testing.T) {
 		var next uint64
 		require.NoError(t, tx.QueryRow(t.Context(), `SELECT pg_current_xact_id()::text::bigint`).Scan(&next))
 		notes = append(notes, fmt.Sprintf("short page: open transaction took the next id: %v", next == res.TransactionID+1))
-		polls.await(t, 6) // the subscription polls with the next id held open
+		polls.Await(t, 6, waitTimeout) // the subscription polls with the next id held open
 		require.NoError(t, tx.Rollback(t.Context()))
 		requireOnce(t, res.Positions)
 	})
@@ -282,57 +283,6 @@ func committedBatch(t *testing.T, st *eventstore.Store, q query.Query, evs []eve
 		res.Positions = append(res.Positions, got.Position)
 	}
 	return res
-}
-
-// pollCounter is the subscription's store with a count of its tailing
-// reads, so that a test can wait for "n more polls" as a signal instead of
-// sleeping for n poll intervals (a loaded machine stretches them).
-type pollCounter struct {
-	eventstore.Interface
-	mu    sync.Mutex
-	n     int
-	moved chan struct{} // closed and replaced at every read started
-}
-
-func (p *pollCounter) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (eventstore.TailBatch, error) {
-	p.mu.Lock()
-	p.n++
-	if p.moved != nil {
-		close(p.moved)
-		p.moved = nil
-	}
-	p.mu.Unlock()
-	return p.Interface.ReadTail(ctx, q, after, limit)
-}
-
-// await returns once the subscription has completed n more polls than it
-// had started when await was called: a read is handed to the handler
-// before the next read starts, so n+1 more starts mean n polls read and
-// handled. It fails the test at waitTimeout.
-func (p *pollCounter) await(t *testing.T, n int) {
-	t.Helper()
-	p.mu.Lock()
-	target := p.n + n + 1
-	p.mu.Unlock()
-	deadline := time.NewTimer(waitTimeout)
-	defer deadline.Stop()
-	for {
-		p.mu.Lock()
-		if p.n >= target {
-			p.mu.Unlock()
-			return
-		}
-		if p.moved == nil {
-			p.moved = make(chan struct{})
-		}
-		moved := p.moved
-		p.mu.Unlock()
-		select {
-		case <-moved:
-		case <-deadline.C:
-			t.Fatalf("the subscription did not poll %d more times within %s", n, waitTimeout)
-		}
-	}
 }
 
 // waitTimeout bounds every wait of the suite for something to happen. It
