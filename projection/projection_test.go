@@ -283,14 +283,27 @@ func TestStatusPauseResumeReset(t *testing.T) {
 	appendN(t, s, "P", 10, 10)
 	// A batch that read ACTIVE before Pause may still call the handler (at
 	// any time, under load), but it must not commit: nothing moves while
-	// paused.
-	for range 10 { // several poll intervals
-		time.Sleep(20 * time.Millisecond)
-		require.Equal(t, 30, rmCount(t, pool, s), "a paused projection committed a batch")
-		now, err := r.Status(ctx)
-		require.NoError(t, err)
-		require.Equal(t, projection.Paused, now.State)
-		require.Equal(t, st.Cursor, now.Cursor, "a paused projection moved its checkpoint")
+	// paused. The leader writes heartbeat_at after a poll (every poll here,
+	// as each takes longer than HeartbeatInterval apart): three new
+	// heartbeats mean at least two whole polls after the append, counted
+	// rather than slept for, so a loaded machine cannot make the check
+	// vacuous.
+	hb := st.HeartbeatAt
+	for beats := 0; beats < 3; beats++ {
+		deadline := time.Now().Add(wait)
+		for {
+			now, err := r.Status(ctx)
+			require.NoError(t, err)
+			require.Equal(t, 30, rmCount(t, pool, s), "a paused projection committed a batch")
+			require.Equal(t, projection.Paused, now.State)
+			require.Equal(t, st.Cursor, now.Cursor, "a paused projection moved its checkpoint")
+			if now.HeartbeatAt.After(hb) {
+				hb = now.HeartbeatAt
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "no heartbeat of the paused leader in %s", wait)
+			time.Sleep(5 * time.Millisecond) // a poll of observable state, bounded by the deadline
+		}
 	}
 	require.NoError(t, r.Resume(ctx))
 	require.Eventually(t, func() bool { return rmCount(t, pool, s) == 40 }, wait, 5*time.Millisecond)
