@@ -59,6 +59,11 @@ const defaultMaxConns = 16
 // run serves until ctx ends, then shuts down gracefully and returns nil. Logs
 // go to logw; ready, if set, gets the listening address once requests are
 // accepted.
+// connStateHook is the HTTP server's ConnState; nil but in tests, which use
+// it to know that the server has a request in hand (StateActive) instead of
+// sleeping for it.
+var connStateHook func(net.Conn, http.ConnState)
+
 func run(ctx context.Context, args []string, logw io.Writer, ready func(addr string)) error {
 	fs := flag.NewFlagSet("walletd", flag.ContinueOnError)
 	fs.SetOutput(logw)
@@ -128,6 +133,7 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		ConnState:         connStateHook,
 		// Requests do not inherit ctx: a signal must not cancel commands in
 		// flight (their outcome would be unknown); Shutdown waits for them.
 	}
