@@ -26,7 +26,7 @@
 // KEY=0190f5b2-8d3c-7cde-9a41-3f1e2d4c5b6a):
 //
 //	$ PGDCB_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/wallet/cmd/walletd -addr :8080
-//	level=INFO msg="walletd listening" addr=http://[::]:8080 schema=wallet postgres=env migrations_applied=2
+//	level=INFO msg="walletd listening" addr=http://[::]:8080 schema=wallet postgres=env migrations_applied=3
 //
 //	$ curl -si localhost:8080/wallets -H "$H" -d '{"wallet_id":"alice"}'
 //	HTTP/1.1 201 Created
