@@ -59,7 +59,8 @@ type Outcome struct {
 	// Events are the events the command appended, in log order, as stored.
 	Events []eventstore.StoredEvent
 	// Attempts is how many decisions this call made (0 for a Duplicate found
-	// before deciding).
+	// before deciding). It is also set, with CommandID, on the Outcome
+	// returned with a *RejectedError or an *AttemptsExhaustedError.
 	Attempts int
 	// Duplicate is true when the command id had already been executed: the
 	// outcome is the first execution's, and nothing was appended by this call.

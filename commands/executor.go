@@ -93,7 +93,8 @@ var errDuplicateRow = errors.New("commands: duplicate command id")
 
 // Execute decides the command and appends its events, retrying on conflicts
 // (see the package documentation). It returns the outcome, or:
-//   - *RejectedError wrapping the handler's error (never retried);
+//   - *RejectedError wrapping the handler's error (never retried), with an
+//     Outcome holding CommandID and Attempts;
 //   - *AttemptsExhaustedError (pgdcb.ErrConditionFailed) after MaxAttempts
 //     conflicts;
 //   - *InvalidCommandError (ErrInvalidCommand), ErrNoHandler, or a store or
@@ -169,7 +170,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			e.stats.rejected.Add(1)
 			e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
 			e.fail(typ, "rejected", nil)
-			return Outcome{}, err
+			return Outcome{CommandID: cmd.ID, Attempts: attempt}, err
 		case errors.Is(err, pgdcb.ErrIdempotent) || errors.Is(err, errDuplicateRow):
 			first, ok, ferr := e.firstOutcome(ctx, cmd.ID)
 			if ferr != nil {
@@ -190,7 +191,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 				e.stats.exhausted.Add(1)
 				e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
 				e.fail(typ, "conflict", nil)
-				return Outcome{}, &AttemptsExhaustedError{Type: typ, Attempts: attempt, Err: err}
+				return Outcome{CommandID: cmd.ID, Attempts: attempt}, &AttemptsExhaustedError{Type: typ, Attempts: attempt, Err: err}
 			}
 			e.cfg.Logger.DebugContext(ctx, "command conflict, deciding again",
 				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)

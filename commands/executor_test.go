@@ -169,11 +169,15 @@ func TestExecuteNeverRetriesARejection(t *testing.T) {
 			calls.Add(1)
 			return increment("a", 0)(ctx, dc)
 		})
-		_, err := ex.Execute(ctx, cmd("Increment", h))
+		c := cmd("Increment", h)
+		c.ID = uuid.New()
+		out, err := ex.Execute(ctx, c)
 		require.ErrorIs(t, err, errLimit)
 		var rej *commands.RejectedError
 		require.ErrorAs(t, err, &rej)
 		require.EqualValues(t, 1, calls.Load())
+		// The outcome of a rejection says how many decisions were made.
+		require.Equal(t, commands.Outcome{CommandID: c.ID, Attempts: 1}, out)
 		require.Equal(t, 0, countEvents(t, s, query.All()))
 		require.EqualValues(t, 1, ex.Stats().Rejected)
 	})
