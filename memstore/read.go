@@ -35,6 +35,12 @@ func (s *Store) read(ctx context.Context, q query.Query, o eventstore.ReadOption
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
+	out, c, _ := s.readLocked(q, o)
+	return out, c, nil
+}
+
+// readLocked is read under s.mu; it also returns the log's head at the read.
+func (s *Store) readLocked(q query.Query, o eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, cursor.Cursor) {
 	head := s.headLocked()
 	var out []eventstore.StoredEvent
 	s.scan(q, o.After, o.Backwards, func(e eventstore.StoredEvent) bool {
@@ -47,7 +53,7 @@ func (s *Store) read(ctx context.Context, q query.Query, o eventstore.ReadOption
 		last := out[len(out)-1]
 		c = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: head.Snapshot}
 	}
-	return out, c, nil
+	return out, c, head
 }
 
 // ReadAll reads every matching event into memory and returns them with the
@@ -97,10 +103,17 @@ func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor
 		return eventstore.TailBatch{}, invalidLimit("ReadTail limit", limit)
 	}
 	after.Snapshot = nil // tailing is by log order only
-	evs, head, err := s.read(ctx, q, eventstore.ReadOptions{After: &after, Limit: limit})
-	if err != nil {
+	o := eventstore.ReadOptions{After: &after, Limit: limit}
+	if err := q.Validate(); err != nil {
 		return eventstore.TailBatch{}, err
 	}
+	if err := ctx.Err(); err != nil {
+		return eventstore.TailBatch{}, fmt.Errorf("pgdcb: read: %w", err)
+	}
+	s.mu.RLock()
+	// The head is the log's last event, whatever the limit cut the page to.
+	evs, _, head := s.readLocked(q, o)
+	s.mu.RUnlock()
 	b := eventstore.TailBatch{Events: evs, Horizon: head.Snapshot.Xmin, Head: head}
 	b.Head.Snapshot = nil
 	if limit > 0 && len(evs) == limit {

@@ -86,6 +86,7 @@ func Checks(opts *Options) []Check {
 		{"RaceMixedWriters", with(testRaceMixedWriters)},
 		{"RaceIdempotency", with(testRaceIdempotency)},
 		{"TailPagesInLogOrder", with(testTailPages)},
+		{"TailFullPageHeadIsLogHead", with(testTailFullPageHead)},
 		{"TailCursorAsCondition", with(testTailCursorAsCondition)},
 		{"ListenWakesAfterAppend", with(testListen)},
 		{"BadEventsRefusedNothingWritten", with(testBadEvents)},

@@ -68,6 +68,26 @@ func testTailPages(t testing.TB, s eventstore.Interface, _ Options) {
 	require.Equal(t, late.Positions, positions(got))
 }
 
+// On a full page (the limit reached) Head is still the log's last event,
+// not the page's last: a lag computed from Head and the page's cursor must
+// count what the page left out.
+func testTailFullPageHead(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx := context.Background()
+	appendOK(t, s, ev("E", 1, "a=1"), ev("E", 2, "a=1"))
+	last := appendOK(t, s, ev("F", 1, "b=1"))
+	want := cursor.Cursor{TransactionID: last.TransactionID, Position: last.Positions[0]}
+	b, err := s.ReadTail(ctx, query.Tagged(nil, "a=1"), cursor.Start, 2)
+	require.NoError(t, err)
+	require.Len(t, b.Events, 2, "a full page")
+	require.Equal(t, point(want), b.Head, "a full page's Head is the log's last event")
+	require.Equal(t, b.Events[1].Position, b.Cursor.Position, "a full page's cursor is its last event")
+	// A page of one of several matching events: the same Head.
+	b, err = s.ReadTail(ctx, query.Tagged(nil, "a=1"), cursor.Start, 1)
+	require.NoError(t, err)
+	require.Len(t, b.Events, 1)
+	require.Equal(t, point(want), b.Head, "a full page's Head is the log's last event")
+}
+
 // A tailing cursor carries no snapshot and works as an AppendIf After by log
 // order: nothing new passes, a new matching event fails the append.
 func testTailCursorAsCondition(t testing.TB, s eventstore.Interface, _ Options) {
