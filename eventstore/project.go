@@ -96,6 +96,9 @@ func Fold(read func(query.Query) *Events, projectors ...Projector) (appendif.Con
 	if len(projectors) == 0 {
 		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
 	}
+	if err := validateSnapshotKeys(projectors); err != nil {
+		return appendif.Condition{}, err
+	}
 	var union query.Query
 	queries := make([]query.Query, len(projectors))
 	for i, p := range projectors {

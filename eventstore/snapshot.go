@@ -51,7 +51,11 @@ func (JSONCodec[S]) Unmarshal(b []byte) (S, error) {
 }
 
 // WithSnapshots opts the model into snapshots under name and version (see
-// Snapshottable; Codec nil means JSONCodec) and returns it.
+// Snapshottable; Codec nil means JSONCodec) and returns it. The name must be
+// 1..MaxSnapshotNameBytes bytes of UTF-8 without NUL (ValidateSnapshotName):
+// Project refuses another with an *InvalidSnapshotNameError before running
+// any statement. The version is any int, stored whole (a timestamp such as
+// 202611251200 works).
 func (m *Model[S]) WithSnapshots(name string, version int) *Model[S] {
 	m.Name, m.Version = name, version
 	return m
@@ -206,7 +210,7 @@ func (s *Store) writeSnapshot(ctx context.Context, w *snapshotWrite) (bool, erro
 		 WHERE (k.transaction_id, k.position) < (EXCLUDED.transaction_id, EXCLUDED.position)
 		    OR k.epoch <> EXCLUDED.epoch
 		    OR NOT EXISTS (SELECT 1 FROM `+s.sql.events+` e WHERE e.position = k.position AND e.transaction_id = k.transaction_id)`,
-		w.name, int32(w.version), w.qkey, w.qtext, fmt.Sprint(w.tx), w.position, w.state, w.epoch)
+		w.name, int64(w.version), w.qkey, w.qtext, fmt.Sprint(w.tx), w.position, w.state, w.epoch)
 	if err != nil {
 		return false, errf("write snapshot", err)
 	}

@@ -65,7 +65,7 @@ func (s *Store) loadSnapshots(ctx context.Context, db dbtx, entries []*snapEntry
 		var (
 			name, txText string
 			qkey, state  []byte
-			version      int32
+			version      int64
 			pos, epoch   int64
 		)
 		if err := rows.Scan(&name, &qkey, &version, &txText, &pos, &state, &epoch); err != nil {
@@ -79,7 +79,7 @@ func (s *Store) loadSnapshots(ctx context.Context, db dbtx, entries []*snapEntry
 			if e.name != name || string(e.qkey) != string(qkey) {
 				continue
 			}
-			if int(version) != e.version {
+			if version != int64(e.version) {
 				s.snap.ignoredVersion.Add(1)
 				continue
 			}
@@ -103,6 +103,9 @@ func (s *Store) loadSnapshots(ctx context.Context, db dbtx, entries []*snapEntry
 
 // projectSnapshots is Project when some projector is Snapshottable.
 func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []Projector, o projectOpts) (appendif.Condition, error) {
+	if err := validateSnapshotKeys(projectors); err != nil {
+		return appendif.Condition{}, err
+	}
 	var union query.Query
 	queries := make([]query.Query, len(projectors))
 	entryOf := make([]*snapEntry, len(projectors))

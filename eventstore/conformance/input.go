@@ -73,6 +73,14 @@ func testBadQueries(t testing.TB, s eventstore.Interface, _ Options) {
 	x := []eventstore.Event{ev("X", 1)}
 	_, err := s.AppendIf(ctx, x, appendif.Condition{})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery, "a condition must have something to check")
+	// A snapshot name PostgreSQL's text cannot hold is refused up front, by
+	// every store (memstore folds from the start, but refuses the same input).
+	m := eventstore.NewModel(query.Tagged(nil, "a=b"), 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 }).
+		WithSnapshots("nul\x00name", 1)
+	_, err = s.Project(ctx, m)
+	var ne *eventstore.InvalidSnapshotNameError
+	require.ErrorAs(t, err, &ne, "a snapshot name with NUL")
+	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
 	cur, err := s.Head(ctx)
 	require.NoError(t, err)
 	_, err = s.AppendIf(ctx, x, appendif.Condition{After: &cur, Idempotency: query.Tagged(nil, "a=b")})
