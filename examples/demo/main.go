@@ -158,7 +158,7 @@ func run(o options) error {
 				st, body, err := post("/transfers", wallet.TransferRequest{From: ids[from], To: ids[to], Amount: 1 + rand.Int64N(initial/2)})
 				lat[c] = append(lat[c], time.Since(t0))
 				ends[c] = append(ends[c], time.Since(start))
-				var e wallet.ErrorResponse
+				var e wallet.Problem
 				_ = json.Unmarshal(body, &e)
 				switch {
 				case err == nil && st == 200:

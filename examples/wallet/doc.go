@@ -9,94 +9,112 @@
 // which re-decides on conflicts and makes caller-supplied command ids
 // idempotent.
 //
-// The HTTP API (NewAPI) returns a wallet's decision cursor as its ETag and
-// accepts it back with If-Match (RFC 9110): the command fails with 412 if
-// anything about that wallet changed since. Idempotency-Key follows the IETF
-// draft: a retry of the same request replays the first outcome, the same key
-// with another request is 422, a retry while the first runs is 409. The
-// Balances read model is a table maintained by tailing the log
-// (eventstore.Store.ReadTail) with its checkpoint in the same transaction as
-// the balances.
+// The HTTP API (NewAPI) answers GET /wallets/{id} with the wallet's version
+// (the cursor of its last event) as a strong ETag, 304 to an If-None-Match
+// naming it, and accepts it back with If-Match (RFC 9110): a command fails
+// with 412 if the wallet changed since. Idempotency-Key (any string up to 255
+// characters) follows the IETF draft: a retry of the same request replays the
+// first outcome, a business rejection included; the same key with another
+// request is 422; a retry while the first runs is 409. Errors are RFC 9457
+// problem details with a stable code. The Balances read model is a table
+// maintained by tailing the log (eventstore.Store.ReadTail) with its
+// checkpoint in the same transaction as the balances.
 //
 // # Trying it
 //
 // Command walletd (examples/wallet/cmd/walletd) serves the API; it migrates
 // its schema at start and stops cleanly on SIGINT or SIGTERM. A session
-// (headers trimmed to the ones that matter; H='Content-Type: application/json',
-// KEY=0190f5b2-8d3c-7cde-9a41-3f1e2d4c5b6a):
+// (headers trimmed to the ones that matter; H='Content-Type: application/json'):
 //
 //	$ PGDCB_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/wallet/cmd/walletd -addr :8080
-//	level=INFO msg="walletd listening" addr=http://[::]:8080 schema=wallet postgres=env migrations_applied=3
+//	level=INFO msg="walletd listening" addr=http://[::]:8080 schema=wallet postgres=env migrations_applied=4
 //
 //	$ curl -si localhost:8080/wallets -H "$H" -d '{"wallet_id":"alice"}'
 //	HTTP/1.1 201 Created
 //	Location: /wallets/alice
-//	{"wallet_id":"alice","balance":0,"command_id":"01a20ee6-a1cd-71f5-ac4b-86766bfd75e7","transaction_id":215294}
+//	{"wallet_id":"alice","balance":0,"command_id":"01a2142a-30be-76f0-81cc-afc74a0bdeb1","transaction_id":31977}
 //	$ curl -si localhost:8080/wallets -H "$H" -d '{"wallet_id":"bob"}'
 //	HTTP/1.1 201 Created
 //
-//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -H "Idempotency-Key: $KEY" -d '{"amount":100}'
+//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -H "Idempotency-Key: deposit-0001" -d '{"amount":100}'
 //	HTTP/1.1 200 OK
-//	{"wallet_id":"alice","balance":100,"command_id":"0190f5b2-8d3c-7cde-9a41-3f1e2d4c5b6a","transaction_id":215300}
-//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -H "Idempotency-Key: $KEY" -d '{"amount":100}'
+//	{"wallet_id":"alice","balance":100,"command_id":"1addcb40-ce9d-56ac-a562-9ca91ff31ca4","transaction_id":31987}
+//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -H "Idempotency-Key: deposit-0001" -d '{"amount":100}'
 //	HTTP/1.1 200 OK
 //	Idempotent-Replayed: true
-//	{"wallet_id":"alice","balance":100,"command_id":"0190f5b2-8d3c-7cde-9a41-3f1e2d4c5b6a","transaction_id":215300}
-//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -H "Idempotency-Key: $KEY" -d '{"amount":999}'
+//	{"wallet_id":"alice","balance":100,"command_id":"1addcb40-ce9d-56ac-a562-9ca91ff31ca4","transaction_id":31987}
+//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -H "Idempotency-Key: deposit-0001" -d '{"amount":999}'
 //	HTTP/1.1 422 Unprocessable Entity
-//	{"error":"wallet: idempotency key already used for a different request (by a Deposit command)","code":"idempotency_key_reused"}
+//	Content-Type: application/problem+json
+//	{"type":"tag:pgdcb.github.io,2026:wallet/idempotency_key_reused","title":"Idempotency-Key reused","status":422,"detail":"wallet: idempotency key already used for a different request (by a Deposit command)","code":"idempotency_key_reused"}
+//
+//	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -H "Idempotency-Key: withdraw-0001" -d '{"amount":1000}'
+//	HTTP/1.1 409 Conflict
+//	{"type":"tag:pgdcb.github.io,2026:wallet/insufficient_funds","title":"Insufficient funds","status":409,"detail":"wallet: insufficient funds","code":"insufficient_funds"}
+//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -d '{"amount":1000}'
+//	HTTP/1.1 200 OK
+//	{"wallet_id":"alice","balance":1100,"command_id":"01a2142a-3277-7771-8cda-73c3ce528c1a","transaction_id":31992}
+//	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -H "Idempotency-Key: withdraw-0001" -d '{"amount":1000}'
+//	HTTP/1.1 409 Conflict
+//	Idempotent-Replayed: true
+//	{"type":"tag:pgdcb.github.io,2026:wallet/insufficient_funds","title":"Insufficient funds","status":409,"detail":"wallet: insufficient funds","code":"insufficient_funds"}
 //
 //	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -d '{"amount":10}'
 //	HTTP/1.1 200 OK
-//	{"wallet_id":"alice","balance":90,"command_id":"01a20ee6-a2fd-7b77-bdfe-80df85d400da","transaction_id":215304}
+//	{"wallet_id":"alice","balance":1090,"command_id":"01a2142a-32dc-7079-8af8-3aa1ad23ebec","transaction_id":31998}
 //	$ curl -si localhost:8080/transfers -H "$H" -d '{"from":"alice","to":"bob","amount":40}'
 //	HTTP/1.1 200 OK
-//	{"from":"alice","to":"bob","amount":40,"from_balance":50,"to_balance":40,"transfer_id":"01a20ee6-a328-7e61-8a18-4755bff1478d","transaction_id":215307}
+//	{"from":"alice","to":"bob","amount":40,"from_balance":1050,"to_balance":40,"transfer_id":"01a2142a-3313-7127-86b1-ad80e76321fd","transaction_id":32002}
 //
 //	$ curl -si localhost:8080/wallets/alice
 //	HTTP/1.1 200 OK
-//	Etag: "AQGLkg0G878NAAA"
-//	{"wallet_id":"alice","balance":50,"as_of":"AQGLkg0G878NAAA"}
-//	$ ETAG='"AQGLkg0G878NAAA"'
+//	Etag: "AQCC-gEH"
+//	{"wallet_id":"alice","balance":1050,"as_of":"AQCC-gEH"}
+//	$ ETAG='"AQCC-gEH"'
+//	$ curl -si localhost:8080/wallets/bob/deposits -H "$H" -d '{"amount":5}'
+//	HTTP/1.1 200 OK
+//	$ curl -si localhost:8080/wallets/alice -H "If-None-Match: $ETAG"
+//	HTTP/1.1 304 Not Modified
+//	Etag: "AQCC-gEH"
 //	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -H "If-Match: $ETAG" -d '{"amount":5}'
 //	HTTP/1.1 200 OK
-//	{"wallet_id":"alice","balance":45,"command_id":"01a20eeb-72cf-7c2c-92db-d6d9de8d16aa","transaction_id":221178}
+//	{"wallet_id":"alice","balance":1045,"command_id":"01a2142a-4ad0-723b-929e-f8c45bd46051","transaction_id":32047}
 //	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -H "If-Match: $ETAG" -d '{"amount":5}'
 //	HTTP/1.1 412 Precondition Failed
-//	{"error":"wallet: wallet changed since the given cursor","code":"stale_etag"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/stale_etag","title":"Wallet changed","status":412,"detail":"wallet: the wallet changed since the given version (ETag)","code":"stale_etag"}
 //	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -H "If-Match: W/$ETAG" -d '{"amount":5}'
 //	HTTP/1.1 412 Precondition Failed
-//	{"error":"wallet: wallet changed since the given cursor","code":"stale_etag"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/stale_etag","title":"Wallet changed","status":412,"detail":"wallet: the wallet changed since the given version (ETag)","code":"stale_etag"}
 //	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -H 'If-Match: not-quoted' -d '{"amount":5}'
 //	HTTP/1.1 400 Bad Request
-//	{"error":"malformed If-Match: entity-tag at byte 0 does not start with a double quote","code":"bad_etag"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/bad_etag","title":"Malformed entity-tag","status":400,"detail":"malformed If-Match: entity-tag at byte 0 does not start with a double quote","code":"bad_etag"}
 //
 //	$ curl -si localhost:8080/balances/bob
 //	HTTP/1.1 200 OK
-//	{"wallet_id":"bob","balance":40,"as_of":"AQD9vw3__________38"}
+//	{"wallet_id":"bob","balance":40,"as_of":"AQCC-gEI"}
 //
-//	$ curl -si localhost:8080/wallets/alice/withdrawals -H "$H" -d '{"amount":1000}'
-//	HTTP/1.1 409 Conflict
-//	{"error":"wallet: insufficient funds","code":"insufficient_funds"}
 //	$ curl -si localhost:8080/transfers -H "$H" -d '{"from":"alice","to":"carol","amount":1}'
 //	HTTP/1.1 404 Not Found
-//	{"error":"wallet: unknown wallet: carol","code":"wallet_not_found"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/wallet_not_found","title":"Wallet not found","status":404,"detail":"wallet: unknown wallet: carol","code":"wallet_not_found"}
 //	$ curl -si localhost:8080/wallets -H "$H" -d '{"wallet_id":"alice"}'
 //	HTTP/1.1 409 Conflict
-//	{"error":"wallet: wallet already exists","code":"wallet_exists"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/wallet_exists","title":"Wallet already exists","status":409,"detail":"wallet: wallet already exists","code":"wallet_exists"}
 //	$ curl -si localhost:8080/wallets/alice/deposits -H 'Content-Type: text/plain' -d '{"amount":1}'
 //	HTTP/1.1 415 Unsupported Media Type
-//	{"error":"request body must be Content-Type: application/json (got \"text/plain\")","code":"unsupported_media_type"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/unsupported_media_type","title":"Unsupported media type","status":415,"detail":"request body must be Content-Type: application/json (got \"text/plain\")","code":"unsupported_media_type"}
+//	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -d '{"amount":"10"}'
+//	HTTP/1.1 400 Bad Request
+//	{"type":"tag:pgdcb.github.io,2026:wallet/bad_json","title":"Malformed request body","status":400,"detail":"field \"amount\" must be an integer in range (got string)","code":"bad_json"}
 //	$ curl -si localhost:8080/wallets/alice/deposits -H "$H" -d '{"amount":-1}'
 //	HTTP/1.1 400 Bad Request
-//	{"error":"wallet: amount must be a positive integer","code":"invalid_amount"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/invalid_amount","title":"Invalid amount","status":400,"detail":"wallet: amount must be a positive integer","code":"invalid_amount"}
 //	$ curl -si -X DELETE localhost:8080/wallets/alice
 //	HTTP/1.1 405 Method Not Allowed
 //	Allow: GET, HEAD
-//	{"error":"method DELETE not allowed on /wallets/alice (allowed: GET, HEAD)","code":"method_not_allowed"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/method_not_allowed","title":"Method not allowed","status":405,"detail":"method DELETE not allowed on /wallets/alice (allowed: GET, HEAD)","code":"method_not_allowed"}
 //	$ curl -si localhost:8080/accounts
 //	HTTP/1.1 404 Not Found
-//	{"error":"no such route: GET /accounts","code":"not_found"}
+//	{"type":"tag:pgdcb.github.io,2026:wallet/not_found","title":"No such route","status":404,"detail":"no such route: GET /accounts","code":"not_found"}
 //
 //	$ kill -TERM %1
 //	level=INFO msg="walletd shutting down" timeout=10s

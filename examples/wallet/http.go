@@ -9,8 +9,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"mime"
 	"net/http"
+	"reflect"
 	"strings"
 
 	"github.com/google/uuid"
@@ -30,30 +32,43 @@ import (
 //
 // Command bodies must be Content-Type: application/json.
 //
-// Commands accept If-Match (RFC 9110 §13.1.1): "*" or a list of entity-tags,
-// the ETags of GET /wallets/{id}. The command runs if the wallet (the source
-// of a transfer) has not changed since any listed tag; weak tags never match
-// (strong comparison) and a tag this API did not make matches nothing; 412
-// otherwise. A request that would fail anyway (an unknown wallet, a bad body)
-// gets that error instead.
+// GET /wallets/{id} answers with the wallet's version as a strong ETag: the
+// cursor of its last event (View.Version), which changes when, and only
+// when, the wallet changes. With If-None-Match (RFC 9110 §13.1.2: "*" or a
+// list of entity-tags, compared weakly) naming it, the answer is 304 Not
+// Modified with the ETag and no body.
 //
-// Idempotency-Key (a UUID, bare or as a quoted structured-field string)
-// follows the IETF Idempotency-Key draft: the key is the command id, and a
-// fingerprint of method, path and body (canonical JSON) is recorded with the
-// command. A retry with the same request returns the first outcome with
-// Idempotent-Replayed: true; the same key with another request is 422; a
-// retry while the first is still running is 409. Errors are not recorded: a
-// key whose request failed may be used again.
+// Commands accept If-Match (RFC 9110 §13.1.1): "*" or a list of entity-tags.
+// The command runs if the wallet's (the source of a transfer's) current ETag
+// is one of them; weak tags never match (strong comparison) and a tag this
+// API did not make matches nothing; 412 stale_etag otherwise. A request that
+// would fail anyway (an unknown wallet, a bad body) gets that error instead.
 //
-// Errors are {"error": "...", "code": "..."}: 400 bad_json, invalid_amount,
-// invalid_wallet_id, bad_etag (malformed If-Match), bad_idempotency_key;
-// 404 wallet_not_found, not_found (no such route); 405 method_not_allowed
-// (with Allow); 409 wallet_exists, insufficient_funds, conflict (retries
-// exhausted), idempotency_key_in_flight; 412 stale_etag; 413 body_too_large
-// (bodies over MaxBodyBytes); 415 unsupported_media_type; 422 same_wallet,
-// idempotency_key_reused; 500 internal; 503 unavailable, outcome_unknown (the
-// command may or may not have been applied: retry with the same
-// Idempotency-Key; with Retry-After).
+// Idempotency-Key follows the IETF Idempotency-Key draft: the key is a
+// structured-field string (quoted) or a bare token, 1..MaxIdempotencyKeyBytes
+// printable ASCII characters; KeyCommandID maps it to the command id (a UUID
+// key is the id itself). A fingerprint of method, path, If-Match and body
+// (canonical JSON) is recorded with the command. A retry with the same
+// request replays the first outcome with Idempotent-Replayed: true, a
+// business rejection (404 wallet_not_found, 409 wallet_exists and
+// insufficient_funds, 412 stale_etag, 400 invalid_amount from the decision)
+// included: the withdrawal refused for want of funds stays refused after a
+// deposit. The same key with another request is 422; a retry while the first
+// is still running is 409. Errors that decided nothing (a conflict after
+// every retry, 503) are not recorded: the key may be used again.
+//
+// Errors are RFC 9457 problem details (Content-Type: application/problem+json):
+// {"type", "title", "status", "detail", "code"}, where type is
+// ProblemTypePrefix+code and code is stable: 400 bad_json, invalid_amount,
+// invalid_wallet_id, bad_etag (malformed If-Match or If-None-Match),
+// bad_idempotency_key; 404 wallet_not_found, not_found (no such route),
+// no_read_model; 405 method_not_allowed (with Allow); 409 wallet_exists,
+// insufficient_funds, conflict (retries exhausted),
+// idempotency_key_in_flight; 412 stale_etag; 413 body_too_large (bodies over
+// MaxBodyBytes); 415 unsupported_media_type; 422 same_wallet,
+// idempotency_key_reused; 500 internal (the cause is logged, not sent); 503
+// unavailable, outcome_unknown (the command may or may not have been applied:
+// retry with the same Idempotency-Key; with Retry-After).
 func NewAPI(s *Service, balances *Balances) http.Handler {
 	a := &api{s: s, b: balances, mux: http.NewServeMux()}
 	a.mux.HandleFunc("POST /wallets", a.open)
@@ -137,10 +152,48 @@ type TransferResponse struct {
 	TransactionID uint64 `json:"transaction_id"`
 }
 
-// ErrorResponse is the body of every error.
-type ErrorResponse struct {
-	Error string `json:"error"`
-	Code  string `json:"code"`
+// ProblemTypePrefix begins the type of every problem the API answers with;
+// the code completes it ("tag:pgdcb.github.io,2026:wallet/insufficient_funds").
+// It is a tag URI (RFC 4151): an identifier, not a page to fetch.
+const ProblemTypePrefix = "tag:pgdcb.github.io,2026:wallet/"
+
+// Problem is the body of every error: an RFC 9457 problem details object,
+// sent as application/problem+json.
+type Problem struct {
+	// Type is ProblemTypePrefix + Code.
+	Type string `json:"type"`
+	// Title is the same for every problem of a Type.
+	Title  string `json:"title"`
+	Status int    `json:"status"`
+	// Detail says what went wrong with this request, for a human.
+	Detail string `json:"detail"`
+	// Code is the stable code (an extension member), such as "insufficient_funds".
+	Code string `json:"code"`
+}
+
+// problemTitles are the problems' titles by code.
+var problemTitles = map[string]string{
+	"bad_json":                  "Malformed request body",
+	"invalid_amount":            "Invalid amount",
+	"invalid_wallet_id":         "Invalid wallet id",
+	"bad_etag":                  "Malformed entity-tag",
+	"bad_idempotency_key":       "Malformed Idempotency-Key",
+	"wallet_not_found":          "Wallet not found",
+	"not_found":                 "No such route",
+	"no_read_model":             "No read model",
+	"method_not_allowed":        "Method not allowed",
+	"wallet_exists":             "Wallet already exists",
+	"insufficient_funds":        "Insufficient funds",
+	"conflict":                  "Concurrent changes",
+	"idempotency_key_in_flight": "Request with this Idempotency-Key in progress",
+	"stale_etag":                "Wallet changed",
+	"body_too_large":            "Request body too large",
+	"unsupported_media_type":    "Unsupported media type",
+	"same_wallet":               "Transfer to the same wallet",
+	"idempotency_key_reused":    "Idempotency-Key reused",
+	"internal":                  "Internal error",
+	"unavailable":               "Service unavailable",
+	"outcome_unknown":           "Outcome unknown",
 }
 
 type httpError struct {
@@ -167,7 +220,11 @@ const outcomeUnknownMsg = "the command may or may not have been applied (%v); " 
 func writeError(w http.ResponseWriter, err error) {
 	var he *httpError
 	if !errors.As(err, &he) {
-		he = &httpError{http.StatusInternalServerError, "internal", err.Error()}
+		he = &httpError{http.StatusInternalServerError, "internal", "internal error (logged by the server)"}
+		var replayed *ReplayedRejectionError
+		if errors.As(err, &replayed) {
+			w.Header().Set("Idempotent-Replayed", "true")
+		}
 		switch {
 		// First: an unknown outcome may wrap a context or connection error.
 		case errors.Is(err, pgdcb.ErrOutcomeUnknown):
@@ -194,10 +251,15 @@ func writeError(w http.ResponseWriter, err error) {
 		case errors.Is(err, ErrKeyReused):
 			he = &httpError{http.StatusUnprocessableEntity, "idempotency_key_reused", err.Error()}
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
-			he = &httpError{http.StatusServiceUnavailable, "unavailable", err.Error()}
+			he = &httpError{http.StatusServiceUnavailable, "unavailable", "the request was cancelled or timed out before it was decided"}
+		default:
+			slog.Error("wallet: internal error", "err", err)
 		}
 	}
-	writeJSON(w, he.status, ErrorResponse{Error: he.msg, Code: he.code})
+	w.Header().Set("Content-Type", "application/problem+json")
+	w.WriteHeader(he.status)
+	_ = json.NewEncoder(w).Encode(Problem{Type: ProblemTypePrefix + he.code, Title: problemTitles[he.code],
+		Status: he.status, Detail: he.msg, Code: he.code})
 }
 
 // MaxBodyBytes is the largest request body the API reads; a larger one gets
@@ -220,12 +282,45 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return badRequest("bad_json", "malformed JSON body: "+err.Error())
+		return badRequest("bad_json", jsonProblem(err))
 	}
 	if _, err := dec.Token(); err != io.EOF {
-		return badRequest("bad_json", "malformed JSON body: trailing data")
+		return badRequest("bad_json", "the body has data after its JSON object")
 	}
 	return nil
+}
+
+// jsonProblem says what is wrong with a body in the API's terms (field
+// names and JSON types, never Go's).
+func jsonProblem(err error) string {
+	var syntax *json.SyntaxError
+	var typ *json.UnmarshalTypeError
+	switch {
+	case errors.Is(err, io.EOF):
+		return "the body is empty; expected a JSON object"
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return "the body ends in the middle of its JSON object"
+	case errors.As(err, &syntax):
+		return fmt.Sprintf("the body is not valid JSON (at byte %d)", syntax.Offset)
+	case errors.As(err, &typ):
+		want := "a value of another type"
+		switch typ.Type.Kind() {
+		case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+			reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+			want = "an integer in range"
+		case reflect.String:
+			want = "a string"
+		case reflect.Struct, reflect.Map:
+			want = "a JSON object"
+		}
+		if typ.Field == "" {
+			return fmt.Sprintf("the body must be a JSON object (got %s)", typ.Value)
+		}
+		return fmt.Sprintf("field %q must be %s (got %s)", typ.Field, want, typ.Value)
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		return "unknown field " + strings.TrimPrefix(err.Error(), "json: unknown field ")
+	}
+	return "the body is not a valid JSON object"
 }
 
 // checkContentType refuses a body that is not declared application/json
@@ -239,23 +334,71 @@ func checkContentType(r *http.Request) error {
 	return nil
 }
 
+// MaxIdempotencyKeyBytes is the longest Idempotency-Key the API accepts.
+const MaxIdempotencyKeyBytes = 255
+
+// idempotencyKeySpace names the command ids of Idempotency-Keys that are
+// not UUIDs (KeyCommandID).
+var idempotencyKeySpace = uuid.MustParse("6f1c3b0e-5a8d-4c27-9e41-7d2b9a0c4e11")
+
+// KeyCommandID is the command id of an Idempotency-Key: the key itself when
+// it is a UUID (36 characters, any case), else the name-based UUID (version
+// 5) of the key, so that any string is a key and two different keys never
+// share an id.
+func KeyCommandID(key string) uuid.UUID {
+	if len(key) == 36 {
+		if id, err := uuid.Parse(key); err == nil {
+			return id
+		}
+	}
+	return uuid.NewSHA1(idempotencyKeySpace, []byte(key))
+}
+
+// parseIdempotencyKey reads the Idempotency-Key field value: a
+// structured-field string (RFC 8941: quoted, with \" and \\ escapes) or,
+// leniently, a bare run of visible ASCII; 1..MaxIdempotencyKeyBytes
+// characters.
+func parseIdempotencyKey(v string) (string, error) {
+	v = strings.Trim(v, " \t")
+	var key string
+	if strings.HasPrefix(v, `"`) {
+		var b strings.Builder
+		i := 1
+		for ; i < len(v) && v[i] != '"'; i++ {
+			c := v[i]
+			if c == '\\' {
+				if i+1 == len(v) || (v[i+1] != '"' && v[i+1] != '\\') {
+					return "", errors.New(`a backslash may only escape " or \`)
+				}
+				i++
+				c = v[i]
+			} else if c < 0x20 || c > 0x7e {
+				return "", fmt.Errorf("character %q at byte %d is not printable ASCII", c, i)
+			}
+			b.WriteByte(c)
+		}
+		if i != len(v)-1 {
+			return "", errors.New("the string must be one quoted string")
+		}
+		key = b.String()
+	} else {
+		for i := 0; i < len(v); i++ {
+			if c := v[i]; c <= 0x20 || c > 0x7e || c == ',' {
+				return "", fmt.Errorf("character %q at byte %d is not allowed outside quotes", c, i)
+			}
+		}
+		key = v
+	}
+	if key == "" || len(key) > MaxIdempotencyKeyBytes {
+		return "", fmt.Errorf("the key must be 1..%d characters (got %d)", MaxIdempotencyKeyBytes, len(key))
+	}
+	return key, nil
+}
+
 // options reads If-Match and Idempotency-Key; req is the decoded body, part
 // of the request's fingerprint.
 func options(r *http.Request, req any) (*Options, error) {
 	opt := &Options{}
-	if vs, ok := r.Header["Idempotency-Key"]; ok {
-		// An sf-string per the draft ("…"), or the bare UUID.
-		k := strings.TrimSpace(strings.Join(vs, ","))
-		if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' {
-			k = k[1 : len(k)-1]
-		}
-		id, err := uuid.Parse(k)
-		if err != nil || len(k) != 36 {
-			return nil, badRequest("bad_idempotency_key", "Idempotency-Key must be one UUID, such as \"0190f5b2-8d3c-7cde-9a41-3f1e2d4c5b6a\"")
-		}
-		opt.CommandID = id
-		opt.Fingerprint = fingerprint(r, req)
-	}
 	if vs, ok := r.Header["If-Match"]; ok {
 		pre, err := parseIfMatch(strings.Join(vs, ","))
 		if err != nil {
@@ -263,36 +406,54 @@ func options(r *http.Request, req any) (*Options, error) {
 		}
 		opt.IfMatch = pre
 	}
+	if vs, ok := r.Header["Idempotency-Key"]; ok {
+		if len(vs) != 1 {
+			return nil, badRequest("bad_idempotency_key", "Idempotency-Key must be sent once")
+		}
+		key, err := parseIdempotencyKey(vs[0])
+		if err != nil {
+			return nil, badRequest("bad_idempotency_key", "malformed Idempotency-Key: "+err.Error()+
+				`; send a string such as "order-1234" or a UUID`)
+		}
+		opt.CommandID = KeyCommandID(key)
+		opt.Fingerprint = fingerprint(r, req)
+	}
 	return opt, nil
 }
 
-// fingerprint identifies a request: a hash of its method, path and body as
-// canonical JSON (so spacing and key order do not count).
+// fingerprint identifies a request: a hash of its method, path, If-Match
+// (when sent) and body as canonical JSON (so spacing and key order do not
+// count).
 func fingerprint(r *http.Request, req any) string {
 	body, _ := json.Marshal(req) // a decoded request always marshals
 	h := sha256.New()
 	fmt.Fprintf(h, "%s %s\n", r.Method, r.URL.Path)
+	if vs, ok := r.Header["If-Match"]; ok {
+		fmt.Fprintf(h, "If-Match: %s\n", strings.Join(vs, ","))
+	}
 	h.Write(body)
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// parseIfMatch parses an If-Match field value (RFC 9110 §13.1.1):
+// entityTag is one entity-tag of an If-Match or If-None-Match list.
+type entityTag struct {
+	weak   bool
+	opaque string
+}
+
+// parseETags parses an If-Match or If-None-Match field value (RFC 9110
+// §13.1.1, §13.1.2):
 //
-//	If-Match   = "*" / #entity-tag
+//	field      = "*" / #entity-tag
 //	entity-tag = [ "W/" ] DQUOTE *etagc DQUOTE
 //	etagc      = %x21 / %x23-7E / obs-text
 //
 // Several field lines are one comma-joined value; empty list elements are
-// ignored. "*" gives nil (any current representation: the wallet's existence
-// is checked anyway). Otherwise the precondition holds the strong tags that
-// are cursors of this API: a weak tag never matches under the strong
-// comparison, and another well-formed tag matches nothing, so both are
-// dropped (an empty list never matches).
-func parseIfMatch(v string) (*Precondition, error) {
+// ignored. star reports "*".
+func parseETags(v string) (tags []entityTag, star bool, err error) {
 	if strings.TrimSpace(v) == "*" {
-		return nil, nil
+		return nil, true, nil
 	}
-	pre := &Precondition{Cursors: []cursor.Cursor{}}
 	i := 0
 	skipOWS := func() {
 		for i < len(v) && (v[i] == ' ' || v[i] == '\t') {
@@ -305,43 +466,76 @@ func parseIfMatch(v string) (*Precondition, error) {
 			i++
 		}
 		if i == len(v) {
-			return pre, nil
+			return tags, false, nil
 		}
 		weak := false
 		switch {
 		case v[i] == '*':
-			return nil, errors.New(`"*" must be the only value`)
+			return nil, false, errors.New(`"*" must be the only value`)
 		case strings.HasPrefix(v[i:], `W/`):
 			weak = true
 			i += 2
 		}
 		if i == len(v) || v[i] != '"' {
-			return nil, fmt.Errorf("entity-tag at byte %d does not start with a double quote", i)
+			return nil, false, fmt.Errorf("entity-tag at byte %d does not start with a double quote", i)
 		}
 		i++
 		start := i
 		for i < len(v) && v[i] != '"' {
 			if c := v[i]; c < 0x21 || c == 0x7f {
-				return nil, fmt.Errorf("invalid character %q in entity-tag at byte %d", c, i)
+				return nil, false, fmt.Errorf("invalid character %q in entity-tag at byte %d", c, i)
 			}
 			i++
 		}
 		if i == len(v) {
-			return nil, errors.New("unterminated entity-tag")
+			return nil, false, errors.New("unterminated entity-tag")
 		}
-		opaque := v[start:i]
+		tags = append(tags, entityTag{weak: weak, opaque: v[start:i]})
 		i++
 		skipOWS()
 		if i < len(v) && v[i] != ',' {
-			return nil, fmt.Errorf("expected a comma after the entity-tag at byte %d", i)
-		}
-		if weak {
-			continue
-		}
-		if c, err := cursor.Parse(opaque); err == nil {
-			pre.Cursors = append(pre.Cursors, c)
+			return nil, false, fmt.Errorf("expected a comma after the entity-tag at byte %d", i)
 		}
 	}
+}
+
+// parseIfMatch parses an If-Match field value. "*" gives nil (any current
+// representation: the wallet's existence is checked anyway). Otherwise the
+// precondition holds the strong tags that are versions made by this API: a
+// weak tag never matches under the strong comparison, and another
+// well-formed tag matches nothing, so both are dropped (an empty list never
+// matches).
+func parseIfMatch(v string) (*Precondition, error) {
+	tags, star, err := parseETags(v)
+	if err != nil || star {
+		return nil, err
+	}
+	pre := &Precondition{Versions: []cursor.Cursor{}}
+	for _, t := range tags {
+		if t.weak {
+			continue
+		}
+		if c, err := cursor.Parse(t.opaque); err == nil {
+			pre.Versions = append(pre.Versions, c)
+		}
+	}
+	return pre, nil
+}
+
+// noneMatch reports whether an If-None-Match field value matches the current
+// ETag (RFC 9110 §13.1.2: "*" matches any current representation; tags are
+// compared weakly).
+func noneMatch(v, current string) (bool, error) {
+	tags, star, err := parseETags(v)
+	if err != nil || star {
+		return star, err
+	}
+	for _, t := range tags {
+		if `"`+t.opaque+`"` == current {
+			return true, nil
+		}
+	}
+	return false, nil
 }
 
 func etag(c cursor.Cursor) string { return `"` + c.String() + `"` }
@@ -440,8 +634,21 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	w.Header().Set("ETag", etag(v.Cursor))
-	writeJSON(w, http.StatusOK, WalletResponse{WalletID: v.WalletID, Balance: v.Balance, AsOf: v.Cursor.String()})
+	tag := etag(v.Version)
+	if vs, ok := r.Header["If-None-Match"]; ok {
+		match, err := noneMatch(strings.Join(vs, ","), tag)
+		if err != nil {
+			writeError(w, badRequest("bad_etag", "malformed If-None-Match: "+err.Error()))
+			return
+		}
+		if match {
+			w.Header().Set("ETag", tag)
+			w.WriteHeader(http.StatusNotModified)
+			return
+		}
+	}
+	w.Header().Set("ETag", tag)
+	writeJSON(w, http.StatusOK, WalletResponse{WalletID: v.WalletID, Balance: v.Balance, AsOf: v.Version.String()})
 }
 
 func (a *api) balance(w http.ResponseWriter, r *http.Request) {

@@ -31,12 +31,12 @@ func TestWriteErrorOutcomeUnknown(t *testing.T) {
 			rec := httptest.NewRecorder()
 			writeError(rec, err)
 			require.Equal(t, 503, rec.Code, "%v", err)
-			require.Equal(t, "application/json", rec.Header().Get("Content-Type"))
+			require.Equal(t, "application/problem+json", rec.Header().Get("Content-Type"))
 			require.NotEmpty(t, rec.Header().Get("Retry-After"))
-			var body ErrorResponse
+			var body Problem
 			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &body))
 			require.Equal(t, "outcome_unknown", body.Code)
-			require.Contains(t, body.Error, "same Idempotency-Key")
+			require.Contains(t, body.Detail, "same Idempotency-Key")
 		})
 	}
 	// Errors that certainly wrote nothing keep their own mapping.

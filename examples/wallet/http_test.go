@@ -55,7 +55,10 @@ func (c client) expectError(status int, code, method, path, body string, hdr ...
 	st, _, m := c.do(method, path, body, hdr...)
 	require.Equal(c.t, status, st, "%s %s %s: %v", method, path, body, m)
 	require.Equal(c.t, code, m["code"])
-	require.NotEmpty(c.t, m["error"])
+	require.NotEmpty(c.t, m["detail"])
+	require.Equal(c.t, wallet.ProblemTypePrefix+code, m["type"])
+	require.NotEmpty(c.t, m["title"])
+	require.EqualValues(c.t, status, m["status"])
 }
 
 func newAPI(t *testing.T) (client, *wallet.Service, *wallet.Balances) {
@@ -141,7 +144,7 @@ func TestHTTPIdempotencyKey(t *testing.T) {
 	require.Equal(t, "true", hdr.Get("Idempotent-Replayed"))
 	require.Equal(t, m1, m2)
 	require.Equal(t, n, logLen(t, svc))
-	c.expectError(400, "bad_idempotency_key", "POST", "/wallets/a/deposits", `{"amount":7}`, "Idempotency-Key", "nope")
+	c.expectError(400, "bad_idempotency_key", "POST", "/wallets/a/deposits", `{"amount":7}`, "Idempotency-Key", "no pe")
 
 	// The same request written differently (spacing, key order) is the same
 	// request; the key may be sent as a structured-field string (quoted).
@@ -211,7 +214,7 @@ func TestHTTPIdempotencyKeyReuse(t *testing.T) {
 			st, hdr, m := c.do("POST", tc.path, tc.body, "Idempotency-Key", tc.key)
 			require.Equal(t, 422, st, "%v", m)
 			require.Equal(t, "idempotency_key_reused", m["code"])
-			require.NotEmpty(t, m["error"])
+			require.NotEmpty(t, m["detail"])
 			require.Empty(t, hdr.Get("Idempotent-Replayed"))
 		})
 	}
@@ -297,7 +300,7 @@ func TestHTTPIdempotencyKeyInFlight(t *testing.T) {
 	require.Empty(t, hdr.Get("Idempotent-Replayed"))
 }
 
-// Every error has the JSON shape, including the router's 404 and 405.
+// Every error is a problem details object, including the router's 404 and 405.
 func TestHTTPRouterErrorsAreJSON(t *testing.T) {
 	t.Parallel()
 	c, _, _ := newAPI(t)
@@ -314,9 +317,9 @@ func TestHTTPRouterErrorsAreJSON(t *testing.T) {
 			st, hdr, m := c.do(tc.method, tc.path, "")
 			require.Equal(t, 405, st, "%s %s", tc.method, tc.path)
 			require.Equal(t, "method_not_allowed", m["code"])
-			require.NotEmpty(t, m["error"])
+			require.NotEmpty(t, m["detail"])
 			require.Equal(t, tc.allow, hdr.Get("Allow"))
-			require.Equal(t, "application/json", hdr.Get("Content-Type"))
+			require.Equal(t, "application/problem+json", hdr.Get("Content-Type"))
 		})
 	}
 }

@@ -5,7 +5,6 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/query"
 )
 
 // State is a wallet's decision state. Decisions start from a stored snapshot
@@ -19,6 +18,16 @@ type State struct {
 	// not be decoded ("" if none): every decision on the wallet then fails
 	// with CorruptError.
 	Corrupt string `json:"corrupt,omitempty"`
+	// LastTransactionID and LastPosition are the point of the wallet's last
+	// event: its version (Version).
+	LastTransactionID uint64 `json:"last_tx,omitempty"`
+	LastPosition      int64  `json:"last_pos,omitempty"`
+}
+
+// Version is the wallet's version: a cursor (without snapshot) at its last
+// event; the start of the log for a wallet without events.
+func (s State) Version() cursor.Cursor {
+	return cursor.Cursor{TransactionID: s.LastTransactionID, Position: s.LastPosition}
 }
 
 // CorruptError returns the error recorded in Corrupt, nil if there is none.
@@ -31,13 +40,15 @@ func (s State) CorruptError() error {
 
 // The decision model's snapshot name and version (see State).
 const (
-	modelName    = "wallet"
-	modelVersion = 1
+	modelName = "wallet"
+	// 2: State gained the wallet's version (LastTransactionID, LastPosition).
+	modelVersion = 2
 )
 
 // Model returns the decision model of one wallet, with snapshots.
 func Model(id string) *eventstore.Model[State] {
 	return eventstore.NewModel(Query(id), State{}, func(s State, ev eventstore.StoredEvent) State {
+		s.LastTransactionID, s.LastPosition = ev.TransactionID, ev.Position
 		if ev.Type == WalletOpened {
 			s.Open = true
 			return s
@@ -49,48 +60,4 @@ func Model(id string) *eventstore.Model[State] {
 		s.Balance += d
 		return s
 	}).WithSnapshots(modelName, modelVersion)
-}
-
-// unseen is a Projector that notes, for each cursor of an If-Match
-// precondition, whether any event of its query was not seen by that cursor:
-// the If-Match check, done in the decision's own read so that nothing can slip
-// between the check and the decision.
-type unseen struct {
-	q       query.Query
-	cursors []cursor.Cursor
-	changed []bool
-}
-
-// newUnseen returns the check of opt's precondition on wallet id, nil if
-// there is none.
-func newUnseen(id string, opt *Options) *unseen {
-	if opt == nil || opt.IfMatch == nil {
-		return nil
-	}
-	cs := opt.IfMatch.Cursors
-	return &unseen{q: Query(id), cursors: cs, changed: make([]bool, len(cs))}
-}
-
-func (u *unseen) Query() query.Query { return u.q }
-
-func (u *unseen) Apply(ev eventstore.StoredEvent) {
-	for i, c := range u.cursors {
-		if !u.changed[i] && !c.Seen(ev.TransactionID, ev.Position) {
-			u.changed[i] = true
-		}
-	}
-}
-
-// stale reports whether the precondition fails: the wallet changed since
-// every cursor (always, with none). A nil check never fails.
-func (u *unseen) stale() bool {
-	if u == nil {
-		return false
-	}
-	for _, changed := range u.changed {
-		if !changed {
-			return false
-		}
-	}
-	return true
 }

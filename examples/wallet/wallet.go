@@ -38,13 +38,17 @@ type Service struct {
 	// PostgreSQL's (one process: memstore in tests).
 	localMu sync.Mutex
 	local   map[uuid.UUID]bool
+	// rejected holds the rejections recorded under a command id on a store
+	// other than PostgreSQL's (whose commands table keeps them).
+	rejected map[uuid.UUID]commandMetadata
 }
 
 // New returns a Service over a migrated PostgreSQL store, or over any other
 // eventstore.Interface (memstore, for domain tests). On another store the
-// Idempotency-Key locks are held in this process only, and a replayed
-// command id with a Fingerprint fails (the fingerprint is read back from the
-// commands table, which only PostgreSQL has: commands.UnsupportedStoreError).
+// Idempotency-Key locks and the recorded rejections are held in this process
+// only, and a replayed command id with a Fingerprint fails (the fingerprint is
+// read back from the commands table, which only PostgreSQL has:
+// commands.UnsupportedStoreError).
 func New(store eventstore.Interface, cfg *Config) (*Service, error) {
 	var cc *commands.Config
 	if cfg != nil {
@@ -54,7 +58,7 @@ func New(store eventstore.Interface, cfg *Config) (*Service, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Service{store: store, exec: ex, local: map[uuid.UUID]bool{}}
+	s := &Service{store: store, exec: ex, local: map[uuid.UUID]bool{}, rejected: map[uuid.UUID]commandMetadata{}}
 	s.pg, _ = store.(*eventstore.Store)
 	if s.pg != nil {
 		s.claims = make(chan struct{}, max(1, s.pg.Pool().Config().MaxConns/2))
@@ -74,9 +78,11 @@ func (s *Service) Log() eventstore.Interface { return s.store }
 
 // Options are per-command options; nil means none.
 type Options struct {
-	// CommandID makes the command idempotent (an HTTP Idempotency-Key): a
-	// second run with the same id appends nothing and returns the first
-	// outcome (Result.Outcome.Duplicate).
+	// CommandID makes the command idempotent (an HTTP Idempotency-Key, see
+	// KeyCommandID): a second run with the same id appends nothing and returns
+	// the first outcome: the first Result (Result.Outcome.Duplicate), or the
+	// first business rejection as a *ReplayedRejectionError (a rejection is
+	// recorded under the id: a command without events in the commands table).
 	CommandID uuid.UUID
 	// Fingerprint, with CommandID, identifies the request the id was sent with
 	// (the HTTP API uses a hash of method, path and body). It is recorded in the
@@ -93,17 +99,31 @@ type Options struct {
 }
 
 // Precondition is an If-Match precondition on a wallet. It holds when the
-// wallet has not changed since at least one of Cursors (no event of the
-// wallet exists that the cursor has not seen): RFC 9110's "any listed
-// entity-tag matches". With no cursors it never holds (an If-Match whose tags
-// are all weak or not of this API). It is checked in the command's own
-// decision read, so nothing can slip between the check and the decision.
+// wallet's version (View.Version: the point of its last event) is one of
+// Versions: RFC 9110's strong comparison, "any listed entity-tag matches".
+// With no versions it never holds (an If-Match whose tags are all weak or not
+// of this API). It is checked in the command's own decision read, so nothing
+// can slip between the check and the decision.
 type Precondition struct {
-	Cursors []cursor.Cursor
+	Versions []cursor.Cursor
 }
 
-// IfMatch returns the precondition "the wallet is unchanged since any of cs".
-func IfMatch(cs ...cursor.Cursor) *Precondition { return &Precondition{Cursors: cs} }
+// IfMatch returns the precondition "the wallet's version is one of vs".
+func IfMatch(vs ...cursor.Cursor) *Precondition { return &Precondition{Versions: vs} }
+
+// holds reports whether the wallet's version v is one of p's (a nil p always
+// holds). Only the point counts: a snapshot a cursor carries is ignored.
+func (p *Precondition) holds(v cursor.Cursor) bool {
+	if p == nil {
+		return true
+	}
+	for _, c := range p.Versions {
+		if c.TransactionID == v.TransactionID && c.Position == v.Position {
+			return true
+		}
+	}
+	return false
+}
 
 // Result is the outcome of a wallet command.
 type Result struct {
@@ -123,8 +143,11 @@ type Result struct {
 type View struct {
 	WalletID string
 	Balance  int64
-	// Cursor of the read: send it back as If-Match.
-	Cursor cursor.Cursor
+	// Version is the wallet's own version: a cursor (without snapshot) at its
+	// last event. It changes when, and only when, the wallet does (another
+	// wallet's events leave it alone): the HTTP API's strong ETag; send it
+	// back in a Precondition (If-Match).
+	Version cursor.Cursor
 }
 
 type cmdData struct {
@@ -140,8 +163,7 @@ func (s *Service) Wallet(ctx context.Context, id string) (View, error) {
 		return View{}, ErrInvalidWalletID
 	}
 	m := Model(id)
-	cond, err := s.store.Project(ctx, m)
-	if err != nil {
+	if _, err := s.store.Project(ctx, m); err != nil {
 		return View{}, err
 	}
 	if err := m.State.CorruptError(); err != nil {
@@ -150,7 +172,7 @@ func (s *Service) Wallet(ctx context.Context, id string) (View, error) {
 	if !m.State.Open {
 		return View{}, ErrWalletNotFound
 	}
-	return View{WalletID: id, Balance: m.State.Balance, Cursor: *cond.After}, nil
+	return View{WalletID: id, Balance: m.State.Balance, Version: m.State.Version()}, nil
 }
 
 // Open opens a wallet; its id must not be in use.
@@ -192,12 +214,7 @@ func (s *Service) single(ctx context.Context, cmdType, evType, id string, amount
 	}
 	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
 		m := Model(id)
-		projectors := []eventstore.Projector{m}
-		chk := newUnseen(id, opt)
-		if chk != nil {
-			projectors = append(projectors, chk)
-		}
-		cond, err := dc.Project(ctx, projectors...)
+		cond, err := dc.Project(ctx, m)
 		if err != nil {
 			return nil, cond, err
 		}
@@ -207,7 +224,7 @@ func (s *Service) single(ctx context.Context, cmdType, evType, id string, amount
 			return nil, cond, st.CorruptError()
 		case !st.Open:
 			return nil, cond, ErrWalletNotFound
-		case chk.stale():
+		case !opt.precondition().holds(st.Version()):
 			return nil, cond, ErrStale
 		}
 		bal := st.Balance
@@ -244,13 +261,8 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 	}
 	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
 		src, dst := Model(from), Model(to)
-		projectors := []eventstore.Projector{src, dst}
-		chk := newUnseen(from, opt)
-		if chk != nil {
-			projectors = append(projectors, chk)
-		}
 		// One read of both wallets; the condition covers the union of their tags.
-		cond, err := dc.Project(ctx, projectors...)
+		cond, err := dc.Project(ctx, src, dst)
 		if err != nil {
 			return nil, cond, err
 		}
@@ -263,7 +275,7 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 			return nil, cond, fmt.Errorf("%w: %s", ErrWalletNotFound, from)
 		case !dst.State.Open:
 			return nil, cond, fmt.Errorf("%w: %s", ErrWalletNotFound, to)
-		case chk.stale():
+		case !opt.precondition().holds(src.State.Version()):
 			return nil, cond, ErrStale
 		case src.State.Balance < amount:
 			return nil, cond, ErrInsufficientFunds
@@ -283,9 +295,25 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 	return s.run(ctx, CmdTransfer, cmdData{From: from, To: to, Amount: amount}, opt, h)
 }
 
-// commandMetadata is recorded with a command run with a Fingerprint.
+// precondition is opt's IfMatch (nil: none).
+func (opt *Options) precondition() *Precondition {
+	if opt == nil {
+		return nil
+	}
+	return opt.IfMatch
+}
+
+// commandMetadata is recorded with a command run with a Fingerprint, and
+// with a rejection recorded under a command id.
 type commandMetadata struct {
-	Fingerprint string `json:"idempotency_fingerprint,omitempty"`
+	Fingerprint string     `json:"idempotency_fingerprint,omitempty"`
+	Rejected    *rejection `json:"rejected,omitempty"`
+}
+
+// rejection is a business rejection as recorded under its command id.
+type rejection struct {
+	Code   string `json:"code"`
+	Detail string `json:"detail"`
 }
 
 func (s *Service) run(ctx context.Context, typ string, data cmdData, opt *Options, h commands.Handler) (Result, error) {
@@ -301,59 +329,127 @@ func (s *Service) run(ctx context.Context, typ string, data cmdData, opt *Option
 			fp = opt.Fingerprint
 		}
 	}
-	if fp == "" {
+	if c.ID == uuid.Nil {
 		out, err := s.exec.Execute(ctx, c)
 		return result(out, err)
 	}
-	if c.Metadata, err = json.Marshal(commandMetadata{Fingerprint: fp}); err != nil {
-		return Result{}, err
-	}
-	release, err := s.claim(ctx, c.ID)
-	if errors.Is(err, ErrInFlight) {
-		// Another run holds the id, or has just finished: if it committed, this
-		// is a replay.
-		rec, events, ferr := s.exec.EventsOfCommand(ctx, c.ID)
-		if errors.Is(ferr, commands.ErrCommandNotFound) {
+	if fp != "" {
+		if c.Metadata, err = json.Marshal(commandMetadata{Fingerprint: fp}); err != nil {
 			return Result{}, err
 		}
-		if ferr != nil {
-			return Result{}, fmt.Errorf("wallet: looking up command %s: %w", c.ID, ferr)
+		release, err := s.claim(ctx, c.ID)
+		if errors.Is(err, ErrInFlight) {
+			// Another run holds the id, or has just finished: if it is
+			// recorded, this is a replay.
+			rec, events, ferr := s.exec.EventsOfCommand(ctx, c.ID)
+			if errors.Is(ferr, commands.ErrCommandNotFound) {
+				return Result{}, err
+			}
+			if ferr != nil {
+				return Result{}, fmt.Errorf("wallet: looking up command %s: %w", c.ID, ferr)
+			}
+			return replay(rec, commands.Outcome{CommandID: c.ID, TransactionID: rec.TransactionID, Events: events, Duplicate: true}, fp)
 		}
-		if err := sameRequest(rec, fp); err != nil {
+		if err != nil {
 			return Result{}, err
 		}
-		return result(commands.Outcome{CommandID: c.ID, TransactionID: rec.TransactionID, Events: events, Duplicate: true}, nil)
+		defer release()
 	}
-	if err != nil {
-		return Result{}, err
+	if r, ok := s.localRejection(c.ID); ok {
+		return replay(commands.Record{CommandID: c.ID, Type: typ, Metadata: r}, commands.Outcome{CommandID: c.ID, Duplicate: true}, fp)
 	}
-	defer release()
 	out, err := s.exec.Execute(ctx, c)
-	if err == nil && out.Duplicate {
-		rec, ferr := s.exec.Command(ctx, c.ID)
-		if ferr != nil {
-			return Result{}, fmt.Errorf("wallet: looking up command %s: %w", c.ID, ferr)
+	if err != nil {
+		var rej *commands.RejectedError
+		if code := RejectionCode(err); code != "" && errors.As(err, &rej) {
+			// The first outcome is this rejection: record it under the id so
+			// that a retry replays it rather than deciding again.
+			return s.recordRejection(ctx, c, rej.Err, rejection{Code: code, Detail: rej.Err.Error()}, fp)
 		}
-		if err := sameRequest(rec, fp); err != nil {
-			return Result{}, err
-		}
+		return result(out, err)
 	}
-	return result(out, err)
+	if out.Duplicate {
+		return s.replayDuplicate(ctx, c, out, fp)
+	}
+	return result(out, nil)
 }
 
-// sameRequest returns ErrKeyReused unless the recorded command was run with
-// fingerprint fp.
-func sameRequest(rec commands.Record, fp string) error {
+// replayDuplicate answers a command id found executed: with its first
+// outcome, or its recorded rejection, after checking the fingerprint.
+func (s *Service) replayDuplicate(ctx context.Context, c commands.Command, out commands.Outcome, fp string) (Result, error) {
+	if fp == "" && len(out.Events) > 0 {
+		return result(out, nil) // a success: nothing else to look up
+	}
+	rec, err := s.exec.Command(ctx, c.ID)
+	if err != nil {
+		return Result{}, fmt.Errorf("wallet: looking up command %s: %w", c.ID, err)
+	}
+	return replay(rec, out, fp)
+}
+
+// recordRejection records the rejection r (rejErr, a handler's error) as the
+// outcome of command c: a command without events whose metadata holds r. It
+// returns rejErr; or, if c's id was recorded first by another run (one
+// without a Fingerprint takes no lock), that first outcome. A failure to
+// record is not the client's: the rejection is still the answer (a retry
+// then decides again).
+func (s *Service) recordRejection(ctx context.Context, c commands.Command, rejErr error, r rejection, fp string) (Result, error) {
+	meta := commandMetadata{Fingerprint: fp, Rejected: &r}
+	if s.pg == nil {
+		s.localMu.Lock()
+		if _, ok := s.rejected[c.ID]; !ok {
+			s.rejected[c.ID] = meta
+		}
+		s.localMu.Unlock()
+		return Result{}, rejErr
+	}
+	raw, err := json.Marshal(meta)
+	if err != nil {
+		return Result{}, rejErr
+	}
+	c.Metadata = raw
+	c.Handler = commands.HandlerFunc(func(context.Context, *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+		return nil, appendif.Condition{}, nil
+	})
+	out, err := s.exec.Execute(ctx, c)
+	if err == nil && out.Duplicate {
+		return s.replayDuplicate(ctx, c, out, fp)
+	}
+	return Result{}, rejErr
+}
+
+// localRejection returns the rejection recorded under id on a store other
+// than PostgreSQL's.
+func (s *Service) localRejection(id uuid.UUID) (json.RawMessage, bool) {
+	if s.pg != nil {
+		return nil, false
+	}
+	s.localMu.Lock()
+	m, ok := s.rejected[id]
+	s.localMu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	raw, err := json.Marshal(m)
+	return raw, err == nil
+}
+
+// replay answers with a recorded command's outcome: ErrKeyReused if it was
+// run with another fingerprint, its rejection if one is recorded, else out.
+func replay(rec commands.Record, out commands.Outcome, fp string) (Result, error) {
 	var m commandMetadata
 	if len(rec.Metadata) > 0 {
 		if err := json.Unmarshal(rec.Metadata, &m); err != nil {
-			return fmt.Errorf("wallet: command %s: metadata: %w", rec.CommandID, err)
+			return Result{}, fmt.Errorf("wallet: command %s: metadata: %w", rec.CommandID, err)
 		}
 	}
-	if m.Fingerprint != fp {
-		return fmt.Errorf("%w (by a %s command)", ErrKeyReused, rec.Type)
+	if fp != "" && m.Fingerprint != fp {
+		return Result{}, fmt.Errorf("%w (by a %s command)", ErrKeyReused, rec.Type)
 	}
-	return nil
+	if r := m.Rejected; r != nil {
+		return Result{}, &ReplayedRejectionError{Code: r.Code, Detail: r.Detail, Err: rejectionErr(r.Code)}
+	}
+	return result(out, nil)
 }
 
 // IdempotencyLockKey is the session advisory lock (two-int4 form, a key space

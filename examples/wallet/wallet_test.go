@@ -225,20 +225,20 @@ func TestIfMatch(t *testing.T) {
 	// A change to another wallet does not make a's cursor stale.
 	_, err = svc.Deposit(ctx, "b", 5, nil)
 	require.NoError(t, err)
-	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
+	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: wallet.IfMatch(v.Version)})
 	require.NoError(t, err)
 	// Now a changed since v.
 	n := logLen(t, svc)
-	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
+	_, err = svc.Deposit(ctx, "a", 10, &wallet.Options{IfMatch: wallet.IfMatch(v.Version)})
 	require.ErrorIs(t, err, wallet.ErrStale)
-	_, err = svc.Withdraw(ctx, "a", 1, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
+	_, err = svc.Withdraw(ctx, "a", 1, &wallet.Options{IfMatch: wallet.IfMatch(v.Version)})
 	require.ErrorIs(t, err, wallet.ErrStale)
-	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: wallet.IfMatch(v.Cursor)})
+	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: wallet.IfMatch(v.Version)})
 	require.ErrorIs(t, err, wallet.ErrStale)
 	require.Equal(t, n, logLen(t, svc))
 	v2, err := svc.Wallet(ctx, "a")
 	require.NoError(t, err)
-	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: wallet.IfMatch(v2.Cursor)})
+	_, err = svc.Transfer(ctx, "a", "b", 1, &wallet.Options{IfMatch: wallet.IfMatch(v2.Version)})
 	require.NoError(t, err)
 }
 
