@@ -24,6 +24,16 @@ func (e *env) writeJSON(v any) error {
 	return json.NewEncoder(e.stdout).Encode(v)
 }
 
+// note writes a message for the operator on stderr: under -json the object
+// v (one line), else the text.
+func (e *env) note(v map[string]any, format string, args ...any) {
+	if e.json {
+		_ = json.NewEncoder(e.stderr).Encode(v)
+		return
+	}
+	fmt.Fprintf(e.stderr, format+"\n", args...)
+}
+
 func timeText(t time.Time) string {
 	if t.IsZero() {
 		return ""
@@ -284,10 +294,13 @@ cluster); -force rebases a healthy log anyway.
 			if err := e.pool.QueryRow(e.ctx, `SELECT count(DISTINCT transaction_id) FROM `+pgx.Identifier{e.schema}.Sanitize()+`.events`).Scan(&ids); err != nil {
 				return wrap("count transaction ids", err)
 			}
-			fmt.Fprintf(e.stderr, "pgdcb: rebase-xids: rewriting %d transaction id(s) of schema %s (events, commands, checkpoints) in one transaction with EXCLUSIVE locks; "+
-				"cursors, ETags and checkpoints held outside the database become invalid. "+
-				"It may first burn up to %d transaction ids (about %d a second, so up to %s), with no progress report until done.\n",
-				ids, e.schema, ids, rebaseRate, (time.Duration(ids/rebaseRate+1) * time.Second).String())
+			upTo := (time.Duration(ids/rebaseRate+1) * time.Second).String()
+			e.note(map[string]any{"rebasing_transaction_ids": ids, "schema": e.schema, "up_to": upTo,
+				"warning": "cursors, ETags and checkpoints held outside the database become invalid"},
+				"pgdcb: rebase-xids: rewriting %d transaction id(s) of schema %s (events, commands, checkpoints) in one transaction with EXCLUSIVE locks; "+
+					"cursors, ETags and checkpoints held outside the database become invalid. "+
+					"It may first burn up to %d transaction ids (about %d a second, so up to %s), with no progress report until done.",
+				ids, e.schema, ids, rebaseRate, upTo)
 			start := time.Now()
 			res, err := pgdcbsql.RebaseTransactionIDs(e.ctx, e.pool, e.schema)
 			if err != nil {

@@ -65,7 +65,7 @@ func lines(s string) []string {
 // TestHelpWithoutDatabase: help, usage and unknown commands need no database;
 // help exits 0, usage errors 2.
 func TestHelpWithoutDatabase(t *testing.T) {
-	t.Setenv("PGDCB_DATABASE_URL", "")
+	clearDSNEnv(t)
 	for _, args := range [][]string{{"-h"}, {"--help"}, {"help"}, {"-json", "-h"}} {
 		t.Run(strings.Join(args, " "), func(t *testing.T) {
 			r := cli(t, "", args...)
@@ -96,7 +96,9 @@ func TestHelpWithoutDatabase(t *testing.T) {
 		{[]string{"help", "frob"}, `pgdcb: help: unknown command "frob"`},
 		{[]string{"-bogus", "head"}, "pgdcb: flag provided but not defined: -bogus"},
 		{[]string{"head", "-bogus"}, "pgdcb: head: flag provided but not defined: -bogus"},
-		{[]string{"read"}, "pgdcb: read: no database: pass -dsn URL or set PGDCB_DATABASE_URL"},
+		{[]string{"read"}, "pgdcb: read: no database: pass -dsn URL, or set PGDCB_DATABASE_URL, DATABASE_URL or the PG* variables"},
+		{[]string{"-dsn", "not a url", "head"}, "pgdcb: head: invalid -dsn: "},
+		{[]string{"head", "-dsn", "postgres://x:99999999/db"}, "pgdcb: head: invalid -dsn: "},
 		{[]string{"migrate", "extra"}, `pgdcb: migrate: unexpected arguments ["extra"]`},
 		{[]string{"append", "-type", "X", "extra"}, `pgdcb: append: unexpected arguments ["extra"]`},
 		{[]string{"-dsn", "postgres://x", "-schema", `bad"name`, "status"}, "pgdcb: status: invalid schema name"},
@@ -166,8 +168,10 @@ func TestStatusExitCodesAndJSON(t *testing.T) {
 	require.Equal(t, false, m["current"])
 	require.Len(t, m["pending"], len(pgdcbsql.Migrations()))
 	require.NotEmpty(t, m["schema_error"])
-	require.Contains(t, r.stderr, "pgdcb: status: the schema needs attention: ")
-	require.Contains(t, r.stderr, "migration(s) pending")
+	e := decode(t, r.stderr) // under -json the error is an object too
+	require.Contains(t, e["error"], "status: the schema needs attention: ")
+	require.Contains(t, e["error"], "migration(s) pending")
+	require.EqualValues(t, 3, e["exit_code"])
 
 	require.Equal(t, 0, sh("", "migrate").code)
 	r = sh("", "status", "-json")
@@ -325,7 +329,7 @@ func TestExportImport(t *testing.T) {
 	m := decode(t, r.stdout)
 	require.EqualValues(t, 25, m["imported"])
 	require.EqualValues(t, 7, m["batches"])
-	require.Contains(t, r.stderr, "pgdcb: import: 20 events")
+	require.Contains(t, lines(r.stderr), `{"elapsed":`+fmt.Sprintf("%q", decode(t, lines(r.stderr)[1])["elapsed"])+`,"events":20,"progress":"import"}`)
 
 	strip := func(s string) []map[string]any {
 		var out []map[string]any
@@ -343,8 +347,11 @@ func TestExportImport(t *testing.T) {
 	require.Equal(t, "0190f5b2-0000-7000-8000-000000000000", decode(t, lines(r.stdout)[0])["id"])
 
 	r = dst(exported, "import")
-	require.Equal(t, 1, r.code)
+	require.Equal(t, 6, r.code, "a precondition failed: %s", r.stderr)
 	require.Contains(t, r.stderr, "pgdcb: import: refused: the log is not empty")
+	r = dst(exported, "import", "-json")
+	require.Equal(t, 6, r.code)
+	require.EqualValues(t, 6, decode(t, r.stderr)["exit_code"])
 	r = dst(exported, "import", "-force")
 	require.Equal(t, 5, r.code, "stored ids: %s", r.stderr)
 	require.Contains(t, r.stderr, "after 0 events imported")
@@ -451,7 +458,8 @@ func TestProjections(t *testing.T) {
 	require.Regexp(t, `balances\s+PAUSED\s+2\s+0`, r.stdout)
 
 	r = sh("", "projections", "list", "-json")
-	require.Equal(t, 2, r.code, "flags go before arguments")
+	require.Equal(t, 0, r.code, "flags may follow arguments: %s", r.stderr)
+	require.Equal(t, "balances", decode(t, r.stdout)["projections"].([]any)[0].(map[string]any)["name"])
 	r = sh("", "projections", "-json", "list")
 	require.Equal(t, 0, r.code, r.stderr)
 	p := decode(t, r.stdout)["projections"].([]any)[0].(map[string]any)
@@ -473,9 +481,19 @@ func TestProjections(t *testing.T) {
 	require.Equal(t, projection.Paused, st.State)
 
 	require.Equal(t, 2, sh("", "projections", "reset", "balances").code, "reset needs -force")
-	r = sh("", "projections", "-force", "reset", "balances")
-	require.Equal(t, 0, r.code, r.stderr)
-	require.Contains(t, r.stdout, "now ACTIVE")
+	for _, args := range [][]string{
+		{"projections", "-force", "reset", "balances"},
+		{"projections", "reset", "-force", "balances"}, // the usage line's form
+		{"projections", "reset", "balances", "-force"},
+	} {
+		require.NoError(t, projection.Pause(ctx, store, "balances"))
+		r = sh("", args...)
+		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stdout, "now ACTIVE")
+	}
+	r = sh("", "projections", "pause", "--", "-force")
+	require.Equal(t, 1, r.code, "after -- a flag is an argument: %s", r.stderr)
+	require.Contains(t, r.stderr, "no such checkpoint")
 
 	r = sh("", "projections", "pause", "nosuch")
 	require.Equal(t, 1, r.code)

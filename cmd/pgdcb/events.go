@@ -210,7 +210,7 @@ var readCmd = &command{
 				}
 			}
 			c, _ := es.Cursor()
-			fmt.Fprintf(e.stderr, "cursor %s\n", c)
+			e.note(map[string]any{"cursor": c.String()}, "cursor %s", c)
 			return nil
 		}
 	},
@@ -382,7 +382,8 @@ The lines are import's and append -stdin's input.
 					}
 					n++
 					if *progress > 0 && n%int64(*progress) == 0 {
-						fmt.Fprintf(e.stderr, "pgdcb: export: %d events (%s)\n", n, time.Since(start).Round(time.Millisecond))
+						el := time.Since(start).Round(time.Millisecond)
+						e.note(map[string]any{"progress": "export", "events": n, "elapsed": el.String()}, "pgdcb: export: %d events (%s)", n, el)
 					}
 				}
 				from = b.Cursor
@@ -397,7 +398,8 @@ The lines are import's and append -stdin's input.
 				}
 				// Short of the head: an open transaction holds the horizon.
 				if waited >= time.Second && !told {
-					fmt.Fprintf(e.stderr, "pgdcb: export: waiting for transaction %d, still open, to end (events after it cannot be read yet)\n", b.Horizon)
+					e.note(map[string]any{"waiting_for_transaction": b.Horizon},
+						"pgdcb: export: waiting for transaction %d, still open, to end (events after it cannot be read yet)", b.Horizon)
 					told = true
 				}
 				d := min(10*time.Millisecond+waited/10, 200*time.Millisecond)
@@ -408,10 +410,7 @@ The lines are import's and append -stdin's input.
 				}
 				waited += d
 			}
-			if e.json {
-				return json.NewEncoder(e.stderr).Encode(map[string]any{"exported": n, "cursor": from.String()})
-			}
-			fmt.Fprintf(e.stderr, "pgdcb: export: %d events; cursor %s\n", n, from)
+			e.note(map[string]any{"exported": n, "cursor": from.String()}, "pgdcb: export: %d events; cursor %s", n, from)
 			return nil
 		}
 	},
@@ -443,7 +442,7 @@ with -force (stored ids then exit 5).
 				return err
 			}
 			if (head.TransactionID != 0 || head.Position != 0) && !*force {
-				return fmt.Errorf("refused: the log is not empty (head %s); pass -force to append after it", head)
+				return fmt.Errorf("%w: the log is not empty (head %s); pass -force to append after it", errPrecondition, head)
 			}
 			var (
 				pending  []eventstore.Event
@@ -467,7 +466,8 @@ with -force (stored ids then exit 5).
 				cur = cursor.Cursor{TransactionID: res.TransactionID, Position: res.Positions[len(res.Positions)-1]}
 				if *progress > 0 && n/int64(*progress) > last {
 					last = n / int64(*progress)
-					fmt.Fprintf(e.stderr, "pgdcb: import: %d events (%s)\n", n, time.Since(start).Round(time.Millisecond))
+					el := time.Since(start).Round(time.Millisecond)
+					e.note(map[string]any{"progress": "import", "events": n, "elapsed": el.String()}, "pgdcb: import: %d events (%s)", n, el)
 				}
 				return nil
 			}
@@ -543,7 +543,7 @@ A lost connection is retried with backoff.
 			if err != nil && e.ctx.Err() == nil {
 				return fmt.Errorf("%w (resume with -after %s)", err, cur)
 			}
-			fmt.Fprintf(e.stderr, "cursor %s\n", cur)
+			e.note(map[string]any{"cursor": cur.String()}, "cursor %s", cur)
 			return nil
 		}
 	},

@@ -6,24 +6,34 @@
 //	pgdcb help [COMMAND]
 //
 // Run `pgdcb -h` for the commands and `pgdcb COMMAND -h` for one command's
-// flags. The global flags may also follow the command (`pgdcb migrate -dsn
-// URL`); every other flag must precede the command's arguments, and arguments
-// a command does not take are refused.
+// flags. Flags, global or the command's, may come before or after the command
+// and between its arguments (`pgdcb projections reset -force NAME`); after
+// "--" everything is an argument. Arguments a command does not take are
+// refused.
 //
-// The DSN defaults to $PGDCB_DATABASE_URL. migrate, rebase-xids and grant run
+// The database: -dsn URL (a URL or a key=value connection string), else
+// $PGDCB_DATABASE_URL, else $DATABASE_URL, else the libpq variables (PGHOST,
+// PGPORT, PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE, ...) when any is set.
+// Those variables also fill in what a URL leaves out (pgx's ParseConfig, as
+// libpq does): the URL's own settings win. migrate, rebase-xids and grant run
 // as the schema's owner; grant gives an application role what it needs and
 // nothing more (see sql.Grant and docs/SECURITY.md).
 //
+// Under -json, every output is JSON: results on stdout, and on stderr the
+// final cursor, progress reports and errors ({"error": "...", "exit_code": N}).
+//
 // Exit codes: 0 success; 1 operational failure (connection, server, I/O);
-// 2 usage error (unknown command or flag, extra argument, invalid tag, query,
-// cursor, event or argument); 3 the schema needs attention (migrations pending,
-// schema check failed, transaction ids ahead of the server); 4 an append
-// condition failed (-if-none); 5 the append was already applied
-// (-idempotency or a duplicate event id).
+// 2 usage error (unknown command or flag, extra argument, invalid DSN, tag,
+// query, cursor, event or argument); 3 the schema needs attention
+// (migrations pending, schema check failed, transaction ids ahead of the
+// server); 4 an append condition failed (-if-none); 5 the append was already
+// applied (-idempotency or a duplicate event id); 6 a precondition of the
+// command failed (import into a log that is not empty, without -force).
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -48,6 +58,9 @@ const (
 	exitSchema    = 3
 	exitCondition = 4
 	exitApplied   = 5
+	// exitPrecondition: the database is not in the state the command needs
+	// (errPrecondition).
+	exitPrecondition = 6
 )
 
 func main() {
@@ -60,16 +73,54 @@ func main() {
 // run runs the command line args and returns the exit code; errors go to
 // stderr with one "pgdcb:" prefix and the name of the failed operation.
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
-	err := execute(ctx, args, stdin, stdout, stderr)
+	e := newEnv(ctx, stdin, stdout, stderr)
+	err := executeEnv(e, args)
 	if err == nil {
 		return exitOK
 	}
-	fmt.Fprintln(stderr, "pgdcb: "+message(err))
+	code := exitCode(err)
 	var u *usageError
-	if errors.As(err, &u) {
+	isUsage := errors.As(err, &u)
+	if e.json {
+		v := map[string]any{"error": message(err), "exit_code": code}
+		if isUsage {
+			v["usage"] = "pgdcb " + u.cmdPrefix() + "-h"
+		}
+		_ = json.NewEncoder(stderr).Encode(v)
+		return code
+	}
+	fmt.Fprintln(stderr, "pgdcb: "+message(err))
+	if isUsage {
 		fmt.Fprintf(stderr, "Run 'pgdcb %s-h' for usage.\n", u.cmdPrefix())
 	}
-	return exitCode(err)
+	return code
+}
+
+// dsnVars are the variables a DSN is taken from when -dsn is not given, in
+// order of precedence.
+var dsnVars = []string{"PGDCB_DATABASE_URL", "DATABASE_URL"}
+
+// libpqVars are the libpq connection variables pgx honours (ParseConfig):
+// when -dsn and dsnVars are all unset, any of them set means "connect as
+// they say" (an empty DSN).
+var libpqVars = []string{"PGHOST", "PGHOSTADDR", "PGPORT", "PGDATABASE", "PGUSER", "PGPASSWORD",
+	"PGPASSFILE", "PGSERVICE", "PGSERVICEFILE", "PGSSLMODE", "PGAPPNAME", "PGCONNECT_TIMEOUT"}
+
+// envDSN returns the default DSN and the variable it came from: the first
+// of dsnVars set, else "" (source "libpq" when a libpq variable is set,
+// "" when nothing is).
+func envDSN(getenv func(string) string) (dsn, source string) {
+	for _, v := range dsnVars {
+		if d := getenv(v); d != "" {
+			return d, v
+		}
+	}
+	for _, v := range libpqVars {
+		if getenv(v) != "" {
+			return "", "libpq"
+		}
+	}
+	return "", ""
 }
 
 // message is err's text with the library's "pgdcb: " prefixes removed, so
@@ -91,6 +142,8 @@ func exitCode(err error) int {
 		return exitCondition
 	case errors.Is(err, pgdcb.ErrIdempotent):
 		return exitApplied
+	case errors.Is(err, errPrecondition):
+		return exitPrecondition
 	case errors.Is(err, pgdcb.ErrInvalidArgument), errors.Is(err, pgdcb.ErrInvalidTag),
 		errors.Is(err, pgdcb.ErrInvalidQuery), errors.Is(err, pgdcb.ErrInvalidCursor),
 		errors.Is(err, pgdcb.ErrInvalidEvent), errors.Is(err, pgdcb.ErrInvalidSchema):
@@ -101,6 +154,10 @@ func exitCode(err error) int {
 
 // errSchemaAttention: status found the schema not current or not healthy.
 var errSchemaAttention = errors.New("the schema needs attention")
+
+// errPrecondition: the database is not in the state the command needs
+// (exit 6).
+var errPrecondition = errors.New("refused")
 
 // usageError is a command line the program cannot run. Its text does not
 // name the command (wrap does); cmd is for the hint to its usage.
@@ -152,12 +209,20 @@ type env struct {
 // connect opens the pool and checks that the server answers.
 func (e *env) connect() error {
 	if e.dsn == "" {
-		return &usageError{err: errors.New("no database: pass -dsn URL or set PGDCB_DATABASE_URL")}
+		if _, src := envDSN(os.Getenv); src != "libpq" {
+			return &usageError{err: errors.New("no database: pass -dsn URL, or set PGDCB_DATABASE_URL, DATABASE_URL or the PG* variables (PGHOST, PGDATABASE, ...)")}
+		}
 	}
 	if err := pgdcbsql.ValidateSchema(e.schema); err != nil {
 		return &usageError{err: err}
 	}
-	pool, err := pgxpool.New(e.ctx, e.dsn)
+	// An empty DSN is the libpq variables' (pgx reads PGHOST etc. into any
+	// config, under what the DSN itself sets).
+	cfg, err := pgxpool.ParseConfig(e.dsn)
+	if err != nil {
+		return &usageError{err: fmt.Errorf("invalid -dsn: %w", err)}
+	}
+	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 	if err != nil {
 		return wrap("connect", err)
 	}
@@ -216,10 +281,11 @@ func lookup(name string) *command {
 const exitCodesText = `Exit codes:
   0  success
   1  operational failure (connection, server, I/O)
-  2  usage error (unknown command or flag, extra argument; invalid tag, query, cursor, event)
+  2  usage error (unknown command or flag, extra argument; invalid DSN, tag, query, cursor, event)
   3  the schema needs attention (migrations pending, schema check failed, transaction ids ahead)
   4  append condition failed (-if-none)
   5  append already applied (-idempotency, or an event id already stored)
+  6  precondition failed (import into a log that is not empty, without -force)
 `
 
 const querySyntaxText = `Query syntax (-query, -if-none, -idempotency): items separated by ';' (OR),
@@ -243,10 +309,16 @@ Commands:
 	}
 	fmt.Fprint(w, `  help         this text, or a command's usage
 
-Global flags (before or after the command):
-  -dsn URL      PostgreSQL URL (default $PGDCB_DATABASE_URL)
+Flags, global or a command's, go before or after the command and between its
+arguments ("--" ends them). Global flags:
+  -dsn URL      PostgreSQL URL or key=value string (default $PGDCB_DATABASE_URL,
+                else $DATABASE_URL, else the PG* variables: PGHOST, PGPORT,
+                PGDATABASE, PGUSER, PGPASSWORD, PGSSLMODE; these also fill in
+                what the URL leaves out)
   -schema NAME  schema of the store (default "`+pgdcbsql.DefaultSchema+`")
-  -json         machine-readable output (read, export and tail always write NDJSON)
+  -json         machine-readable output: JSON results on stdout, and JSON
+                errors, cursors and progress on stderr (read, export and tail
+                always write NDJSON events)
 
 `+exitCodesText)
 }
@@ -268,14 +340,49 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {}
-	fs.StringVar(&e.dsn, "dsn", e.dsn, "PostgreSQL URL (default $PGDCB_DATABASE_URL)")
+	fs.StringVar(&e.dsn, "dsn", e.dsn, "PostgreSQL URL (default $PGDCB_DATABASE_URL, $DATABASE_URL, then the PG* variables)")
 	fs.StringVar(&e.schema, "schema", e.schema, "schema of the store")
 	fs.BoolVar(&e.json, "json", e.json, "machine-readable output")
 	return fs
 }
 
+// parseInterleaved parses args with fs, letting flags and arguments mix
+// (`reset -force NAME`, `reset NAME -force`); after "--" everything is an
+// argument. It returns the arguments in order.
+func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		rest := fs.Args()
+		if consumed := len(args) - len(rest); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, rest...), nil
+		}
+		if len(rest) == 0 {
+			return pos, nil
+		}
+		pos = append(pos, rest[0])
+		args = rest[1:]
+	}
+}
+
+// newEnv returns the environment of a command line before its flags.
+func newEnv(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) *env {
+	e := &env{ctx: ctx, schema: pgdcbsql.DefaultSchema, stdin: stdin, stdout: stdout, stderr: stderr}
+	e.dsn, _ = envDSN(os.Getenv)
+	return e
+}
+
+// execute runs the command line args.
 func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) error {
-	e := &env{ctx: ctx, dsn: os.Getenv("PGDCB_DATABASE_URL"), schema: pgdcbsql.DefaultSchema, stdin: stdin, stdout: stdout, stderr: stderr}
+	return executeEnv(newEnv(ctx, stdin, stdout, stderr), args)
+}
+
+// executeEnv runs the command line args in e (whose json field then says
+// whether -json was given).
+func executeEnv(e *env, args []string) error {
+	stdout := e.stdout
 	global := newFlagSet("pgdcb", e)
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -309,15 +416,16 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 	}
 	fs := newFlagSet(name, e)
 	body := c.flags(fs)
-	if err := fs.Parse(rest); err != nil {
+	pos, err := parseInterleaved(fs, rest)
+	if err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			printCommandUsage(stdout, c)
 			return nil
 		}
 		return wrap(name, &usageError{cmd: name, err: err})
 	}
-	e.args = fs.Args()
-	err := runCommand(c, e, body)
+	e.args = pos
+	err = runCommand(c, e, body)
 	var u *usageError
 	if errors.As(err, &u) {
 		u.cmd = name
@@ -328,7 +436,7 @@ func execute(ctx context.Context, args []string, stdin io.Reader, stdout, stderr
 func runCommand(c *command, e *env, body func(*env) error) error {
 	if n := len(e.args); n < c.minArgs || n > c.maxArgs {
 		if n > c.maxArgs {
-			return usagef("unexpected arguments %q (flags go before arguments)", e.args[c.maxArgs:])
+			return usagef("unexpected arguments %q", e.args[c.maxArgs:])
 		}
 		return usagef("missing arguments: %s", c.args)
 	}

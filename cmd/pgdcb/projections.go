@@ -51,7 +51,7 @@ with a ResetFunc can), hence -force.
 					return &usageError{err: err}
 				}
 				if action == "reset" && !*force {
-					return usagef("reset replays every event into a read model this command cannot empty: pass -force (flags go before NAME)")
+					return usagef("reset replays every event into a read model this command cannot empty: pass -force")
 				}
 			default:
 				return usagef("unknown action %q (list, pause, resume, reset)", action)
