@@ -10,6 +10,12 @@
 // rate of each minute and the last minute's rate against the first's (a soak:
 // -wallets 200 -transfers 60000 -clients 64). -snapshots=false decides from
 // the whole history of each wallet, for comparison (docs/SNAPSHOTS.md).
+//
+// Decisions start from snapshots written every -snapshot-every events past a
+// wallet's last one (default 20, so that the default run, about 70 events a
+// wallet, shows them; the store's own default, 100, suits longer histories).
+// The summary prints what was loaded and written, and why nothing was when
+// nothing was.
 package main
 
 import (
@@ -41,19 +47,20 @@ import (
 )
 
 func main() {
-	nWallets := flag.Int("wallets", 50, "wallets to open")
+	nWallets := flag.Int("wallets", defaultWallets, "wallets to open")
 	initial := flag.Int64("initial", 1000, "initial deposit per wallet")
-	transfers := flag.Int("transfers", 2000, "transfers to attempt")
+	transfers := flag.Int("transfers", defaultTransfers, "transfers to attempt")
 	clients := flag.Int("clients", 16, "concurrent HTTP clients")
 	keep := flag.Bool("keep", false, "keep the demo schema")
 	interval := flag.Duration("interval", 5*time.Second, "print progress every interval (0: never)")
 	snapshots := flag.Bool("snapshots", true, "decide from decision snapshots (false: fold each wallet's whole history)")
+	snapshotEvery := flag.Int("snapshot-every", defaultSnapshotEvery, "write a wallet's snapshot once a decision folds this many events past its last one")
 	flag.Parse()
-	if *nWallets < 2 || *initial < 2 || *transfers < 1 || *clients < 1 || *interval < 0 {
-		log.Fatalf("demo: need -wallets >= 2, -initial >= 2, -transfers >= 1, -clients >= 1 and -interval >= 0")
+	if *nWallets < 2 || *initial < 2 || *transfers < 1 || *clients < 1 || *interval < 0 || *snapshotEvery < 1 {
+		log.Fatalf("demo: need -wallets >= 2, -initial >= 2, -transfers >= 1, -clients >= 1, -interval >= 0 and -snapshot-every >= 1")
 	}
 	o := options{nWallets: *nWallets, initial: *initial, nTransfers: *transfers, clients: *clients,
-		keep: *keep, interval: *interval, snapshots: *snapshots}
+		keep: *keep, interval: *interval, snapshots: *snapshots, snapshotEvery: *snapshotEvery}
 	if err := run(o); err != nil {
 		log.Fatalf("demo: %v", err)
 	}
@@ -64,6 +71,37 @@ type options struct {
 	initial                       int64
 	keep, snapshots               bool
 	interval                      time.Duration
+	snapshotEvery                 int
+}
+
+// The defaults of -wallets and -transfers.
+const (
+	defaultWallets   = 50
+	defaultTransfers = 2000
+)
+
+// defaultSnapshotEvery is -snapshot-every's default: a default run gives each
+// wallet about 70 events (2 + 2 × 2000 transfers × the share committed / 50
+// wallets), under the store's default of 100, which wrote no snapshot at all.
+const defaultSnapshotEvery = 20
+
+// storeConfig is the demo's store configuration.
+func storeConfig(o options, schema string) *eventstore.Config {
+	return &eventstore.Config{Schema: schema, SnapshotsDisabled: !o.snapshots, SnapshotEvery: o.snapshotEvery}
+}
+
+// snapshotSummary is the summary's line on decision snapshots; when none was
+// written, it says why.
+func snapshotSummary(o options, st eventstore.SnapshotStats) string {
+	if !o.snapshots {
+		return "off (-snapshots=false)"
+	}
+	s := fmt.Sprintf("loaded %d, written %d, write failures %d, ignored %d (one written per %d events a decision folds past a wallet's last)",
+		st.Loaded, st.Written, st.WriteFailures, st.IgnoredVersion+st.IgnoredCorrupt+st.IgnoredStale, o.snapshotEvery)
+	if st.Written == 0 && st.WriteFailures == 0 {
+		s += fmt.Sprintf("\n                       none written: no wallet's decision folded %d events past its last snapshot; lower -snapshot-every or raise -transfers", o.snapshotEvery)
+	}
+	return s
 }
 
 func run(o options) error {
@@ -95,7 +133,7 @@ func run(o options) error {
 	if !o.keep {
 		defer pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
 	}
-	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema, SnapshotsDisabled: !o.snapshots})
+	store, err := eventstore.New(pool, storeConfig(o, schema))
 	if err != nil {
 		return err
 	}
@@ -255,13 +293,7 @@ func run(o options) error {
 	fmt.Printf("  conflicts            %d (%.1f%% of commands), retries %d\n", conflicts, 100*float64(conflicts)/float64(nTransfers), retries)
 	fmt.Printf("  latency p50 %v  p99 %v\n", pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
 	fmt.Printf("  demo process CPU     %.0f%% of one core (client, HTTP server and store)\n", 100*cpu.Seconds()/elapsed.Seconds())
-	if o.snapshots {
-		st := store.SnapshotStats()
-		fmt.Printf("  decision snapshots   loaded %d, written %d, write failures %d, ignored %d\n",
-			st.Loaded, st.Written, st.WriteFailures, st.IgnoredVersion+st.IgnoredCorrupt+st.IgnoredStale)
-	} else {
-		fmt.Printf("  decision snapshots   off (-snapshots=false)\n")
-	}
+	fmt.Printf("  decision snapshots   %s\n", snapshotSummary(o, store.SnapshotStats()))
 	printMinutes(ends, elapsed)
 	fmt.Printf("\nchecks from the log (%d events replayed in log order):\n", len(evs))
 	fmt.Printf("  no balance ever negative:  %v\n", negatives == 0)

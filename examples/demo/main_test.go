@@ -1,0 +1,62 @@
+package main
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/examples/wallet"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
+)
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// A wallet of a default run (make demo) decides from snapshots: with the
+// demo's store configuration, the decisions of its share of the default
+// transfers (half of 2 × transfers / wallets, a low estimate: about 70% commit)
+// write a snapshot and later decisions load it. With the store's default
+// SnapshotEvery (100), a default run wrote none.
+func TestDefaultRunUsesSnapshots(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	o := options{nWallets: defaultWallets, nTransfers: defaultTransfers, snapshots: true, snapshotEvery: defaultSnapshotEvery}
+	store, _ := teststore.New(t, storeConfig(o, ""))
+	svc, err := wallet.New(store, nil)
+	require.NoError(t, err)
+	for _, id := range []string{"a", "b"} {
+		_, err := svc.Open(ctx, id, nil)
+		require.NoError(t, err)
+	}
+	_, err = svc.Deposit(ctx, "a", 1_000_000, nil)
+	require.NoError(t, err)
+	perWallet := o.nTransfers / o.nWallets
+	for range perWallet {
+		_, err := svc.Transfer(ctx, "a", "b", 1, nil)
+		require.NoError(t, err)
+	}
+	// Writes run in the background: wait for one, with a deadline.
+	deadline := time.Now().Add(30 * time.Second)
+	for store.SnapshotStats().Written == 0 && store.SnapshotStats().WriteFailures == 0 {
+		require.True(t, time.Now().Before(deadline), "no snapshot written after %d transfers: %+v", perWallet, store.SnapshotStats())
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Zero(t, store.SnapshotStats().WriteFailures)
+	_, err = svc.Transfer(ctx, "a", "b", 1, nil)
+	require.NoError(t, err)
+	st := store.SnapshotStats()
+	require.Positive(t, st.Loaded, "a later decision starts from the snapshot: %+v", st)
+	require.NotContains(t, snapshotSummary(o, st), "none written")
+	require.Contains(t, snapshotSummary(o, store.SnapshotStats()), "loaded ")
+}
+
+// The summary says why no snapshot was written.
+func TestSnapshotSummarySaysWhyNone(t *testing.T) {
+	t.Parallel()
+	o := options{snapshots: true, snapshotEvery: 20}
+	require.Contains(t, snapshotSummary(o, eventstore.SnapshotStats{}), "none written: no wallet's decision folded 20 events")
+	require.Equal(t, "off (-snapshots=false)", snapshotSummary(options{}, eventstore.SnapshotStats{}))
+}
