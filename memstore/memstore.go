@@ -13,11 +13,17 @@
 // snapshot has no in-progress transactions and the tailing horizon is the
 // next transaction id: tailing readers see every event at once.
 //
+// Event data and metadata are stored as PostgreSQL's jsonb gives them back
+// (keys sorted, shorter first; the last of duplicate keys; numbers in
+// numeric's form, 1e2 as 100; jsonb's spacing), so reads return the same
+// bytes on both stores.
+//
 // Nothing is persisted: the log lives as long as the Store.
 package memstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"sync"
@@ -27,6 +33,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -161,8 +168,11 @@ func (s *Store) appendLocked(events []eventstore.Event, cond *appendif.Condition
 	res := eventstore.AppendResult{TransactionID: s.lastTx, Positions: make([]int64, len(events))}
 	for i, e := range events {
 		s.lastPos++
-		e.Data = slices.Clone(e.Data)
-		e.Metadata = slices.Clone(e.Metadata)
+		// Stored as PostgreSQL's jsonb gives it back (keys sorted, numbers
+		// in numeric's form, jsonb's spacing), so that reads are the same
+		// bytes on both stores.
+		e.Data = jsonbForm(e.Data)
+		e.Metadata = jsonbForm(e.Metadata)
 		if e.ID != [16]byte{} {
 			s.ids[e.ID] = struct{}{}
 		}
@@ -221,4 +231,17 @@ func clone(ev eventstore.StoredEvent) eventstore.StoredEvent {
 func invalidLimit(name string, limit int) error {
 	return &pgdcb.InvalidArgumentError{Name: name,
 		Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", limit)}
+}
+
+// jsonbForm returns a copy of b in jsonb's output form (nil stays nil). b
+// was validated by the append; should it not normalise, it is kept as is.
+func jsonbForm(b json.RawMessage) json.RawMessage {
+	if b == nil {
+		return nil
+	}
+	n, err := pgjson.Normalize(b)
+	if err != nil {
+		return slices.Clone(b)
+	}
+	return n
 }

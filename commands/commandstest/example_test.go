@@ -34,7 +34,7 @@ func Example() {
 	// commandstest: the command appended other events than expected: events differ:
 	//   event 0: StudentSubscribed: tags [course=c1 student=s1], want [course=c1 student=s9]
 	// got:
-	//   StudentSubscribed [course=c1 student=s1] {"course":"c1","student":"s1"}
+	//   StudentSubscribed [course=c1 student=s1] {"course": "c1", "student": "s1"}
 	// want:
 	//   StudentSubscribed [course=c1 student=s9] {"course":"c1","student":"s9"}
 }

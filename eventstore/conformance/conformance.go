@@ -72,6 +72,7 @@ func Checks(opts *Options) []Check {
 		{"AppendPositionsAndTransactions", with(testAppendPositions)},
 		{"ReadOptions", with(testReadOptions)},
 		{"ReadIterator", with(testReadIterator)},
+		{"JSONReadBackInJSONBForm", with(testJSONForm)},
 		{"HeadAndReadLast", with(testHeadAndReadLast)},
 		{"ConditionUnseenEventFails", with(testConditionUnseen)},
 		{"ConditionItemsAreORed", with(testConditionItemsORed)},
