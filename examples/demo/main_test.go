@@ -38,10 +38,16 @@ func TestDefaultRunUsesSnapshots(t *testing.T) {
 		_, err := svc.Transfer(ctx, "a", "b", 1, nil)
 		require.NoError(t, err)
 	}
-	// Writes run in the background: wait for one, with a deadline.
-	deadline := time.Now().Add(30 * time.Second)
+	// A snapshot is taken at a point below the horizon, which a transaction
+	// of another test may hold for a while, and written in the background:
+	// read the wallet again (a decision read that appends nothing, so the
+	// events past the snapshot stay perWallet-odd) until one is written, with
+	// a deadline.
+	deadline := time.Now().Add(60 * time.Second)
 	for store.SnapshotStats().Written == 0 && store.SnapshotStats().WriteFailures == 0 {
 		require.True(t, time.Now().Before(deadline), "no snapshot written after %d transfers: %+v", perWallet, store.SnapshotStats())
+		_, err := svc.Wallet(ctx, "a")
+		require.NoError(t, err)
 		time.Sleep(10 * time.Millisecond)
 	}
 	require.Zero(t, store.SnapshotStats().WriteFailures)
