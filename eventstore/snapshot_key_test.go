@@ -4,11 +4,15 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -18,7 +22,7 @@ import (
 func TestSnapshotVersionsStoredWhole(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s, _ := newStore(t, &eventstore.Config{SnapshotsManual: true})
+	s, pool := newStore(t, &eventstore.Config{SnapshotsManual: true})
 	q := query.Tagged(nil, "v=1")
 	appendN(t, s, 10, "v=1")
 	full := foldModel(q)
@@ -30,7 +34,7 @@ func TestSnapshotVersionsStoredWhole(t *testing.T) {
 		st.Sum += 1000
 		return st
 	}).WithSnapshots("bigver", 1<<32+1)
-	require.NoError(t, s.SaveSnapshot(ctx, big))
+	saveCurrent(t, s, pool, q, func() eventstore.Snapshottable { return big }, "bigver", 1<<32+1)
 	v1 := foldModel(q).WithSnapshots("bigver", 1)
 	before := s.SnapshotStats()
 	_, err = s.Project(ctx, v1)
@@ -41,7 +45,7 @@ func TestSnapshotVersionsStoredWhole(t *testing.T) {
 
 	// A timestamp-style version uses its own snapshot.
 	const stamp = 202611251200
-	require.NoError(t, s.SaveSnapshot(ctx, foldModel(q).WithSnapshots("stamped", stamp)))
+	saveCurrent(t, s, pool, q, func() eventstore.Snapshottable { return foldModel(q).WithSnapshots("stamped", stamp) }, "stamped", stamp)
 	m := foldModel(q).WithSnapshots("stamped", stamp)
 	before = s.SnapshotStats()
 	_, err = s.Project(ctx, m)
@@ -79,4 +83,27 @@ func TestSnapshotNameValidated(t *testing.T) {
 	}
 	require.NoError(t, eventstore.ValidateSnapshotName(strings.Repeat("n", eventstore.MaxSnapshotNameBytes)))
 	require.NoError(t, eventstore.ValidateSnapshotName(""))
+}
+
+// saveCurrent saves the model's snapshot until the stored row (name,
+// version) covers q's last event: a transaction of another test may hold
+// the horizon below it for a while (the snapshot's point is below the
+// horizon). It fails after a deadline.
+func saveCurrent(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, q query.Query, model func() eventstore.Snapshottable, name string, version int64) {
+	t.Helper()
+	ctx := context.Background()
+	last, _, err := s.ReadLast(ctx, q)
+	require.NoError(t, err)
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		require.NoError(t, s.SaveSnapshot(ctx, model()))
+		var pos int64
+		err := pool.QueryRow(ctx, `SELECT position FROM `+ident.Schema(s)+`.decision_snapshots WHERE name = $1 AND version = $2`,
+			name, version).Scan(&pos)
+		if err == nil && pos == last.Position {
+			return
+		}
+		require.True(t, time.Now().Before(deadline), "no snapshot of %s v%d at position %d (%v, %d)", name, version, last.Position, err, pos)
+		time.Sleep(10 * time.Millisecond)
+	}
 }
