@@ -47,7 +47,7 @@ CREATE TABLE pgdcb.decision_snapshot_epoch (
 
 CREATE TABLE pgdcb.decision_snapshots (
     name text NOT NULL,
-    version integer NOT NULL,
+    version bigint NOT NULL,
     query_key bytea NOT NULL,
     query_text text NOT NULL,
     transaction_id xid8 NOT NULL,
