@@ -49,6 +49,9 @@ var (
 	// (the retry then gets ErrIdempotent, or the first outcome). Errors that
 	// certainly wrote nothing never match it.
 	ErrOutcomeUnknown = errors.New("pgdcb: outcome unknown: the write may or may not have committed")
+	// ErrClosed: the store was closed (eventstore.Store.Close); the call was
+	// refused and nothing was sent.
+	ErrClosed = errors.New("pgdcb: store closed")
 	// ErrInvalidArgument: a per-call argument or a Config field is out of range
 	// (for example a negative limit). Nothing was sent to the server.
 	ErrInvalidArgument = errors.New("pgdcb: invalid argument")

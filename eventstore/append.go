@@ -4,9 +4,11 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 )
 
@@ -22,10 +24,16 @@ type AppendResult struct {
 // events' keys in shared mode, so concurrent conditional appends see it.
 //
 // A failure after the request may have reached the server (a lost connection,
-// a context that ended during the call) returns an error matching
-// pgdcb.ErrOutcomeUnknown: the events may or may not be stored. Retrying is
-// safe only for events that carry ids (Event.ID: a retry of a stored batch then
-// fails with pgdcb.ErrIdempotent). Every other error means nothing was stored.
+// a terminated backend, a context that ended during the call) is settled
+// before Append returns (docs/FAULTS.md, "Settled outcomes"): the store makes
+// sure the server process that ran the call can no longer commit and looks
+// the call up. Committed: Append returns its result as if nothing had
+// happened. Not committed: the store sends it again while ctx is live, else
+// returns a *NotAppliedError. Only when the server cannot be reached for
+// Config.SettleTimeout does the error match pgdcb.ErrOutcomeUnknown: the
+// events may or may not be stored, and retrying is safe only for events
+// that carry ids (Event.ID: a retry of a stored batch then fails with
+// pgdcb.ErrIdempotent). Every other error means nothing was stored.
 func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error) {
 	ctx, t := s.startAppend(ctx, events, nil, false)
 	res, err := s.appendPool(ctx, events, nil)
@@ -39,6 +47,10 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 	if err := s.validate(events); err != nil {
 		return AppendResult{}, err
 	}
+	if !s.bg.enter(true) {
+		return AppendResult{}, fmt.Errorf("pgdcb: append: %w", pgdcb.ErrClosed)
+	}
+	defer s.bg.leave()
 	if !s.cfg.GroupCommitDisabled {
 		return s.appendGrouped(ctx, events, cond)
 	}
@@ -55,14 +67,17 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 //
 // The outcome is the transaction's: use CommitTx (or classify the error of
 // your own Commit with OutcomeOf) to learn whether a failed commit may have
-// committed.
+// committed. The store does not settle it (it does not own the COMMIT, and
+// the transaction may have written other tables): give the events ids
+// (Event.ID) and, after an unknown commit, run the transaction again; the
+// append then fails with pgdcb.ErrIdempotent if the first one committed.
 func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (res AppendResult, err error) {
 	ctx, t := s.startAppend(ctx, events, nil, true)
 	defer func() { t.endAppend(len(events), res, err) }()
 	if err := s.validate(events); err != nil {
 		return AppendResult{}, err
 	}
-	return s.appendEvents(ctx, tx, events, nil, false)
+	return s.appendEvents(ctx, tx, events, nil, false, uuid.Nil)
 }
 
 // AppendIf appends events only if cond holds (see appendif.Condition): it fails
@@ -74,10 +89,12 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (res Ap
 // The guarantee holds whatever the concurrency: when AppendIf commits, no event
 // matching FailIfEventsMatch exists that the decision did not see.
 //
-// As with Append, an error matching pgdcb.ErrOutcomeUnknown means the append
-// may have committed. Retrying the same AppendIf is safe when cond carries an
-// idempotency query that the events match (or the events carry ids): a retry
-// of a committed append then fails with pgdcb.ErrIdempotent.
+// A failed send is settled as for Append (a resend is decided afresh against
+// cond). As with Append, an error matching pgdcb.ErrOutcomeUnknown (the
+// settle budget ran out) means the append may have committed. Retrying the
+// same AppendIf is safe when cond carries an idempotency query that the
+// events match (or the events carry ids): a retry of a committed append then
+// fails with pgdcb.ErrIdempotent.
 func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Condition) (res AppendResult, err error) {
 	ctx, t := s.startAppend(ctx, events, &cond, false)
 	defer func() { t.endAppend(len(events), res, err) }()
@@ -99,13 +116,16 @@ func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond 
 	if err := s.validate(events); err != nil {
 		return AppendResult{}, err
 	}
-	return s.appendEvents(ctx, tx, events, &cond, false)
+	return s.appendEvents(ctx, tx, events, &cond, false, uuid.Nil)
 }
 
 // appendEvents sends one append (validated events). autocommit says the
 // statement is its own transaction, so a failure after sending it leaves the
 // outcome unknown; in a caller's transaction the caller's commit decides.
-func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond *appendif.Condition, autocommit bool) (AppendResult, error) {
+//
+// id, unless uuid.Nil, is the call's id (see callID): the first event's
+// event_id when the caller gave it none.
+func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond *appendif.Condition, autocommit bool, id uuid.UUID) (AppendResult, error) {
 	n := len(events)
 	types := make([]string, n)
 	tagCounts := make([]int32, n)
@@ -125,6 +145,9 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		if e.ID != [16]byte{} {
 			ids[i] = pgtype.UUID{Bytes: e.ID, Valid: true}
 		}
+	}
+	if n > 0 && !ids[0].Valid && id != uuid.Nil {
+		ids[0] = pgtype.UUID{Bytes: id, Valid: true}
 	}
 	if allTags == nil {
 		allTags = []string{}

@@ -30,6 +30,12 @@ type Event struct {
 	Metadata json.RawMessage
 	// ID is an optional client-chosen id; appending an id that is already stored
 	// fails with ErrIdempotent, which makes blind retries safe. uuid.Nil: none.
+	//
+	// Append and AppendIf on the pool give the first event of a call that has
+	// none an id of their own (a UUIDv7), by which they settle a call whose
+	// connection is lost (docs/FAULTS.md, "Settled outcomes"): read back, the
+	// first event of each such call carries it. Not with
+	// Config.SettleDisabled, and never in AppendTx / AppendIfTx.
 	ID uuid.UUID
 }
 

@@ -63,3 +63,44 @@ func Example() {
 	// alice subscribes: <nil>
 	// bob subscribes, condition failed: true
 }
+
+// Close before closing the pool: it waits for the notification sent after the
+// last append (and any snapshot write), so none of them meets a closed pool.
+// Appends on the pool are refused from then on.
+func ExampleStore_Close() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	schema := fmt.Sprintf("pgdcb_example_%d", time.Now().UnixNano())
+	defer func() {
+		cleanup, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
+		if err == nil {
+			cleanup.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+			cleanup.Close()
+		}
+	}()
+	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	_, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a1")})
+	fmt.Println("append:", err)
+
+	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	fmt.Println("close:", store.Close(closeCtx))
+	pool.Close()
+
+	_, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a2")})
+	fmt.Println("append after close refused:", errors.Is(err, pgdcb.ErrClosed))
+
+	// Output:
+	// append: <nil>
+	// close: <nil>
+	// append after close refused: true
+}

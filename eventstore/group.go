@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -58,6 +59,7 @@ type groupReq struct {
 	ctx    context.Context
 	events []Event
 	cond   *appendif.Condition
+	id     uuid.UUID        // identifies the call's writes (settle.go)
 	locks  lockSet          // the append's own keys (as append_events would take them)
 	size   int              // bytes, as for MaxBatchBytes
 	done   chan groupResult // buffered: the sender never blocks
@@ -282,7 +284,7 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 	}
 	g := &s.group
 	maxSenders := orDefault(s.cfg.GroupSenders, DefaultGroupSenders)
-	r := &groupReq{ctx: ctx, events: events, cond: cond, done: make(chan groupResult, 1), again: again,
+	r := &groupReq{ctx: ctx, events: events, cond: cond, id: s.callID(events), done: make(chan groupResult, 1), again: again,
 		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
 	g.mu.Lock()
 	if g.inflight == nil {
@@ -301,7 +303,7 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 		g.mu.Lock()
 		addUse(g.inflight, keys, -1)
 		if len(g.queue) > 0 {
-			go s.groupLoop()
+			s.startSender(ctx)
 		} else {
 			g.senders--
 			g.signalLocked()
@@ -320,7 +322,7 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 	if g.senders < maxSenders {
 		g.senders++
 		g.signalLocked()
-		go s.groupLoop()
+		s.startSender(ctx)
 	}
 	g.mu.Unlock()
 	select {
@@ -338,12 +340,10 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
 	g.mu.Unlock()
-	select {
-	case out := <-r.done: // finished meanwhile
+	// In flight: the sender settles it (settle.go); wait for its answer.
+	if out, ok := s.awaitSettled(r); ok {
 		return s.outcome(r, out)
-	default:
 	}
-	// In flight: it may commit.
 	return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: ctx.Err()}
 }
 
@@ -359,17 +359,30 @@ func (s *Store) outcome(r *groupReq, out groupResult) (AppendResult, error) {
 // sendAlone sends r at once, as a group of one, on a pooled connection of
 // its caller's (who holds a sender's place).
 func (s *Store) sendAlone(r *groupReq) groupResult {
+	s.group.alone.Add(1)
+	for try := 0; ; try++ {
+		out, ok := s.sendAloneOnce(r)
+		if ok {
+			return out
+		}
+		// The connection was closed before anything was sent (a pooled
+		// connection the server had ended): nothing was; try another.
+		if try == maxResends {
+			return groupResult{err: errf("append", errConnLost)}
+		}
+	}
+}
+
+// sendAloneOnce is sendAlone on one pooled connection; false: it was closed
+// before anything was sent.
+func (s *Store) sendAloneOnce(r *groupReq) (groupResult, bool) {
 	conn, err := s.pool.Acquire(r.ctx)
 	if err != nil {
-		return groupResult{err: errf("append: acquire a connection", err)} // nothing was sent
+		return groupResult{err: errf("append: acquire a connection", err)}, true // nothing was sent
 	}
 	defer conn.Release()
-	s.group.alone.Add(1)
-	if out, ok := s.trySendAlone(conn, r); ok {
-		return out
-	}
-	// The connection was closed before anything was sent: nothing was.
-	return groupResult{err: errf("append", errConnLost)}
+	out, ok, _ := s.trySendAlone(conn, r)
+	return out, ok
 }
 
 // appendOne sends one append (events validated) as its own transaction on a
@@ -385,7 +398,7 @@ func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Co
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, errf("append", err) // nothing was sent
 	}
-	res, err := s.appendEvents(ctx, conn, events, cond, true)
+	res, _, err := s.sendSettled(ctx, conn, events, cond, s.callID(events))
 	if err == nil {
 		s.Notify(ctx)
 	}
@@ -472,9 +485,19 @@ func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif
 	return res, err
 }
 
+// startSender starts a sender goroutine (g.senders counted already, under
+// g.mu), one that Close waits for (close.go). ctx gives it values, not
+// cancellation.
+func (s *Store) startSender(ctx context.Context) {
+	if !s.bg.run(ctx, false, s.groupLoop) {
+		s.group.senders-- // cannot happen: the calling append holds the store open
+	}
+}
+
 // groupLoop is a sender: whenever it has a connection, it takes everything
 // queued (within the limits) and sends it; it ends when the queue is empty.
-func (s *Store) groupLoop() {
+// ctx ends only when Close gives up waiting.
+func (s *Store) groupLoop(ctx context.Context) {
 	g := &s.group
 	for {
 		g.mu.Lock()
@@ -487,7 +510,7 @@ func (s *Store) groupLoop() {
 		g.mu.Unlock()
 		// Not the callers' contexts: a caller whose context ends while its
 		// append is still queued leaves the queue by itself.
-		conn, err := s.pool.Acquire(context.Background())
+		conn, err := s.pool.Acquire(ctx)
 		g.mu.Lock()
 		batch := s.takeGroupLocked()
 		if len(batch) == 0 && len(g.queue) > 0 {
@@ -639,29 +662,43 @@ func (s *Store) requeue(rs []*groupReq) {
 	if g.senders < orDefault(s.cfg.GroupSenders, DefaultGroupSenders) {
 		g.senders++
 		g.signalLocked()
-		go s.groupLoop()
+		s.startSender(rs[0].ctx)
 	}
 }
 
 // trySendAlone sends r on conn as a group of one, and reports false (with
 // nothing sent) if conn was closed before.
-func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (groupResult, bool) {
+//
+// When the send fails with an unknown outcome, r is settled (settle.go):
+// conn is released first (released reports it; conn must not be used
+// again then) and r's answer is what the settling found.
+func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, ok, released bool) {
 	if lost, err := unsent(conn, r); err != nil {
-		return groupResult{err: err}, true
+		return groupResult{err: err}, true, false
 	} else if lost {
-		return groupResult{}, false
+		return groupResult{}, false, false
 	}
-	out, busy, err := s.tryCall(r.ctx, conn, []*groupReq{r})
+	b := backendOf(conn)
+	res, busy, err := s.tryCall(r.ctx, conn, []*groupReq{r})
 	switch {
 	case err != nil:
-		return groupResult{err: errOutcome("append", err)}, true
+		err = errOutcome("append", err)
+		if !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
+			return groupResult{err: err}, true, false
+		}
+		conn.Release() // dead or in an unknown state
+		out.res, out.err = s.settleAppend(r.ctx, b, r.events, r.cond, r.id, err)
+		if out.err == nil {
+			s.Notify(r.ctx)
+		}
+		return out, true, true
 	case busy != nil:
-		return groupResult{busy: true, busyKey: firstBusy(r, busy)}, true
+		return groupResult{busy: true, busyKey: firstBusy(r, busy)}, true, false
 	}
-	if out[0].err == nil {
+	if res[0].err == nil {
 		s.Notify(r.ctx)
 	}
-	return out[0], true
+	return res[0], true, false
 }
 
 // sendGroup sends one group on conn and gives every member its outcome.
@@ -672,7 +709,7 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 	g := &s.group
 	if len(batch) == 1 {
 		g.alone.Add(1)
-		if out, ok := s.trySendAlone(conn, batch[0]); !ok {
+		if out, ok, _ := s.trySendAlone(conn, batch[0]); !ok {
 			s.requeue(batch)
 		} else {
 			batch[0].done <- out
@@ -682,14 +719,19 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 	g.groups.Add(1)
 	g.grouped.Add(int64(len(batch)))
 	storeMax(&g.maxMembers, int64(len(batch)))
+	b := backendOf(conn)
 	for len(batch) > 1 {
 		results, busy, err := s.groupCall(conn, batch)
 		if err != nil {
 			if unknownOutcome(err) {
 				for _, r := range batch {
 					s.markGrouped(r.ctx, len(batch))
-					r.finish(AppendResult{}, errOutcome("append", err))
 				}
+				// Each member settled (settle.go), after conn, dead or in
+				// an unknown state, is released (groupLoop's Release is
+				// then a no-op).
+				conn.Release()
+				s.settleGroup(context.WithoutCancel(batch[0].ctx), b, batch, errOutcome("append", err))
 				return
 			}
 			// The server rolled the group back: nothing of it was written.
@@ -739,12 +781,18 @@ func (s *Store) sendEach(conn *pgxpool.Conn, batch []*groupReq) {
 		if s.group.retryHook != nil {
 			s.group.retryHook(conn, i)
 		}
-		out, ok := s.trySendAlone(conn, r)
+		out, ok, released := s.trySendAlone(conn, r)
 		if !ok {
 			s.requeue(batch[i:])
 			return
 		}
 		r.done <- out
+		if released {
+			// conn was lost sending r (which was settled): the members
+			// not yet sent go back to the queue.
+			s.requeue(batch[i+1:])
+			return
+		}
 	}
 }
 
@@ -822,7 +870,7 @@ func (s *Store) tryCall(ctx context.Context, db dbtx, batch []*groupReq) ([]grou
 	)
 	for m, r := range batch {
 		memberEvents[m] = int32(len(r.events))
-		for _, e := range r.events {
+		for j, e := range r.events {
 			types = append(types, e.Type)
 			tagCounts = append(tagCounts, int32(e.Tags.Len()))
 			allTags = append(allTags, e.Tags.Strings()...)
@@ -836,6 +884,8 @@ func (s *Store) tryCall(ctx context.Context, db dbtx, batch []*groupReq) ([]grou
 			var id pgtype.UUID
 			if e.ID != [16]byte{} {
 				id = pgtype.UUID{Bytes: e.ID, Valid: true}
+			} else if j == 0 && r.id != uuid.Nil {
+				id = pgtype.UUID{Bytes: r.id, Valid: true} // the call's id (settle.go)
 			}
 			ids = append(ids, id)
 		}

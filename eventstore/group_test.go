@@ -448,15 +448,26 @@ func TestGroupQueuedContextEnds(t *testing.T) {
 	require.Equal(t, 0, countEvents(t, s, query.Tagged(nil, "late=1")))
 }
 
-// A group whose backend is terminated during its call: every member gets
+// A group whose backend is terminated during its call. The group is held in
+// flight by an event id that an open transaction inserted: its INSERT waits
+// for that transaction (the unique index), the one wait a group's call can
+// have (it never waits for a key: see TestGroupBusyKeyLeavesTheGroup).
+// Settled (the default): every member is found absent (one lookup for the
+// group) and sent again alone; the one with the held id succeeds once that
+// transaction rolls back. Without settling: every member gets
 // ErrOutcomeUnknown (none is retried: the group may have committed as far
-// as the client can tell). The group is held in flight by an event id that
-// an open transaction inserted: its INSERT waits for that transaction (the
-// unique index), the one wait a group's call can have (it never waits for
-// a key: see TestGroupBusyKeyLeavesTheGroup).
+// as the client can tell).
 func TestGroupOutcomeUnknownForEveryMember(t *testing.T) {
+	for _, settle := range []bool{true, false} {
+		t.Run(map[bool]string{true: "settled", false: "SettleDisabled"}[settle], func(t *testing.T) {
+			testGroupTerminated(t, settle)
+		})
+	}
+}
+
+func testGroupTerminated(t *testing.T, settle bool) {
 	ctx := context.Background()
-	s, pool := groupStore(t)
+	s, pool := groupStore(t, func(c *eventstore.Config) { c.SettleDisabled = !settle })
 	plain, err := eventstore.New(pgtest.Pool(t), &eventstore.Config{Schema: s.Schema()})
 	require.NoError(t, err)
 	dup := eventstore.MustEvent("Deposited", 0, "acct=9")
@@ -490,9 +501,25 @@ func TestGroupOutcomeUnknownForEveryMember(t *testing.T) {
 			  AND pid <> pg_backend_pid()`, ident.Schema(s)).Scan(&k))
 		return k > 0
 	})
+	if settle {
+		// Every member found absent; they are sent again one by one, and the
+		// one with the held event id waits for the open transaction.
+		require.Eventually(t, func() bool { return s.SettleStats().Absent == n }, time.Minute, 5*time.Millisecond)
+		require.NoError(t, tx.Rollback(ctx))
+	}
 	wg.Wait()
 	for i, err := range errs {
-		require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown, "member %d: %v", i, err)
+		if settle {
+			require.NoError(t, err, "member %d", i)
+		} else {
+			require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown, "member %d: %v", i, err)
+		}
+	}
+	if settle {
+		st := s.SettleStats()
+		require.EqualValues(t, n, st.Absent, "%+v", st)
+		require.EqualValues(t, n, st.Resent, "%+v", st)
+		require.Equal(t, 1, countEvents(t, s, query.Tagged(nil, "acct=9")), "sent again once")
 	}
 	require.Zero(t, s.GroupStats().Retried)
 	require.Equal(t, int64(1), s.GroupStats().Groups)

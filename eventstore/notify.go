@@ -25,9 +25,10 @@ func (s *Store) Notify(ctx context.Context) {
 		return // the running sender will see the pending flag
 	}
 	// The append's context may end as soon as it returns; the notification
-	// belongs to the committed events, not to the call.
-	bg := context.WithoutCancel(ctx)
-	go func() {
+	// belongs to the committed events, not to the call (bgWork.run drops its
+	// cancellation). Close waits for it; once the store is closed nothing is
+	// sent.
+	started := s.bg.run(ctx, false, func(bg context.Context) {
 		for {
 			for s.notifyPending.Swap(false) {
 				nctx, cancel := context.WithTimeout(bg, 5*time.Second)
@@ -43,7 +44,10 @@ func (s *Store) Notify(ctx context.Context) {
 				return
 			}
 		}
-	}()
+	})
+	if !started {
+		s.notifyRunning.Store(false)
+	}
 }
 
 // notifySQL sends the notification in a transaction of its own whose commit

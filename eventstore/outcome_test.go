@@ -42,8 +42,8 @@ func countTagged(t *testing.T, s *eventstore.Store, tag string) int {
 	return len(evs)
 }
 
-// An append whose context ends while the server works on it has an unknown
-// outcome: pgx closes the connection and sends a cancel request, which may
+// Without settling (Config.SettleDisabled), an append whose context ends
+// while the server works on it has an unknown outcome: pgx closes the connection and sends a cancel request, which may
 // land before or after the commit. Before the fix the error was a plain
 // context error, which callers took for "nothing written". The retry of an
 // idempotent append then settles it: exactly one event, whichever way the
@@ -51,7 +51,7 @@ func countTagged(t *testing.T, s *eventstore.Store, tag string) int {
 func TestAppendOutcomeUnknownWhenContextEndsMidCall(t *testing.T) {
 	for _, conditional := range []bool{false, true} {
 		t.Run(map[bool]string{false: "Append", true: "AppendIf"}[conditional], func(t *testing.T) {
-			s, _ := newStore(t, nil)
+			s, _ := newStore(t, &eventstore.Config{SettleDisabled: true}) // settled: TestSettleAbsentWhenContextEndsMidCall
 			holder := holdBoundary(t, s, "acct=1")
 			ev := eventstore.MustEvent("Deposited", 1, "acct=1")
 			ev.ID = uuid.New()
@@ -89,10 +89,10 @@ func TestAppendOutcomeUnknownWhenContextEndsMidCall(t *testing.T) {
 	}
 }
 
-// A backend terminated while the append waits is reported as unknown too
-// (FATAL errors are never taken as proof of a rollback).
+// Without settling, a backend terminated while the append waits is reported
+// as unknown too (FATAL errors are never taken as proof of a rollback).
 func TestAppendOutcomeUnknownWhenBackendTerminated(t *testing.T) {
-	s, pool := newStore(t, nil)
+	s, pool := newStore(t, &eventstore.Config{SettleDisabled: true}) // settled: TestSettleResendsWhenBackendTerminated
 	holdBoundary(t, s, "acct=2")
 	ctx := context.Background()
 	done := make(chan error, 1)

@@ -217,9 +217,11 @@ func (s *Store) writeSnapshot(ctx context.Context, w *snapshotWrite) (bool, erro
 	return tag.RowsAffected() == 1, nil
 }
 
-// scheduleSnapshotWrite writes w in the background, with its own context and
-// a bounded timeout; failures are logged and counted, never returned.
-func (s *Store) scheduleSnapshotWrite(w *snapshotWrite) {
+// scheduleSnapshotWrite writes w in the background, with its own context
+// (ctx's values, not its cancellation) and a bounded timeout; failures are
+// logged and counted, never returned. Close waits for it; once the store is
+// closing, no write starts.
+func (s *Store) scheduleSnapshotWrite(ctx context.Context, w *snapshotWrite) {
 	c := &s.snap
 	id := w.id()
 	if _, busy := c.inflight.LoadOrStore(id, struct{}{}); busy {
@@ -233,15 +235,21 @@ func (s *Store) scheduleSnapshotWrite(w *snapshotWrite) {
 		return
 	}
 	c.wg.Add(1)
-	go func() {
+	started := s.bg.run(ctx, true, func(bg context.Context) {
 		defer c.wg.Done()
 		defer c.pending.Add(-1)
 		defer c.inflight.Delete(id)
-		ctx, cancel := context.WithTimeout(context.Background(), s.snapshotWriteTimeout())
+		ctx, cancel := context.WithTimeout(bg, s.snapshotWriteTimeout())
 		defer cancel()
 		ok, err := s.writeSnapshot(ctx, w)
 		s.recordWrite(ctx, ok, err)
-	}()
+	})
+	if !started {
+		c.wg.Done()
+		c.pending.Add(-1)
+		c.inflight.Delete(id)
+		c.writesSkipped.Add(1)
+	}
 }
 
 func (s *Store) recordWrite(ctx context.Context, ok bool, err error) {

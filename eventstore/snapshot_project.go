@@ -180,7 +180,7 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []Proj
 		}
 	} else {
 		for _, w := range writes {
-			s.scheduleSnapshotWrite(w)
+			s.scheduleSnapshotWrite(ctx, w)
 		}
 	}
 	return appendif.FailIf(union, &c), nil

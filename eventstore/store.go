@@ -102,6 +102,18 @@ type Config struct {
 	// model is read from the start and no snapshot is written. Default
 	// false.
 	SnapshotsDisabled bool
+	// SettleTimeout is the settle budget: how long an Append or AppendIf
+	// whose send failed with an unknown outcome (a lost connection, a
+	// context that ended during the call) may spend, past that failure,
+	// finding out whether it committed (docs/FAULTS.md, "Settled
+	// outcomes"). Only a server that cannot be reached for that long
+	// leaves the call with pgdcb.ErrOutcomeUnknown. 0: the default, 5s; at
+	// most MaxSettleTimeout (5m).
+	SettleTimeout time.Duration
+	// SettleDisabled answers a failed send with pgdcb.ErrOutcomeUnknown at
+	// once, without settling (the behaviour before settling existed; for
+	// comparison). Default false: failed sends are settled.
+	SettleDisabled bool
 }
 
 // Defaults and bounds of Config.
@@ -130,6 +142,10 @@ type Store struct {
 	group groupCommitter // unless Config.GroupCommitDisabled (group.go)
 
 	snap snapshotState // decision snapshots (snapshot.go)
+
+	settleCount settleCounters // settle.go
+
+	bg bgWork // background goroutines, for Close (close.go)
 }
 
 // New returns a Store over the pool. It does not touch the database; call
@@ -171,8 +187,16 @@ func ResolveConfig(cfg *Config) (Config, error) {
 		cfgcheck.Int("GroupSenders", c.GroupSenders, DefaultGroupSenders),
 		cfgcheck.Int("SnapshotEvery", c.SnapshotEvery, DefaultSnapshotEvery),
 		cfgcheck.Duration("SnapshotWriteTimeout", c.SnapshotWriteTimeout, DefaultSnapshotWriteTimeout),
+		cfgcheck.Duration("SettleTimeout", c.SettleTimeout, DefaultSettleTimeout),
 	); err != nil {
 		return Config{}, err
+	}
+	if c.SettleTimeout > MaxSettleTimeout {
+		return Config{}, &pgdcb.InvalidArgumentError{Name: "Config.SettleTimeout",
+			Reason: fmt.Sprintf("must be at most MaxSettleTimeout %s (got %s)", MaxSettleTimeout, c.SettleTimeout)}
+	}
+	if c.SettleTimeout == 0 {
+		c.SettleTimeout = DefaultSettleTimeout
 	}
 	for _, f := range []struct {
 		name string

@@ -1,0 +1,395 @@
+package eventstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgdcb/pgdcb"
+	appendif "github.com/pgdcb/pgdcb/append"
+)
+
+// Settling (docs/FAULTS.md, "Settled outcomes").
+//
+// An Append or AppendIf on the pool is one statement that is its own
+// transaction. When it fails after its request may have reached the server (a
+// lost connection, a context that ended in the middle of the call, a
+// terminated backend), the store does not answer "outcome unknown" at once: it
+// finds out what happened.
+//
+//  1. Identify. Every call carries an id on its first event: the caller's
+//     Event.ID, or a UUID (version 7) the store assigns. (A caller that
+//     gives the first event an id an earlier call of the same size stored
+//     gets that call's result: its events are stored, once.) The events_event_id
+//     unique index then finds the call's first event; its other events follow
+//     it in the same transaction, in batch order (events_log_order). One index
+//     entry per call, not per event.
+//  2. Make sure it can no longer commit. On a fresh connection, the backend
+//     that ran the call (its PID and client port, which the connection knows)
+//     is terminated if it still exists, and waited for until it is gone
+//     (pg_terminate_backend with a timeout). A crashed or restarted server has
+//     ended it already. Once it is gone its transaction has committed or
+//     never will.
+//  3. Look it up on that connection: present → the call's result (positions,
+//     transaction id), as if nothing had happened; absent → nothing was
+//     written: the store sends the call again if the caller's context is still
+//     live (with the same id), else answers with a definite error.
+//
+// Only a server that cannot be reached for the settle budget
+// (Config.SettleTimeout, counted from the failure) leaves the outcome
+// unknown.
+
+// Defaults and bounds of the settle fields of Config.
+const (
+	// DefaultSettleTimeout is Config.SettleTimeout's default: long enough for
+	// a routine restart or a crash recovery of a small server, short enough
+	// that a dead server still fails the call within seconds.
+	DefaultSettleTimeout = 5 * time.Second
+	// MaxSettleTimeout bounds Config.SettleTimeout.
+	MaxSettleTimeout = 5 * time.Minute
+	// maxResends bounds how often one call is sent again after it settled
+	// as absent (each resend met a dead connection again: the pool's idle
+	// connections after a restart).
+	maxResends = 8
+)
+
+// SettleStats counts the store's settling since it was created.
+type SettleStats struct {
+	// Settled is the number of calls (group members counted one by one)
+	// whose outcome was unknown when their send failed and that the store
+	// settled.
+	Settled int64
+	// Present: settled as committed (the caller got its result). Absent:
+	// settled as not committed. Resent: absent calls sent again (a resend
+	// that fails again is settled again and counted again).
+	Present, Absent, Resent int64
+	// Unknown: calls answered with pgdcb.ErrOutcomeUnknown because the
+	// settle budget ran out (the server could not be reached).
+	Unknown int64
+	// Terminated: backends the store terminated while settling.
+	Terminated int64
+}
+
+type settleCounters struct {
+	settled, present, absent, resent, unknown, terminated atomic.Int64
+}
+
+// SettleStats returns the settling counters.
+func (s *Store) SettleStats() SettleStats {
+	c := &s.settleCount
+	return SettleStats{Settled: c.settled.Load(), Present: c.present.Load(), Absent: c.absent.Load(),
+		Resent: c.resent.Load(), Unknown: c.unknown.Load(), Terminated: c.terminated.Load()}
+}
+
+// callID returns the id that identifies a call's writes: its first event's
+// id when the caller gave one, else a fresh one (version 7: time-ordered,
+// so that its index entry goes to the right edge of events_event_id).
+// uuid.Nil when settling is off: nothing is added then.
+func (s *Store) callID(events []Event) uuid.UUID {
+	if s.cfg.SettleDisabled {
+		return uuid.Nil
+	}
+	if len(events) > 0 && events[0].ID != uuid.Nil {
+		return events[0].ID
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.New()
+	}
+	return id
+}
+
+// backend says which server process ran a call, to terminate it after the
+// connection is lost: its PID, from the connection's start-up (the server's
+// BackendKeyData message).
+type backend struct {
+	pid       uint32
+	signalled bool // settle terminated it (counted once)
+}
+
+func backendOf(conn *pgxpool.Conn) backend {
+	return backend{pid: conn.Conn().PgConn().PID()}
+}
+
+// settleCall is one call to look up: its id and its number of events.
+type settleCall struct {
+	id     uuid.UUID
+	events int
+}
+
+// found is a call settled as present.
+type found struct {
+	ok  bool
+	res AppendResult
+}
+
+// settle makes sure the backend b can no longer commit and looks the calls
+// up, on fresh connections, until it has an answer or the settle budget runs
+// out (then the error is not nil and every outcome stays unknown).
+func (s *Store) settle(ctx context.Context, b backend, calls []settleCall) ([]found, error) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.SettleTimeout)
+	defer cancel()
+	s.settleCount.settled.Add(int64(len(calls)))
+	wait := 10 * time.Millisecond
+	for {
+		out, err := s.settleOnce(sctx, &b, calls)
+		if err == nil {
+			return out, nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-sctx.Done():
+			t.Stop()
+			s.settleCount.unknown.Add(int64(len(calls)))
+			return nil, fmt.Errorf("settle budget %s ran out: %w", s.cfg.SettleTimeout, err)
+		case <-t.C:
+		}
+		wait = min(2*wait, 250*time.Millisecond)
+	}
+}
+
+// settleOnce is one try of settle, on one pooled connection.
+func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) ([]found, error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Release()
+	if conn.Conn().PgConn().PID() == b.pid {
+		// The server restarted and handed the PID out again: the old
+		// backend is gone (a connection to one backend cannot come back).
+		b.pid = 0
+	}
+	if b.pid != 0 {
+		// pg_stat_activity is a scan of the server's backend slots (no
+		// table, no index). Only a client backend of this role is
+		// terminated (the PID of a process that is gone may have been
+		// given to another one; within the few seconds of a settle, and
+		// with PIDs handed out in turn, that is a backend of the same
+		// role only in theory). pg_terminate_backend with a timeout waits
+		// until the process has exited, and returns false (with a
+		// warning) if it has not within the timeout.
+		var n, gone int
+		err := conn.QueryRow(ctx, `SELECT count(*), count(*) FILTER (WHERE pg_terminate_backend(a.pid, 2000))
+			FROM pg_stat_activity a
+			WHERE a.pid = $1 AND a.backend_type = 'client backend' AND a.usename = current_user`,
+			int64(b.pid)).Scan(&n, &gone)
+		if err != nil {
+			return nil, err
+		}
+		if n > 0 && !b.signalled {
+			b.signalled = true
+			s.settleCount.terminated.Add(1)
+		}
+		if n != gone {
+			return nil, fmt.Errorf("backend %d still running", b.pid)
+		}
+	}
+	ids := make([]uuid.UUID, len(calls))
+	counts := make([]int32, len(calls))
+	for i, c := range calls {
+		ids[i], counts[i] = c.id, int32(c.events)
+	}
+	// The first event of each call by events_event_id (event_id = $1
+	// implies the partial index's predicate), then its other events, which
+	// follow it in its transaction, by events_log_order.
+	rows, err := conn.Query(ctx, `SELECT c.i, f.transaction_id, ARRAY(
+			SELECT e.position FROM `+s.sql.events+` e
+			 WHERE e.transaction_id = f.transaction_id AND e.position >= f.position
+			 ORDER BY e.transaction_id, e.position LIMIT c.n)
+		FROM unnest($1::uuid[], $2::integer[]) WITH ORDINALITY AS c(id, n, i)
+		JOIN `+s.sql.events+` f ON f.event_id = c.id`, ids, counts)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := make([]found, len(calls))
+	for rows.Next() {
+		var (
+			i   int64
+			tx  uint64
+			pos []int64
+		)
+		if err := rows.Scan(&i, &tx, &pos); err != nil {
+			return nil, err
+		}
+		if i < 1 || int(i) > len(calls) {
+			return nil, fmt.Errorf("pgdcb: settle: call %d of %d", i, len(calls))
+		}
+		if len(pos) != calls[i-1].events {
+			// The id is another call's (the caller gave the first event an
+			// id already stored): this call could not have stored it again.
+			// Absent: sent again, it gets ErrIdempotent.
+			continue
+		}
+		out[i-1] = found{ok: true, res: AppendResult{TransactionID: tx, Positions: pos}}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for _, f := range out {
+		if f.ok {
+			s.settleCount.present.Add(1)
+		} else {
+			s.settleCount.absent.Add(1)
+		}
+	}
+	return out, nil
+}
+
+// NotAppliedError is the answer to an Append or AppendIf whose send failed
+// (Err) and that the store then found had not committed: nothing was
+// written, and the same call may be sent again. The store sends it again
+// itself while the call's context is live, so a caller sees it when the
+// context ended (errors.Is(err, context.DeadlineExceeded) holds then) or
+// after repeated failures.
+type NotAppliedError struct {
+	Err error
+}
+
+func (e *NotAppliedError) Error() string {
+	return "pgdcb: append: not applied (settled after the call failed): " + e.Err.Error()
+}
+
+// Unwrap returns the failure of the send.
+func (e *NotAppliedError) Unwrap() error { return e.Err }
+
+// sendSettled sends one append as its own transaction on conn and, if its
+// outcome is unknown, settles it (sending it again while absent and ctx
+// live). id identifies the call (callID). When the outcome was unknown it
+// releases conn (dead, or in an unknown state) before settling, so that the
+// settling and a resend never wait for its place in the pool; released says
+// so (Release is idempotent, but a released conn must not be used again).
+func (s *Store) sendSettled(ctx context.Context, conn *pgxpool.Conn, events []Event, cond *appendif.Condition, id uuid.UUID) (res AppendResult, released bool, err error) {
+	b := backendOf(conn)
+	res, err = s.appendEvents(ctx, conn, events, cond, true, id)
+	if err == nil || !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
+		return res, false, err
+	}
+	conn.Release()
+	res, err = s.settleAppend(ctx, b, events, cond, id, err)
+	return res, true, err
+}
+
+// settleAppend settles one call whose send on backend b failed with err
+// (of unknown outcome), and sends it again while it is absent and ctx live.
+func (s *Store) settleAppend(ctx context.Context, b backend, events []Event, cond *appendif.Condition, id uuid.UUID, err error) (AppendResult, error) {
+	for resend := 0; ; resend++ {
+		out, serr := s.settle(ctx, b, []settleCall{{id: id, events: len(events)}})
+		if serr != nil {
+			return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(err, serr)}
+		}
+		if out[0].ok {
+			return out[0].res, nil
+		}
+		if ctx.Err() != nil || resend == maxResends {
+			return AppendResult{}, &NotAppliedError{Err: withCtxErr(ctx, unwrapUnknown(err))}
+		}
+		res, rb, rerr := s.resend(ctx, events, cond, id)
+		if rerr == nil || !errors.Is(rerr, pgdcb.ErrOutcomeUnknown) {
+			return res, rerr
+		}
+		err, b = rerr, rb
+	}
+}
+
+// resend sends an absent call again on a fresh connection; it returns the
+// backend it was sent on for settling.
+func (s *Store) resend(ctx context.Context, events []Event, cond *appendif.Condition, id uuid.UUID) (AppendResult, backend, error) {
+	s.settleCount.resent.Add(1)
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		// Nothing was sent this time, and the call was absent before.
+		return AppendResult{}, backend{}, &NotAppliedError{Err: err}
+	}
+	defer conn.Release()
+	b := backendOf(conn)
+	res, err := s.appendEvents(ctx, conn, events, cond, true, id)
+	return res, b, err
+}
+
+// withCtxErr adds ctx's error to err unless err carries it already.
+func withCtxErr(ctx context.Context, err error) error {
+	if cerr := ctx.Err(); cerr != nil && !errors.Is(err, cerr) {
+		return fmt.Errorf("%w (%w)", err, cerr)
+	}
+	return err
+}
+
+// unwrapUnknown returns the cause of an unknown outcome.
+func unwrapUnknown(err error) error {
+	var u *pgdcb.OutcomeUnknownError
+	if errors.As(err, &u) {
+		return u.Err
+	}
+	return err
+}
+
+// settleGroup settles the members of a group whose call on backend b failed
+// with err (of unknown outcome): one termination, one lookup, then each
+// member its answer. Absent members whose context is live are sent again,
+// alone.
+func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, err error) {
+	if s.cfg.SettleDisabled {
+		for _, r := range batch {
+			r.finish(AppendResult{}, err)
+		}
+		return
+	}
+	calls := make([]settleCall, len(batch))
+	for i, r := range batch {
+		calls[i] = settleCall{id: r.id, events: len(r.events)}
+	}
+	out, serr := s.settle(ctx, b, calls)
+	notify := false
+	for i, r := range batch {
+		switch {
+		case serr != nil:
+			r.finish(AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)})
+		case out[i].ok:
+			notify = true
+			r.finish(out[i].res, nil)
+		case r.ctx.Err() != nil:
+			r.finish(AppendResult{}, &NotAppliedError{Err: withCtxErr(r.ctx, unwrapUnknown(err))})
+		default:
+			res, rb, rerr := s.resend(r.ctx, r.events, r.cond, r.id)
+			if rerr != nil && errors.Is(rerr, pgdcb.ErrOutcomeUnknown) {
+				res, rerr = s.settleAppend(r.ctx, rb, r.events, r.cond, r.id, rerr)
+			}
+			notify = notify || rerr == nil
+			r.finish(res, rerr)
+		}
+	}
+	if notify {
+		s.Notify(ctx)
+	}
+}
+
+// awaitSettled waits for the answer of a queued call that a sender took
+// after the caller's context ended: the sender settles it if its send
+// fails. It gives up after the settle budget (and the caller reports an
+// unknown outcome).
+func (s *Store) awaitSettled(r *groupReq) (groupResult, bool) {
+	if s.cfg.SettleDisabled {
+		select {
+		case out := <-r.done:
+			return out, true
+		default:
+			return groupResult{}, false
+		}
+	}
+	t := time.NewTimer(s.cfg.SettleTimeout)
+	defer t.Stop()
+	select {
+	case out := <-r.done:
+		return out, true
+	case <-t.C:
+		s.settleCount.unknown.Add(1)
+		return groupResult{}, false
+	}
+}
