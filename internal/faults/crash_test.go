@@ -68,13 +68,65 @@ func TestCrashUnderWriters(t *testing.T) {
 	v.f.Scenario = "1 crash, 8 writers"
 	v.f.Recovery = recovery
 	v.f.Elapsed = time.Since(began)
+	v.f.Settle = store.SettleStats()
 	k := requireCounterOrReport(t, e, &v)
 	v.f.Note = fmt.Sprintf("counter=%d, failed decision reads=%d; errors: %s", k, w.readFails.Load(), kinds(errorsOf(led.all())))
 	record(t, v.f)
 	requireClean(t, v)
 	require.Positive(t, k, "the contended counter moved")
 	require.Positive(t, v.f.Definite, "some writes met the crash")
-	require.Positive(t, v.f.UnknownCommitted+v.f.DefiniteCommitted, "the crashes met commits that were durable but not acknowledged")
+	require.Positive(t, v.f.Settle.Present, "the crashes met commits that were durable but not acknowledged, and the store settled them")
+	requireUnknownOnlyWhenBudgetRanOut(t, v)
+}
+
+// requireUnknownOnlyWhenBudgetRanOut: every unknown outcome a caller saw is
+// one whose settle budget ran out (the store counts those); with the
+// default budget (5 s) and a server down for well under that, none.
+func requireUnknownOnlyWhenBudgetRanOut(t *testing.T, v verdict) {
+	t.Helper()
+	require.EqualValues(t, v.f.Settle.Unknown, v.f.Unknown, "unknown outcomes not from a settle budget that ran out: %s", v.f.line())
+	require.Zero(t, v.f.Unknown, "unknown outcomes although the server came back within the settle budget: %s", v.f.line())
+}
+
+// Scenario 1b. The same writers while the server is restarted twice the
+// routine way (fast shutdown, `pg_ctl restart -m fast`): every session is
+// ended with 57P01, the pool's idle connections are dead. The store settles
+// every call that was in flight and sends the absent ones again: no caller
+// sees ErrOutcomeUnknown.
+func TestRestartUnderWriters(t *testing.T) {
+	s := cluster(t)
+	began := time.Now()
+	e := newEnv(t)
+	store := e.store(t, newPool(t, "faults_writer_r", 8, nil), nil)
+	led := &ledger{}
+	w := startWriters(store, 8, led)
+	defer w.halt()
+
+	var recovery time.Duration
+	time.Sleep(800 * time.Millisecond)
+	for round := range 2 {
+		require.NoError(t, s.Restart(t.Context()), "restart %d", round)
+		restart := time.Now()
+		require.Eventually(t, func() bool { _, ok := led.ackedAfter(restart); return ok },
+			30*time.Second, 5*time.Millisecond, "an append succeeds after restart %d", round)
+		d, _ := led.ackedAfter(restart)
+		recovery = max(recovery, d)
+		time.Sleep(600 * time.Millisecond)
+	}
+	w.halt()
+
+	v := verify(t, e, led)
+	v.f.Scenario = "1b restart -m fast"
+	v.f.Recovery = recovery
+	v.f.Elapsed = time.Since(began)
+	v.f.Settle = store.SettleStats()
+	k := requireCounterOrReport(t, e, &v)
+	v.f.Note = fmt.Sprintf("counter=%d, failed decision reads=%d; errors: %s", k, w.readFails.Load(), kinds(errorsOf(led.all())))
+	record(t, v.f)
+	requireClean(t, v)
+	require.Positive(t, k, "the contended counter moved")
+	require.Positive(t, v.f.Settle.Settled, "the restarts met appends in flight")
+	requireUnknownOnlyWhenBudgetRanOut(t, v)
 }
 
 // requireCounterOrReport checks the counter after the figures are recorded
@@ -184,6 +236,7 @@ func TestTerminateWriters(t *testing.T) {
 	v.f.Scenario = "2 pg_terminate_backend"
 	v.f.Recovery = recovery
 	v.f.Elapsed = time.Since(began)
+	v.f.Settle = store.SettleStats()
 	k := requireCounterOrReport(t, e, &v)
 	v.f.Note = fmt.Sprintf("backends terminated=%d (%d with a held commit), counter=%d, failed decision reads=%d; errors: %s",
 		terminated.Load(), heldTerminated, k, w.readFails.Load(), kinds(errorsOf(led.all())))
@@ -192,4 +245,6 @@ func TestTerminateWriters(t *testing.T) {
 	require.Positive(t, terminated.Load(), "backends were terminated")
 	require.Positive(t, heldTerminated, "backends were terminated after their commit")
 	require.Positive(t, k, "the contended counter moved")
+	require.Positive(t, v.f.Settle.Present, "terminated calls that had committed were settled as present")
+	require.Zero(t, v.f.Unknown, "the server was up: every terminated call settles")
 }

@@ -96,7 +96,8 @@ func kinds(errs []error) string {
 type attempt struct {
 	id   string // in every event's data ("a"), unique per attempt
 	kind string
-	n    int // events
+	n    int     // events
+	pos  []int64 // the positions an acknowledged append was told
 	out  outcome
 	err  error
 	at   time.Time // when the call returned
@@ -207,17 +208,18 @@ func (w *writers) run(store *eventstore.Store, writer int, led *ledger) {
 		id := fmt.Sprintf("w%d-%d", writer, seq)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		a := attempt{id: id}
+		var res eventstore.AppendResult
 		switch r := rng.IntN(100); {
 		case r < 30:
 			a.kind, a.n = "append-1", 1
-			_, a.err = store.Append(ctx, batch("One", id, 1, wtag))
+			res, a.err = store.Append(ctx, batch("One", id, 1, wtag))
 		case r < 45:
 			a.kind, a.n = "append-100", 100
-			_, a.err = store.Append(ctx, batch("Batch", id, 100, wtag))
+			res, a.err = store.Append(ctx, batch("Batch", id, 100, wtag))
 		case r < 70:
 			a.kind, a.n = "appendif-distinct", 1
 			acct := "acct=" + id
-			_, a.err = store.AppendIf(ctx, batch("Distinct", id, 1, wtag, acct),
+			res, a.err = store.AppendIf(ctx, batch("Distinct", id, 1, wtag, acct),
 				appendif.FailIf(query.Tagged(nil, acct), nil))
 		default:
 			a.kind, a.n = "appendif-counter", 1
@@ -234,8 +236,9 @@ func (w *writers) run(store *eventstore.Store, writer int, led *ledger) {
 				_ = json.Unmarshal(last.Data, &p)
 				next = p.N + 1
 			}
-			_, a.err = store.AppendIf(ctx, counterEvent(id, next), appendif.FailIf(counterQ, &cur))
+			res, a.err = store.AppendIf(ctx, counterEvent(id, next), appendif.FailIf(counterQ, &cur))
 		}
+		a.pos = res.Positions
 		cancel()
 		led.add(a)
 		if a.err != nil {
@@ -264,18 +267,22 @@ func verify(t *testing.T, e *env, led *ledger) verdict {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	rows, err := e.admin.Query(ctx, `SELECT data->>'a', (data->>'i')::int, count(*) FROM `+e.quoted+`.events
+	rows, err := e.admin.Query(ctx, `SELECT data->>'a', (data->>'i')::int, count(*), min(position) FROM `+e.quoted+`.events
 		WHERE data ? 'a' GROUP BY 1, 2`)
 	require.NoError(t, err)
 	stored := map[string]map[int]int{}
+	positions := map[string]map[int]int64{}
 	for rows.Next() {
 		var id string
 		var i, n int
-		require.NoError(t, rows.Scan(&id, &i, &n))
+		var pos int64
+		require.NoError(t, rows.Scan(&id, &i, &n, &pos))
 		if stored[id] == nil {
 			stored[id] = map[int]int{}
+			positions[id] = map[int]int64{}
 		}
 		stored[id][i] = n
+		positions[id][i] = pos
 	}
 	require.NoError(t, rows.Err())
 
@@ -305,6 +312,16 @@ func verify(t *testing.T, e *env, led *ledger) verdict {
 			if len(got) == 0 {
 				v.f.Lost++
 				v.problem("%s %s: acknowledged, not stored", a.kind, a.id)
+			} else if a.pos != nil && !dup && len(got) == a.n {
+				// The answer is the log's: event i of the batch at the
+				// position the caller was told.
+				for i, p := range a.pos {
+					if positions[a.id][i] != p || len(a.pos) != a.n {
+						v.f.Misreported++
+						v.problem("%s %s: told positions %v, event %d stored at %d", a.kind, a.id, a.pos, i, positions[a.id][i])
+						break
+					}
+				}
 			}
 		case definite:
 			v.f.Definite++
@@ -336,6 +353,7 @@ func requireClean(t *testing.T, v verdict) {
 	require.Zero(t, v.f.Duplicated, "appends stored twice:\n%s", msg)
 	require.Zero(t, v.f.Partial, "partial batches:\n%s", msg)
 	require.Zero(t, v.f.DefiniteCommitted, "definite errors whose write committed (the error should match pgdcb.ErrOutcomeUnknown):\n%s", msg)
+	require.Zero(t, v.f.Misreported, "acknowledged appends told other positions than the log's:\n%s", msg)
 	require.Zero(t, v.phantom, "events nobody wrote:\n%s", msg)
 }
 

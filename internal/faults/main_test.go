@@ -200,8 +200,13 @@ type figures struct {
 	// UnknownCommitted is how many unknown outcomes had in fact committed.
 	UnknownCommitted int
 	// Violations: acknowledged but absent, present more than once, present
-	// in part, failed with a definite error but committed.
-	Lost, Duplicated, Partial, DefiniteCommitted int
+	// in part, failed with a definite error but committed, acknowledged with
+	// other positions than the log's.
+	Lost, Duplicated, Partial, DefiniteCommitted, Misreported int
+	// Settle is what the store settled (eventstore.SettleStats): the
+	// failures it turned into an answer (Present, Absent) before the
+	// caller saw them; Unknown above is what was left after settling.
+	Settle eventstore.SettleStats
 	// Recovery is how long writes took to succeed again after the fault
 	// ended (the start of the server, the last kill, …); 0 when not measured.
 	Recovery time.Duration
@@ -216,9 +221,18 @@ func (f figures) line() string {
 	if f.Recovery > 0 {
 		rec = f.Recovery.Round(time.Millisecond).String()
 	}
-	return fmt.Sprintf("%-26s attempts=%d acked=%d definite=%d unknown=%d (committed %d) lost=%d duplicated=%d partial=%d definite-committed=%d recovery=%s elapsed=%s %s",
-		f.Scenario, f.Attempts, f.Acked, f.Definite, f.Unknown, f.UnknownCommitted,
-		f.Lost, f.Duplicated, f.Partial, f.DefiniteCommitted, rec, f.Elapsed.Round(time.Millisecond), f.Note)
+	return fmt.Sprintf("%-26s attempts=%d acked=%d definite=%d settled=%s unknown-after-settling=%d (committed %d) lost=%d duplicated=%d partial=%d definite-committed=%d misreported=%d recovery=%s elapsed=%s %s",
+		f.Scenario, f.Attempts, f.Acked, f.Definite, f.settled(), f.Unknown, f.UnknownCommitted,
+		f.Lost, f.Duplicated, f.Partial, f.DefiniteCommitted, f.Misreported, rec, f.Elapsed.Round(time.Millisecond), f.Note)
+}
+
+// settled renders the settle counters: present/absent (resent).
+func (f figures) settled() string {
+	st := f.Settle
+	if st == (eventstore.SettleStats{}) {
+		return "-"
+	}
+	return fmt.Sprintf("%d/%d (%d)", st.Present, st.Absent, st.Resent)
 }
 
 // summary collects the figures of every scenario for the table TestMain
@@ -247,19 +261,19 @@ func (s *summary) print(w io.Writer, total time.Duration) {
 	sort.SliceStable(rows, func(i, j int) bool { return rows[i].Scenario < rows[j].Scenario })
 	var b strings.Builder
 	fmt.Fprintf(&b, "\nfault suite figures (whole package %s)\n", total.Round(100*time.Millisecond))
-	fmt.Fprintf(&b, "| %-28s | %8s | %6s | %8s | %14s | %4s | %4s | %7s | %10s | %9s | %8s |\n",
-		"scenario", "attempts", "acked", "definite", "unknown (comm.)", "lost", "dup.", "partial", "def.-comm.", "recovery", "elapsed")
-	fmt.Fprintf(&b, "|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 30), strings.Repeat("-", 10),
-		strings.Repeat("-", 8), strings.Repeat("-", 10), strings.Repeat("-", 16), strings.Repeat("-", 6),
-		strings.Repeat("-", 6), strings.Repeat("-", 9), strings.Repeat("-", 12), strings.Repeat("-", 11), strings.Repeat("-", 10))
+	fmt.Fprintf(&b, "| %-28s | %8s | %6s | %8s | %18s | %23s | %4s | %4s | %7s | %10s | %6s | %9s | %8s |\n",
+		"scenario", "attempts", "acked", "definite", "settled pres./abs.", "unknown after settling", "lost", "dup.", "partial", "def.-comm.", "misrep", "recovery", "elapsed")
+	fmt.Fprintf(&b, "|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|%s|\n", strings.Repeat("-", 30), strings.Repeat("-", 10),
+		strings.Repeat("-", 8), strings.Repeat("-", 10), strings.Repeat("-", 20), strings.Repeat("-", 25), strings.Repeat("-", 6),
+		strings.Repeat("-", 6), strings.Repeat("-", 9), strings.Repeat("-", 12), strings.Repeat("-", 8), strings.Repeat("-", 11), strings.Repeat("-", 10))
 	for _, f := range rows {
 		rec := "-"
 		if f.Recovery > 0 {
 			rec = f.Recovery.Round(time.Millisecond).String()
 		}
-		fmt.Fprintf(&b, "| %-28s | %8d | %6d | %8d | %14s | %4d | %4d | %7d | %10d | %9s | %8s |\n",
-			f.Scenario, f.Attempts, f.Acked, f.Definite, fmt.Sprintf("%d (%d)", f.Unknown, f.UnknownCommitted),
-			f.Lost, f.Duplicated, f.Partial, f.DefiniteCommitted, rec, f.Elapsed.Round(10*time.Millisecond))
+		fmt.Fprintf(&b, "| %-28s | %8d | %6d | %8d | %18s | %23s | %4d | %4d | %7d | %10d | %6d | %9s | %8s |\n",
+			f.Scenario, f.Attempts, f.Acked, f.Definite, f.settled(), fmt.Sprintf("%d (%d committed)", f.Unknown, f.UnknownCommitted),
+			f.Lost, f.Duplicated, f.Partial, f.DefiniteCommitted, f.Misreported, rec, f.Elapsed.Round(10*time.Millisecond))
 	}
 	for _, f := range rows {
 		if f.Note != "" {

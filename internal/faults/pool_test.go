@@ -103,10 +103,12 @@ func TestPoolExhaustion(t *testing.T) {
 	v := verify(t, e, led)
 	v.f.Scenario = "7 pool of 4, 200 goroutines"
 	v.f.Elapsed = time.Since(began)
+	v.f.Settle = store.SettleStats()
 	v.f.Note = fmt.Sprintf("goroutines %d before, %d after (settled %s after the load); pool total=%d idle=%d; reads=%d (%d failed); errors: %s",
 		base, after, time.Since(loadDone).Round(time.Millisecond), st.TotalConns(), st.IdleConns(), reads.Load(), readErrs.Load(), kinds(errorsOf(led.all())))
 	record(t, v.f)
 	requireClean(t, v)
+	requireUnknownOnlyWhenBudgetRanOut(t, v)
 }
 
 // readOpts keeps the scenario's reads short.

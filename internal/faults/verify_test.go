@@ -37,10 +37,12 @@ func TestVerifyCatchesViolations(t *testing.T) {
 	led.add(attempt{id: "unknown-absent", n: 1, err: unknownErr})
 	led.add(attempt{id: "refused", n: 1, err: errors.New("connection refused")})
 	appendAs("phantom", 1)
+	appendAs("misreported", 2)
+	led.add(attempt{id: "misreported", n: 2, pos: []int64{1, 2}}) // not where it is
 
 	v := verify(t, e, led)
-	require.Equal(t, 8, v.f.Attempts)
-	require.Equal(t, 3, v.f.Acked)
+	require.Equal(t, 9, v.f.Attempts)
+	require.Equal(t, 4, v.f.Acked)
 	require.Equal(t, 2, v.f.Definite)
 	require.Equal(t, 3, v.f.Unknown)
 	require.Equal(t, 2, v.f.UnknownCommitted, "the unknown outcome present whole, and the partial one")
@@ -48,6 +50,7 @@ func TestVerifyCatchesViolations(t *testing.T) {
 	require.Equal(t, 1, v.f.Duplicated)
 	require.Equal(t, 1, v.f.Partial)
 	require.Equal(t, 1, v.f.DefiniteCommitted)
+	require.Equal(t, 1, v.f.Misreported)
 	require.Equal(t, 1, v.phantom)
 
 	// The counter check.
