@@ -12,14 +12,21 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
+// The event store does not settle (Config.SettleDisabled): these tests are
+// of AppendEvent's own retry through the idempotency key, which is what is
+// left to it when the store's settle budget runs out (a server unreachable
+// for longer); with settling on, the store answers these calls itself.
 func outcomeStores(t *testing.T) (*eventstore.Store, *runstore.Store) {
 	t.Helper()
-	rs := newStore(t, nil)
-	return rs.EventStore(), rs
+	es, _ := teststore.New(t, &eventstore.Config{SettleDisabled: true})
+	rs, err := runstore.New(es, nil)
+	require.NoError(t, err)
+	return es, rs
 }
 
 // holdRun opens a transaction holding the run's exclusive key (a conditional
