@@ -151,10 +151,22 @@ func lossyStore(t *testing.T, marker string, maxConns int32, cfg *eventstore.Con
 	require.NoError(t, err)
 	pcfg.ConnConfig.Port = uint16(n)
 	pcfg.MaxConns = maxConns
+	app := "pgdcb_lossy_" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	pcfg.ConnConfig.RuntimeParams["application_name"] = app
 	pool, err := pgxpool.NewWithConfig(t.Context(), pcfg)
 	require.NoError(t, err)
 	t.Cleanup(pool.Close)
-	return teststore.OnPool(t, pool, cfg), p
+	st := teststore.OnPool(t, pool, cfg)
+	// First of the cleanups: end the backends left behind a dead connection
+	// (one whose request never ended with its Sync holds its transaction
+	// open, and with it the database's horizon) and wait until they are gone.
+	admin := pgtest.Pool(t)
+	t.Cleanup(func() {
+		_, err := admin.Exec(context.Background(), `SELECT pg_terminate_backend(pid, 5000) FROM pg_stat_activity
+			WHERE application_name = $1`, app)
+		assert.NoError(t, err)
+	})
+	return st, p
 }
 
 // positionsOf returns the positions of the events tagged tag, in log order.
