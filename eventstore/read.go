@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/horizon"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -31,6 +32,8 @@ type Events struct {
 	cursor  cursor.Cursor
 	head    cursor.Cursor // the last event in log order, with the snapshot
 	durable cursor.Cursor // tailing reads: the last event below the horizon
+	horizon uint64        // tailing reads: the horizon (internal/horizon)
+	holder  horizon.Holder
 	started bool
 	done    bool
 }
@@ -140,8 +143,10 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 // the inner ORDER BY's order; the header columns arrive with every row but are
 // scanned from the first only.
 //
-// A tailing read (tail) also keeps to rows of transactions older than the
-// snapshot's xmin, all of which have ended: nothing can commit behind them.
+// A tailing read (tail) also keeps to rows of transactions below the horizon
+// (internal/horizon: the least id the snapshot lists as running that is not
+// proven to run in another database): nothing can commit behind them. Its
+// header also carries the horizon and the transaction at it.
 func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, args) {
 	var a args
 	// A read from the start (a decision read, ReadLast) fixes its tag items'
@@ -152,7 +157,7 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	where := whereItems(q, &a, fromStart, fromStart && s.cfg.TypedReadsGeneric)
 	if tail {
 		// events_log_order range, bounded above by the horizon.
-		where += " AND e.transaction_id < pg_snapshot_xmin(s.snap)"
+		where += " AND e.transaction_id < hz.horizon"
 	}
 	if opts.After != nil {
 		where += " AND " + whereNotSeen(*opts.After, &a)
@@ -179,12 +184,12 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	// The durable point (tailing reads only): the last event below the
 	// horizon, a backward scan of events_log_order from the horizon, one row.
 	// A tailing cursor never moves past it (see TailBatch.Cursor).
-	durable, durableJoin := `'0'::xid8, 0::bigint`, ""
+	durable, durableJoin := `'0'::xid8, 0::bigint, '0'::xid8, 0, ''`, ""
 	if tail {
-		durable = `coalesce(d.transaction_id, '0'), coalesce(d.position, 0)`
-		durableJoin = `
+		durable = `coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns
+		durableJoin = horizon.Join("s.snap", "h.transaction_id") + `
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
-			WHERE transaction_id < pg_snapshot_xmin(s.snap)
+			WHERE transaction_id < hz.horizon
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true`
 	}
 	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + durable + `, r.*
@@ -232,7 +237,13 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 		}
 		es.started = true
 		sql, a := s.readSQL(q, o, tail)
-		rows, err := db.Query(ctx, sql, a...)
+		var rows pgx.Rows
+		var err error
+		if tail {
+			rows, err = horizon.Query(ctx, db, sql, a...)
+		} else {
+			rows, err = db.Query(ctx, sql, a...)
+		}
 		if err != nil {
 			yield(StoredEvent{}, errf("read", err))
 			return
@@ -247,12 +258,13 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 		)
 		for rows.Next() {
 			// The header columns repeat on every row; scan them once.
-			var snapDest, hx, hp, dx, dp any
+			var snapDest, hx, hp, dx, dp, hz, hpid, hdb any
 			if n == 0 {
 				snapDest, hx, hp = &snapText, &head.TransactionID, &head.Position
 				dx, dp = &es.durable.TransactionID, &es.durable.Position
+				hz, hpid, hdb = &es.horizon, &es.holder.PID, &es.holder.Database
 			}
-			ev, ok, err := scanEventRow(rows, snapDest, hx, hp, dx, dp)
+			ev, ok, err := scanEventRow(rows, snapDest, hx, hp, dx, dp, hz, hpid, hdb)
 			if err != nil {
 				yield(StoredEvent{}, errf("read", err))
 				return

@@ -10,6 +10,7 @@ import (
 
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/horizon"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -202,7 +203,8 @@ func restore(entries []*snapEntry) error {
 
 // snapshotReadSQL is readSQL's decision read (one statement, one snapshot)
 // with, in its header, the durable point (the last event of the log below the
-// horizon, as a tailing read finds it) and the retention epoch.
+// horizon, as a tailing read finds it: internal/horizon) and the retention
+// epoch.
 func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, args) {
 	var a args
 	where := whereQuery(q, &a)
@@ -214,9 +216,9 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, arg
 		FROM (SELECT pg_current_snapshot() AS snap,
 				(SELECT epoch FROM ` + s.schema + `.decision_snapshot_epoch) AS epoch) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
-			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true
+			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + horizon.Join("s.snap", "h.transaction_id") + `
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
-			WHERE transaction_id < pg_snapshot_xmin(s.snap)
+			WHERE transaction_id < hz.horizon
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true
 		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + s.sql.events + ` e
 			WHERE ` + where + `
@@ -230,7 +232,7 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, arg
 func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, queries []query.Query, projectors []Projector,
 	entryOf []*snapEntry, entries []*snapEntry, after cursor.Cursor, every int, save bool) (c cursor.Cursor, writes []*snapshotWrite, stale bool, err error) {
 	sql, a := s.snapshotReadSQL(union, after)
-	rows, err := db.Query(ctx, sql, a...)
+	rows, err := horizon.Query(ctx, db, sql, a...)
 	if err != nil {
 		return c, nil, false, errf("project", err)
 	}

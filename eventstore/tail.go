@@ -24,19 +24,37 @@ type TailBatch struct {
 	// at or before it. It carries no snapshot and is safe as an AppendIf After
 	// by plain log order.
 	Cursor cursor.Cursor
-	// Horizon is the oldest transaction id still running when the page was read
-	// (pg_snapshot_xmin): no event at or above it was delivered.
+	// Horizon is the oldest transaction id that was running when the page was
+	// read and is not proven to run in another database of the cluster (the
+	// read's snapshot xmax when there is none): no event at or above it was
+	// delivered. See docs/CONCURRENCY.md, "The tailing horizon".
 	Horizon uint64
+	// HorizonHolder is the transaction at the horizon, when it was still
+	// running as the page was read: the one a reader waits for when
+	// committed events sit at or above the horizon. Zero when none.
+	HorizonHolder HorizonHolder
 	// Head is the last event of the whole log in log order visible when the
 	// page was read (whatever the limit and the query), for lag metrics.
 	Head cursor.Cursor
 }
 
+// HorizonHolder names the transaction at a tailing read's horizon.
+type HorizonHolder struct {
+	// PID of its backend; 0 when not known (a prepared transaction, or one
+	// that ended just after the read's snapshot).
+	PID int
+	// Database it runs in; "" when not known.
+	Database string
+}
+
 // ReadTail reads up to limit events matching q after the cursor, only from
-// transactions older than every running one, so an event that commits later
-// never lands behind the returned cursor. A long-running write transaction (in
-// any database of the cluster) holds the horizon back and delays tailing
-// readers; it never makes them skip an event. A limit of 0 means no limit; a
+// transactions older than every running one of this database, so an event
+// that commits later never lands behind the returned cursor. A long-running
+// transaction of this database that holds a transaction id (or one whose
+// database the server does not show) holds the horizon back and delays
+// tailing readers; it never makes them skip an event. Transactions of other
+// databases of the cluster do not delay them (docs/CONCURRENCY.md, "The
+// tailing horizon"). A limit of 0 means no limit; a
 // negative limit is refused (pgdcb.ErrInvalidArgument).
 //
 // Subscriptions, projections and the outbox are built on it.
@@ -64,7 +82,8 @@ func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, after curs
 	if err != nil {
 		return TailBatch{}, err
 	}
-	b := TailBatch{Events: evs, Horizon: es.head.Snapshot.Xmin, Head: es.head}
+	b := TailBatch{Events: evs, Horizon: es.horizon, Head: es.head,
+		HorizonHolder: HorizonHolder{PID: es.holder.PID, Database: es.holder.Database}}
 	b.Head.Snapshot = nil
 	if limit > 0 && len(evs) == limit {
 		// Possibly more to come: continue after the last event delivered.

@@ -39,7 +39,7 @@ func tailChecked(t *testing.T, s *eventstore.Store, q query.Query, after cursor.
 		if len(got) >= n && len(b.Events) < limit {
 			return got, after
 		}
-		require.True(t, time.Now().Before(deadline), "tail stuck at horizon %d with %d of %d events", b.Horizon, len(got), n)
+		require.True(t, time.Now().Before(deadline), "tail stuck at horizon %d (held by %+v) with %d of %d events", b.Horizon, b.HorizonHolder, len(got), n)
 		if len(b.Events) == 0 {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -127,7 +127,7 @@ func TestTailCursorStaysOnAnEvent(t *testing.T) {
 		if b.Horizon > res.TransactionID+4 {
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "horizon held at %d", b.Horizon)
+		require.True(t, time.Now().Before(deadline), "horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
 		time.Sleep(5 * time.Millisecond)
 	}
 
@@ -145,7 +145,7 @@ func TestTailCursorStaysOnAnEvent(t *testing.T) {
 			break
 		}
 		require.Equal(t, res.Positions[0], b.Cursor.Position)
-		require.True(t, time.Now().Before(deadline), "horizon held at %d", b.Horizon)
+		require.True(t, time.Now().Before(deadline), "horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
 		time.Sleep(5 * time.Millisecond)
 	}
 }
@@ -172,7 +172,7 @@ func TestTailHeadIsTheLogHeadWhileBehind(t *testing.T) {
 			require.Equal(t, res.Positions[9], b.Cursor.Position)
 			break
 		}
-		require.True(t, time.Now().Before(deadline), "horizon held at %d", b.Horizon)
+		require.True(t, time.Now().Before(deadline), "horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
 		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -84,5 +85,40 @@ func TestSnapshotsFollowRunsWhileTheHorizonIsHeld(t *testing.T) {
 		require.Equal(t, full.LastEventSeq, snap.LastEventSeq)
 		require.Equal(t, full.EventCount, snap.EventCount)
 		require.Equal(t, full.Status, snap.Status)
+	}
+}
+
+// CatchUp returns once the snapshots hold every event committed before the
+// call, while a transaction of another database of the cluster holds an xid
+// for the whole call (before the horizon left other databases out, CatchUp
+// never returned: it waited for the cluster-wide xmin to pass the head).
+// The store lives in a throwaway database (the default one is shared with
+// other packages' tests); the open transaction runs in the default database.
+func TestCatchUpIsNotHeldByAnotherDatabase(t *testing.T) {
+	pool, _ := pgtest.PoolOnOtherDatabase(t)
+	rs, err := runstore.New(teststore.OnPool(t, pool, nil), nil)
+	require.NoError(t, err)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	held := pgtest.HoldXID(t, pgtest.DSN(t))
+	want := map[string]int64{}
+	for i := range 5 {
+		for r := range 3 {
+			id := fmt.Sprint("run-", r)
+			res, err := rs.AppendEvent(ctx, runEvent(id, fmt.Sprint("k", i)))
+			require.NoError(t, err)
+			want[id] = res.RunSeq
+		}
+	}
+	require.NoError(t, rs.CatchUp(ctx), "CatchUp returns while another database's transaction is open")
+	running, err := held.Running(ctx)
+	require.NoError(t, err)
+	require.True(t, running, "the other database's transaction was still open when CatchUp returned")
+	for id, seq := range want {
+		snap, err := rs.GetSnapshot(ctx, id)
+		require.NoError(t, err)
+		require.NotNil(t, snap, id)
+		require.Equal(t, seq, snap.LastEventSeq, id)
+		require.Equal(t, seq, snap.EventCount, id)
 	}
 }

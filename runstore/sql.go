@@ -1,5 +1,7 @@
 package runstore
 
+import "github.com/pgdcb/pgdcb/internal/horizon"
+
 // marker is the metadata of every runstore event; the partial index
 // events_runstore_run_seq (runstore/migrations/001_runstore.sql) covers exactly the rows carrying it,
 // and each statement below repeats the predicate literally so that the
@@ -81,18 +83,18 @@ func newStatements(schema string) statements {
 			ORDER BY e.transaction_id, e.position LIMIT 1`,
 		// The projector's tail (tail.go): run events below the horizon after
 		// the checkpoint (events_runstore_log_order range scan), with the
-		// snapshot, the head of the log and the durable point (the last event
+		// snapshot, the head of the log, the durable point (the last event
 		// of the whole log below the horizon: events_log_order backward, one
-		// row), as eventstore.ReadTail.
+		// row) and the horizon (internal/horizon), as eventstore.ReadTail.
 		runTail: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
-				coalesce(d.transaction_id, '0'), coalesce(d.position, 0), r.*
+				coalesce(d.transaction_id, '0'), coalesce(d.position, 0), hz.horizon, r.*
 			FROM (SELECT pg_current_snapshot() AS snap) s
-			` + head + `
+			` + head + horizon.Join("s.snap", "h.transaction_id") + `
 			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + ev + `
-				WHERE transaction_id < pg_snapshot_xmin(s.snap)
+				WHERE transaction_id < hz.horizon
 				ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true
 			LEFT JOIN LATERAL (SELECT e.transaction_id, e.position, e.data, e.occurred_at FROM ` + ev + ` e
-				WHERE ` + markerPred + ` AND e.transaction_id < pg_snapshot_xmin(s.snap)
+				WHERE ` + markerPred + ` AND e.transaction_id < hz.horizon
 				  AND (e.transaction_id, e.position) > ($1::xid8, $2::bigint)
 				ORDER BY e.transaction_id, e.position LIMIT $3) r ON true`,
 		// The projector's pass beyond a held horizon (tail.go): committed run

@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/horizon"
 )
 
 // The snapshot projector's reads of the log. They read run events only
@@ -18,7 +19,7 @@ import (
 // rules (docs/CONCURRENCY.md), restricted to run events:
 //
 //   - runTail is eventstore.ReadTail: only transactions below the horizon
-//     (pg_snapshot_xmin), and a short page moves the cursor to the last event
+//     (internal/horizon), and a short page moves the cursor to the last event
 //     of the whole log below the horizon (an event that exists, so no
 //     transaction id a crash can hand out again sorts at or before it);
 //   - runAhead is a forward eventstore.Read with a decision cursor: the
@@ -39,7 +40,7 @@ type runPage struct {
 	rows []runRow
 	// cursor to continue from (see runTail, runAhead).
 	cursor cursor.Cursor
-	// horizon is pg_snapshot_xmin of the read's snapshot (runTail).
+	// horizon is the read's horizon (runTail; internal/horizon).
 	horizon uint64
 	// head is the last event of the whole log visible to the read.
 	head cursor.Cursor
@@ -49,7 +50,7 @@ type runPage struct {
 // horizon (see eventstore.ReadTail): read it before the transaction's first
 // write.
 func (s *Store) readRunTail(ctx context.Context, tx pgx.Tx, after cursor.Cursor, limit int) (runPage, error) {
-	rows, err := tx.Query(ctx, s.sql.runTail, after.TransactionID, after.Position, limit)
+	rows, err := horizon.Query(ctx, tx, s.sql.runTail, after.TransactionID, after.Position, limit)
 	if err != nil {
 		return runPage{}, fmt.Errorf("runstore: projector read: %w", err)
 	}
@@ -59,15 +60,10 @@ func (s *Store) readRunTail(ctx context.Context, tx pgx.Tx, after cursor.Cursor,
 		durable  cursor.Cursor
 	)
 	page.rows, err = scanRunRows(rows, &snapText, &page.head.TransactionID, &page.head.Position,
-		&durable.TransactionID, &durable.Position)
+		&durable.TransactionID, &durable.Position, &page.horizon)
 	if err != nil {
 		return runPage{}, fmt.Errorf("runstore: projector read: %w", err)
 	}
-	snap, err := cursor.ParseSnapshot(snapText)
-	if err != nil {
-		return runPage{}, fmt.Errorf("runstore: projector read: %w", err)
-	}
-	page.horizon = snap.Xmin
 	switch {
 	case len(page.rows) == limit:
 		last := page.rows[len(page.rows)-1]

@@ -5,11 +5,12 @@
 //
 // A subscription takes an eventstore.Interface: the PostgreSQL store, or the
 // in-memory store of package memstore in tests. Every read goes through its
-// ReadTail; eventstore.Store.ReadTail stops at the pg_snapshot_xmin horizon: an
-// event that commits late (a lower position in a transaction that was still
-// running) is never skipped, and events come in the log's order
-// (transaction_id, position). A long-running transaction anywhere in the
-// cluster holds the horizon back; that delay is exported in Metrics.
+// ReadTail; eventstore.Store.ReadTail stops at the horizon of the store's
+// database: an event that commits late (a lower position in a transaction
+// that was still running) is never skipped, and events come in the log's order
+// (transaction_id, position). A long-running transaction of the store's
+// database that holds an xid holds the horizon back (transactions of other
+// databases do not); that delay, and who causes it, is exported in Metrics.
 //
 // Package projection builds checkpointed, leader-elected projections on the
 // same reader; package outbox builds publishers to external systems on those.

@@ -10,8 +10,9 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// HorizonHolder is the backend running the oldest transaction that has an xid:
-// the one holding every tailing reader's horizon back.
+// HorizonHolder is the backend running the oldest transaction of the pool's
+// database that has an xid: the one holding every tailing reader's horizon
+// back (eventstore.TailBatch.Horizon).
 type HorizonHolder struct {
 	PID             int
 	Database        string
@@ -25,11 +26,13 @@ type HorizonHolder struct {
 }
 
 // OldestTransaction returns the backend holding the horizon (ok false when no
-// transaction with an xid is running). It reads pg_stat_activity, which covers
-// every database of the cluster; a prepared transaction (pg_prepared_xacts)
-// also holds the horizon and has no backend, so it is not reported here. The
-// role needs pg_read_all_stats (or to be superuser) to see other users'
-// queries.
+// transaction with an xid runs in the pool's database). It reads
+// pg_stat_activity; transactions of other databases of the cluster do not
+// hold the horizon and are not reported (see eventstore.ReadTail), and a
+// prepared transaction (pg_prepared_xacts) also holds it but has no backend,
+// so it is not reported here. eventstore.TailBatch.HorizonHolder names the
+// holder of one read's horizon exactly. The role needs pg_read_all_stats (or
+// to be superuser) to see other users' queries.
 func OldestTransaction(ctx context.Context, pool *pgxpool.Pool) (h HorizonHolder, ok bool, err error) {
 	// pg_stat_activity is a view over shared memory: no index, one row per
 	// backend.
@@ -37,6 +40,7 @@ func OldestTransaction(ctx context.Context, pool *pgxpool.Pool) (h HorizonHolder
 			coalesce(state, ''), xact_start, left(coalesce(query, ''), 200)
 		FROM pg_stat_activity
 		WHERE backend_xid IS NOT NULL AND xact_start IS NOT NULL
+		  AND (datid IS NULL OR datid = (SELECT oid FROM pg_database WHERE datname = current_database()))
 		ORDER BY age(backend_xid) DESC LIMIT 1`)
 	err = row.Scan(&h.PID, &h.Database, &h.User, &h.ApplicationName, &h.State, &h.XactStart, &h.Query)
 	if errors.Is(err, pgx.ErrNoRows) {

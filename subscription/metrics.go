@@ -1,6 +1,9 @@
 package subscription
 
 import (
+	"strconv"
+	"sync"
+
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -23,11 +26,15 @@ type Metrics struct {
 	lagEvents   *prometheus.GaugeVec
 	lagSeconds  *prometheus.GaugeVec
 	horizonHeld *prometheus.GaugeVec
+	holder      *prometheus.GaugeVec
 	leader      *prometheus.GaugeVec
 	failed      *prometheus.GaugeVec
 	slotWAL     *prometheus.GaugeVec
 	slotLost    *prometheus.GaugeVec
 	all         []prometheus.Collector
+
+	mu      sync.Mutex
+	holders map[string][2]string // reader name -> the holder series' pid and database labels
 }
 
 // NewMetrics returns the collectors.
@@ -46,7 +53,10 @@ func NewMetrics() *Metrics {
 		lagSeconds: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
 			Name: "lag_seconds", Help: "Age of the last delivered event while the reader is behind the head; 0 when caught up."}, l),
 		horizonHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
-			Name: "horizon_held_seconds", Help: "How long the pg_snapshot_xmin horizon has stayed below the head of the log (an open transaction delays the reader)."}, l),
+			Name: "horizon_held_seconds", Help: "How long the tailing horizon has stayed below the head of the log (an open transaction of the store's database delays the reader)."}, l),
+		holder: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
+			Name: "horizon_holder", Help: "1, labelled with the backend pid and database of the transaction holding the reader's horizon, while it is held (pid 0: not known, e.g. a prepared transaction); no series otherwise."},
+			[]string{"name", "pid", "database"}),
 		leader: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
 			Name: "leader", Help: "1 while this process holds the reader's leader lock."}, l),
 		failed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
@@ -56,7 +66,8 @@ func NewMetrics() *Metrics {
 		slotLost: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "reader",
 			Name: "slot_lost", Help: "1 when the reader's replication slot was invalidated (wal_status 'lost'; logical decoding mode only)."}, l),
 	}
-	m.all = []prometheus.Collector{m.batches, m.events, m.errors, m.lagEvents, m.lagSeconds, m.horizonHeld, m.leader, m.failed, m.slotWAL, m.slotLost}
+	m.all = []prometheus.Collector{m.batches, m.events, m.errors, m.lagEvents, m.lagSeconds, m.horizonHeld, m.holder, m.leader, m.failed, m.slotWAL, m.slotLost}
+	m.holders = map[string][2]string{}
 	return m
 }
 
@@ -89,6 +100,22 @@ func (m *Metrics) Lag(name string, l Lag) {
 	m.lagEvents.WithLabelValues(name).Set(float64(l.Events))
 	m.lagSeconds.WithLabelValues(name).Set(l.Behind.Seconds())
 	m.horizonHeld.WithLabelValues(name).Set(l.HorizonHeld.Seconds())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	prev, had := m.holders[name]
+	var cur [2]string
+	held := l.HorizonHeld > 0
+	if held {
+		cur = [2]string{strconv.Itoa(l.HorizonHolder.PID), l.HorizonHolder.Database}
+	}
+	if had && (!held || prev != cur) {
+		m.holder.DeleteLabelValues(name, prev[0], prev[1])
+		delete(m.holders, name)
+	}
+	if held {
+		m.holder.WithLabelValues(name, cur[0], cur[1]).Set(1)
+		m.holders[name] = cur
+	}
 }
 
 // Leader records whether this process leads the reader.

@@ -18,9 +18,12 @@ type Lag struct {
 	// Behind is the age of the last delivered event while the reader is
 	// behind the head; 0 when caught up (or before the first delivery).
 	Behind time.Duration
-	// HorizonHeld is how long the horizon (pg_snapshot_xmin) has stayed at the
-	// same transaction while the head was at or above it.
+	// HorizonHeld is how long the horizon (eventstore.TailBatch.Horizon) has
+	// stayed at the same transaction while the head was at or above it.
 	HorizonHeld time.Duration
+	// HorizonHolder is the transaction at the horizon while HorizonHeld is
+	// not zero.
+	HorizonHolder eventstore.HorizonHolder
 }
 
 // LagTracker turns successive tail batches into Lag. Not safe for concurrent
@@ -52,6 +55,7 @@ func (t *LagTracker) Observe(b eventstore.TailBatch, now time.Time) Lag {
 			t.horizon, t.since = b.Horizon, now
 		}
 		l.HorizonHeld = now.Sub(t.since)
+		l.HorizonHolder = b.HorizonHolder
 	} else {
 		t.horizon, t.since = 0, time.Time{}
 	}
