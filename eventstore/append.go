@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
+	"github.com/pgdcb/pgdcb/cursor"
 )
 
 // AppendResult says where an append's events landed.
@@ -18,6 +19,19 @@ type AppendResult struct {
 	TransactionID uint64
 	// Positions of the events, in batch order.
 	Positions []int64
+}
+
+// Cursor is the log point of the append's last event: a tailing reader whose
+// cursor is at or after it has delivered the append's events and every event
+// before them. Pass it to projection.Runner.WaitFor or
+// subscription.Subscription.WaitFor to read your own writes. It carries no
+// snapshot (it is not a decision cursor).
+func (r AppendResult) Cursor() cursor.Cursor {
+	c := cursor.Cursor{TransactionID: r.TransactionID}
+	if n := len(r.Positions); n > 0 {
+		c.Position = r.Positions[n-1]
+	}
+	return c
 }
 
 // Append appends events unconditionally, in one transaction. It still takes the

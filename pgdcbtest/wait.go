@@ -2,8 +2,6 @@ package pgdcbtest
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -23,13 +21,8 @@ const pollEvery = 5 * time.Millisecond
 
 // CursorOf is the cursor just after an append: a reader that has reached it
 // has delivered the append's events and everything before them.
-func CursorOf(res eventstore.AppendResult) cursor.Cursor {
-	c := cursor.Cursor{TransactionID: res.TransactionID}
-	if n := len(res.Positions); n > 0 {
-		c.Position = res.Positions[n-1]
-	}
-	return c
-}
+// It is res.Cursor().
+func CursorOf(res eventstore.AppendResult) cursor.Cursor { return res.Cursor() }
 
 // CaughtUp reports whether a tailing reader whose cursor is at has
 // delivered every event up to target: target can be CursorOf an append, a
@@ -41,8 +34,9 @@ func CaughtUp(at, target cursor.Cursor) bool {
 // WaitFor calls at until the cursor it returns has caught up with target
 // (see CaughtUp). It fails the test when at returns an error, or after
 // WaitTimeout (or at the test's deadline), naming where the reader was.
-// Tailing readers stop at the cluster's oldest open transaction, so another
-// test's long transaction delays them: WaitFor waits, never skips.
+// Tailing readers stop at the oldest open transaction of the store's
+// database, so another test's long transaction delays them: WaitFor waits,
+// never skips.
 func WaitFor(tb testing.TB, target cursor.Cursor, at func(ctx context.Context) (cursor.Cursor, error)) {
 	tb.Helper()
 	ctx, cancel := waitContext(tb)
@@ -79,23 +73,30 @@ func waitContext(tb testing.TB) (context.Context, context.CancelFunc) {
 }
 
 // WaitForProjection waits until the projection's checkpoint has caught up
-// with target (see WaitFor). It fails the test at once when the projection
-// is FAILED, with its last error. The projection must be running (Run) in
-// the test.
+// with target, with projection.Runner.WaitFor. It fails the test at once
+// when the projection is PAUSED or FAILED (with its last error), or after
+// WaitTimeout (or at the test's deadline). The projection must be running
+// (Run) in the test.
 func WaitForProjection(tb testing.TB, r *projection.Runner, target cursor.Cursor) {
 	tb.Helper()
-	WaitFor(tb, target, func(ctx context.Context) (cursor.Cursor, error) {
-		st, err := r.Status(ctx)
-		switch {
-		case errors.Is(err, projection.ErrNotFound):
-			return cursor.Start, nil // not started yet
-		case err != nil:
-			return cursor.Cursor{}, err
-		case st.State == projection.Failed:
-			return cursor.Cursor{}, fmt.Errorf("projection %s is FAILED: %s", r.Name(), st.LastError)
-		}
-		return st.Cursor, nil
-	})
+	ctx, cancel := waitContext(tb)
+	defer cancel()
+	if err := r.WaitFor(ctx, target); err != nil {
+		tb.Fatalf("pgdcbtest: projection %s: %v", r.Name(), err)
+	}
+}
+
+// WaitForSubscription waits until the subscription has handled every
+// matching event up to target, with subscription.Subscription.WaitFor. It
+// fails the test when Run returns first, or after WaitTimeout (or at the
+// test's deadline). The subscription must be running (Run) in the test.
+func WaitForSubscription(tb testing.TB, s *subscription.Subscription, target cursor.Cursor) {
+	tb.Helper()
+	ctx, cancel := waitContext(tb)
+	defer cancel()
+	if err := s.WaitFor(ctx, target); err != nil {
+		tb.Fatalf("pgdcbtest: subscription: %v", err)
+	}
 }
 
 // Progress follows a subscription's handler: Track wraps the handler, and

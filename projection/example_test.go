@@ -92,3 +92,64 @@ func ExampleRunner() {
 	// c2 1
 	// ACTIVE
 }
+
+// Read your own writes: the command appends, then waits (with a deadline)
+// until the projection has committed its event, and only then reads the
+// read model — what an HTTP handler does before answering a GET that must
+// show the client's own POST.
+func ExampleRunner_WaitFor() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	schema := "pgdcb_test_example_wait_" + strconv.Itoa(os.Getpid())
+	defer pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	if _, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.course_sizes (course text PRIMARY KEY, students int NOT NULL)`); err != nil {
+		panic(err)
+	}
+	r, err := projection.New(store, "course_sizes", query.Tagged([]string{"StudentSubscribed"}),
+		func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+			for _, ev := range evs {
+				course, _ := ev.Tags.Get("course")
+				_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.course_sizes VALUES ($1, 1)
+					ON CONFLICT (course) DO UPDATE SET students = course_sizes.students + 1`, course)
+				if err != nil {
+					return err
+				}
+			}
+			return nil
+		}, nil)
+	if err != nil {
+		panic(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() { done <- r.Run(runCtx) }()
+	defer func() { stop(); <-done }()
+
+	res, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course=c1")})
+	if err != nil {
+		panic(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := r.WaitFor(waitCtx, res.Cursor()); err != nil {
+		panic(err) // in a handler: answer 503 with Retry-After, or the stale model with a warning
+	}
+	var n int
+	if err := pool.QueryRow(ctx, `SELECT students FROM `+schema+`.course_sizes WHERE course = 'c1'`).Scan(&n); err != nil {
+		panic(err)
+	}
+	fmt.Println("c1", n)
+	// Output:
+	// c1 1
+}

@@ -115,6 +115,7 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	}
 	committed = true
 	res.wrote = true
+	r.commits.signal()
 	r.base, r.baseTail = b.Checkpoint, b.Tail
 	if res.n > 0 {
 		r.cfg.Metrics.Batch(r.name, res.n)

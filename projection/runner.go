@@ -181,6 +181,7 @@ type Runner struct {
 	leading atomic.Bool
 	ensured atomic.Bool
 	waker   atomic.Pointer[wake.Waker]
+	commits committed // wakes WaitFor
 
 	// Logical mode, used by the leading goroutine only: the open stream and
 	// the checkpoint stored when it was last written.
@@ -556,6 +557,7 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 		return res, fmt.Errorf("pgdcb: projection %q: commit: %w", r.name, err)
 	}
 	res.wrote = true
+	r.commits.signal()
 	if res.n > 0 {
 		r.cfg.Metrics.Batch(r.name, res.n)
 	}

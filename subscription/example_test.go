@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -63,4 +65,60 @@ func ExampleSubscription_Run() {
 	// StudentSubscribed s1
 	// StudentSubscribed s2
 	// context canceled
+}
+
+// Read your own writes with an in-process read model fed by a subscription:
+// append, wait until the subscription has handled the append, then read the
+// model.
+func ExampleSubscription_WaitFor() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	schema := "pgdcb_test_example_subwait_" + strconv.Itoa(os.Getpid())
+	defer pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA IF EXISTS "+schema+" CASCADE")
+	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+	sub, err := subscription.New(store, query.Tagged([]string{"StudentSubscribed"}), nil)
+	if err != nil {
+		panic(err)
+	}
+	var mu sync.Mutex
+	students := map[string]int{} // the read model: students per course
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error)
+	go func() {
+		done <- sub.Run(runCtx, cursor.Start, func(_ context.Context, b subscription.Batch) error {
+			mu.Lock()
+			defer mu.Unlock()
+			for _, ev := range b.Events {
+				course, _ := ev.Tags.Get("course")
+				students[course]++
+			}
+			return nil
+		})
+	}()
+	defer func() { stop(); <-done }()
+
+	res, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course=c1")})
+	if err != nil {
+		panic(err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := sub.WaitFor(waitCtx, res.Cursor()); err != nil {
+		panic(err)
+	}
+	mu.Lock()
+	fmt.Println("c1", students["c1"])
+	mu.Unlock()
+	// Output:
+	// c1 1
 }

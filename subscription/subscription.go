@@ -129,6 +129,7 @@ type Subscription struct {
 	store eventstore.Interface
 	q     query.Query
 	cfg   Config
+	prog  progress // for WaitFor
 }
 
 // New returns a subscription to the events matching q. It fails with an error
@@ -155,10 +156,15 @@ func New(store eventstore.Interface, q query.Query, cfg *Config) (*Subscription,
 // *HandlerError). Failed reads are retried with backoff, so Run survives a
 // restart of the server. Delivery is at least once from the caller's point of
 // view: persist Batch.Cursor after handling, and resume from it.
-func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) error {
+//
+// Run one at a time per Subscription: WaitFor follows the running one.
+func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) (err error) {
 	if h == nil {
 		return errors.New("pgdcb: subscription.Run: nil handler")
 	}
+	from.Snapshot = nil
+	s.prog.start(from)
+	defer func() { s.prog.stop(err) }()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := wake.New(s.store, s.cfg.PollInterval, !s.cfg.NotifyDisabled, s.cfg.Logger)
@@ -200,6 +206,7 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) e
 			s.cfg.Metrics.Batch(s.cfg.Name, len(b.Events))
 		}
 		cur = b.Cursor
+		s.prog.advance(cur)
 		if len(b.Events) == s.cfg.BatchSize {
 			continue // catching up
 		}

@@ -1,0 +1,98 @@
+package projection
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/pgdcb/pgdcb/cursor"
+)
+
+// ErrNotActive: the projection is PAUSED or FAILED, so WaitFor's target will
+// not be reached until it is resumed.
+var ErrNotActive = errors.New("pgdcb: projection: not active")
+
+// WaitFor's polling of the checkpoint: from waitPollMin, doubling, up to
+// waitPollMax. A batch this process commits wakes waiters at once.
+const (
+	waitPollMin = 2 * time.Millisecond
+	waitPollMax = 50 * time.Millisecond
+)
+
+// committed signals the batches this process commits to WaitFor.
+type committed struct {
+	mu sync.Mutex
+	ch chan struct{} // closed and replaced at every commit
+}
+
+func (c *committed) wait() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch == nil {
+		c.ch = make(chan struct{})
+	}
+	return c.ch
+}
+
+func (c *committed) signal() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ch != nil {
+		close(c.ch)
+		c.ch = nil
+	}
+}
+
+// WaitFor waits until the projection's checkpoint is at or after target —
+// every matching event up to target handled and committed with the read
+// model — so that a read of the model reflects target: read-your-writes,
+// typically with the cursor of the caller's own append
+// (eventstore.AppendResult.Cursor). target may also be a decision cursor
+// (Head, ReadAll) or a tailing cursor; only its log point counts.
+//
+// It reads the checkpoint, so it works in any process, whether this Runner
+// leads, stands by or does not run at all (the leader may be elsewhere); a
+// batch committed by this process wakes it at once, otherwise it polls
+// (2 ms, doubling up to 50 ms). It returns nil once the checkpoint has
+// reached target (at once if it already has), ctx's error when ctx ends
+// first (give ctx a deadline: an open transaction of the store's database
+// delays every tailing reader, docs/SUBSCRIPTIONS.md), and an error matching
+// ErrNotActive, with the last error, when the projection is PAUSED or FAILED.
+// A checkpoint that does not exist yet (the projection never ran) is waited
+// for.
+func (r *Runner) WaitFor(ctx context.Context, target cursor.Cursor) error {
+	poll := waitPollMin
+	var at cursor.Cursor
+	for {
+		woken := r.commits.wait()
+		st, err := r.Status(ctx)
+		switch {
+		case errors.Is(err, ErrNotFound):
+		case err != nil:
+			if ctx.Err() != nil {
+				return fmt.Errorf("pgdcb: projection %q: waiting for %s (at %s): %w", r.name, target, at, ctx.Err())
+			}
+			return err
+		case st.State != Active:
+			return fmt.Errorf("%w: %q is %s at %s, waiting for %s (last error: %q)", ErrNotActive, r.name, st.State, st.Cursor, target, st.LastError)
+		default:
+			at = st.Cursor
+			if cursor.Compare(at.TransactionID, at.Position, target.TransactionID, target.Position) >= 0 {
+				return nil
+			}
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("pgdcb: projection %q: waiting for %s (at %s): %w", r.name, target, at, ctx.Err())
+		case <-woken:
+			poll = waitPollMin
+		case <-t.C:
+			poll = min(2*poll, waitPollMax)
+		}
+		t.Stop()
+	}
+}
