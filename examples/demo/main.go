@@ -39,6 +39,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
@@ -180,6 +181,7 @@ func run(o options) error {
 
 	before := svc.Executor().Stats()
 	var ok, insufficient, conflict, other atomic.Int64
+	var rawOK, rawFailed atomic.Int64 // read-after-write checks of committed transfers
 	var next atomic.Int64
 	lat := make([][]time.Duration, clients)
 	ends := make([][]time.Duration, clients) // when each transfer finished, since start
@@ -201,6 +203,11 @@ func run(o options) error {
 				switch {
 				case err == nil && st == 200:
 					ok.Add(1)
+					if readYourWrite(hc, api.URL, ids[from], body) {
+						rawOK.Add(1)
+					} else {
+						rawFailed.Add(1)
+					}
 				case st == 409 && e.Code == "insufficient_funds":
 					insufficient.Add(1)
 				case st == 409 && e.Code == "conflict":
@@ -219,19 +226,19 @@ func run(o options) error {
 	after := svc.Executor().Stats()
 
 	// Let the read model catch up, then stop it.
-	stopRM()
-	if err := <-rmDone; err != nil {
-		return fmt.Errorf("read model: %w", err)
-	}
 	if last, _, err := store.ReadLast(ctx, query.All()); err != nil {
 		return err
 	} else if last != nil {
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := balances.WaitFor(wctx, last.TransactionID, last.Position)
+		err := balances.WaitFor(wctx, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position})
 		cancel()
 		if err != nil {
 			return err
 		}
+	}
+	stopRM()
+	if err := <-rmDone; err != nil {
+		return fmt.Errorf("read model: %w", err)
 	}
 
 	// Check the invariants from the log, replayed in log order.
@@ -289,7 +296,9 @@ func run(o options) error {
 	fmt.Printf("  insufficient funds   %d (rejected, nothing appended)\n", insufficient.Load())
 	fmt.Printf("  retries exhausted    %d\n", conflict.Load())
 	fmt.Printf("  other errors         %d\n", other.Load())
-	fmt.Printf("  commands/s           %.0f\n", float64(nTransfers)/elapsed.Seconds())
+	fmt.Printf("  read-after-write     %d of %d committed transfers (%.1f%%): GET /balances/{from} after the POST reflected the transfer\n",
+		rawOK.Load(), ok.Load(), 100*float64(rawOK.Load())/float64(max(ok.Load(), 1)))
+	fmt.Printf("  commands/s           %.0f (each client also reads /balances after each committed transfer)\n", float64(nTransfers)/elapsed.Seconds())
 	fmt.Printf("  conflicts            %d (%.1f%% of commands), retries %d\n", conflicts, 100*float64(conflicts)/float64(nTransfers), retries)
 	fmt.Printf("  latency p50 %v  p99 %v\n", pct(0.5).Round(time.Microsecond), pct(0.99).Round(time.Microsecond))
 	fmt.Printf("  demo process CPU     %.0f%% of one core (client, HTTP server and store)\n", 100*cpu.Seconds()/elapsed.Seconds())
@@ -371,4 +380,38 @@ func printMinutes(ends [][]time.Duration, elapsed time.Duration) {
 		fmt.Printf("  first %v: %.0f transfers/s, last %v: %.0f transfers/s (last/first %.2f)\n",
 			w.Round(time.Second), first, w.Round(time.Second), last, last/first)
 	}
+}
+
+// readYourWrite checks, right after a committed transfer, that GET
+// /balances/{from} reflects it: its as_of (the read model's checkpoint) is at
+// or after the transfer's cursor. It reports a failure on stderr.
+func readYourWrite(hc *http.Client, base, from string, transferBody []byte) bool {
+	var tr wallet.TransferResponse
+	if err := json.Unmarshal(transferBody, &tr); err != nil {
+		fmt.Fprintf(os.Stderr, "read-after-write: transfer response: %v\n", err)
+		return false
+	}
+	want, err := cursor.Parse(tr.Cursor)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "read-after-write: transfer cursor: %v\n", err)
+		return false
+	}
+	resp, err := hc.Get(base + "/balances/" + from)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "read-after-write: GET: %v\n", err)
+		return false
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	var wr wallet.WalletResponse
+	if resp.StatusCode != http.StatusOK || json.Unmarshal(raw, &wr) != nil {
+		fmt.Fprintf(os.Stderr, "read-after-write: GET /balances/%s: %d %s\n", from, resp.StatusCode, raw)
+		return false
+	}
+	at, err := cursor.Parse(wr.AsOf)
+	if err != nil || cursor.Compare(at.TransactionID, at.Position, want.TransactionID, want.Position) < 0 {
+		fmt.Fprintf(os.Stderr, "read-after-write: GET /balances/%s as of %s, before the transfer at %s\n", from, wr.AsOf, tr.Cursor)
+		return false
+	}
+	return true
 }

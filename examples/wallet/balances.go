@@ -4,13 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -18,27 +18,38 @@ import (
 type BalancesConfig struct {
 	// BatchSize is the most events applied per transaction. Default 500.
 	BatchSize int
-	// PollInterval is how long Run waits when caught up. Default 50ms.
+	// PollInterval is how long the projection waits when caught up (a
+	// notification wakes it sooner). Default 50ms.
 	PollInterval time.Duration
+	// ReadWait bounds how long Balance waits for the read model to hold the
+	// wallet's events committed before the call (read-your-writes). Default 2s.
+	ReadWait time.Duration
 }
 
+// ErrReadModelBehind: the read model did not reach the wallet's last event
+// within BalancesConfig.ReadWait (an open transaction of the database holds
+// tailing readers, or the projection is not running). HTTP 503.
+var ErrReadModelBehind = errors.New("wallet: the balances read model is behind")
+
 // Balances is the balance read model: a table wallet_balances(wallet_id,
-// balance) in the store's schema, maintained by tailing the log with
-// Store.ReadTail. Each batch updates the balances and the checkpoint (table
-// wallet_balances_checkpoint) in one transaction, so a crash never applies an
-// event twice or skips one. Several runners may run: a transaction-level
-// advisory lock makes them take turns.
+// balance) in the store's schema, maintained by a projection
+// (projection.Runner named "wallet_balances"): each batch updates the
+// balances and the projection's checkpoint in one transaction, so a crash
+// never applies an event twice or skips one. Several runners may run: one
+// leads, the others stand by.
 type Balances struct {
-	store *eventstore.Store
-	cfg   BalancesConfig
-	q     query.Query
-	lock  int64
-	sql   struct{ setup, lock, checkpoint, upsert, saveCheckpoint, balance string }
+	store  *eventstore.Store
+	cfg    BalancesConfig
+	runner *projection.Runner
+	sql    struct{ setup, upsert, balance string }
 }
+
+// BalancesProjection is the name of the read model's projection checkpoint.
+const BalancesProjection = "wallet_balances"
 
 // NewBalances returns the read model over the store. Call Setup once.
 func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
-	b := &Balances{store: store, q: query.New(query.Item{Types: EventTypes})}
+	b := &Balances{store: store}
 	if cfg != nil {
 		b.cfg = *cfg
 	}
@@ -48,34 +59,30 @@ func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
 	if b.cfg.PollInterval <= 0 {
 		b.cfg.PollInterval = 50 * time.Millisecond
 	}
-	h := fnv.New64a()
-	h.Write([]byte(store.Schema() + ".wallet_balances"))
-	b.lock = int64(h.Sum64())
+	if b.cfg.ReadWait <= 0 {
+		b.cfg.ReadWait = 2 * time.Second
+	}
 	s := pgx.Identifier{store.Schema()}.Sanitize()
 	b.sql.setup = `CREATE TABLE IF NOT EXISTS ` + s + `.wallet_balances (
 			wallet_id  text        PRIMARY KEY,
 			balance    bigint      NOT NULL,
-			updated_at timestamptz NOT NULL DEFAULT now());
-		CREATE TABLE IF NOT EXISTS ` + s + `.wallet_balances_checkpoint (
-			name           text   PRIMARY KEY,
-			transaction_id xid8   NOT NULL,
-			position       bigint NOT NULL)`
-	b.sql.lock = `SELECT pg_advisory_xact_lock($1)`
-	// Primary key lookup.
-	b.sql.checkpoint = `SELECT transaction_id, position FROM ` + s + `.wallet_balances_checkpoint WHERE name = 'balances'`
+			updated_at timestamptz NOT NULL DEFAULT now())`
 	// Primary key (wallet_id) for the conflict check; one statement per batch.
 	b.sql.upsert = `INSERT INTO ` + s + `.wallet_balances AS b (wallet_id, balance)
 		SELECT * FROM unnest($1::text[], $2::bigint[])
 		ON CONFLICT (wallet_id) DO UPDATE SET balance = b.balance + EXCLUDED.balance, updated_at = now()`
-	b.sql.saveCheckpoint = `INSERT INTO ` + s + `.wallet_balances_checkpoint (name, transaction_id, position)
-		VALUES ('balances', $1::text::xid8, $2)
-		ON CONFLICT (name) DO UPDATE SET transaction_id = EXCLUDED.transaction_id, position = EXCLUDED.position`
 	// Primary key lookup.
 	b.sql.balance = `SELECT balance FROM ` + s + `.wallet_balances WHERE wallet_id = $1`
+	r, err := projection.New(store, BalancesProjection, query.New(query.Item{Types: EventTypes}), b.apply,
+		&projection.Config{BatchSize: b.cfg.BatchSize, PollInterval: b.cfg.PollInterval})
+	if err != nil {
+		panic(err) // a constant name and query, and validated sizes
+	}
+	b.runner = r
 	return b
 }
 
-// Setup creates the read model's tables if they do not exist.
+// Setup creates the read model's table if it does not exist.
 func (b *Balances) Setup(ctx context.Context) error {
 	_, err := b.store.Pool().Exec(ctx, b.sql.setup)
 	if err != nil {
@@ -84,94 +91,66 @@ func (b *Balances) Setup(ctx context.Context) error {
 	return nil
 }
 
-// CatchUp applies batches until the read model has every event below the
-// horizon, and returns how many events it applied.
-func (b *Balances) CatchUp(ctx context.Context) (int, error) {
-	total := 0
-	for {
-		n, more, err := b.step(ctx)
-		total += n
-		if err != nil || !more {
-			return total, err
-		}
-	}
-}
+// Projection is the read model's projection (status, pause, reset).
+func (b *Balances) Projection() *projection.Runner { return b.runner }
 
-// Run applies events until ctx ends (it then returns nil).
+// Run runs the read model's projection until ctx ends (it then returns nil).
 func (b *Balances) Run(ctx context.Context) error {
-	for {
-		if _, err := b.CatchUp(ctx); err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-time.After(b.cfg.PollInterval):
-		}
+	err := b.runner.Run(ctx)
+	if ctx.Err() != nil {
+		return nil
 	}
+	return err
 }
 
-// step applies one batch; more is true when the batch was full.
-func (b *Balances) step(ctx context.Context) (n int, more bool, err error) {
-	tx, err := b.store.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return 0, false, fmt.Errorf("wallet: balances: %w", err)
-	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
-	// The lock and the reads come before the first write: ReadTailTx must run
-	// while this transaction has no xid.
-	if _, err := tx.Exec(ctx, b.sql.lock, b.lock); err != nil {
-		return 0, false, fmt.Errorf("wallet: balances: lock: %w", err)
-	}
-	var from cursor.Cursor
-	err = tx.QueryRow(ctx, b.sql.checkpoint).Scan(&from.TransactionID, &from.Position)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, fmt.Errorf("wallet: balances: checkpoint: %w", err)
-	}
-	batch, err := b.store.ReadTailTx(ctx, tx, b.q, from, b.cfg.BatchSize)
-	if err != nil {
-		return 0, false, fmt.Errorf("wallet: balances: %w", err)
-	}
-	if len(batch.Events) == 0 && batch.Cursor.TransactionID == from.TransactionID && batch.Cursor.Position == from.Position {
-		return 0, false, nil
-	}
+// apply is the projection's handler: one upsert of the batch's deltas.
+func (b *Balances) apply(ctx context.Context, tx pgx.Tx, events []eventstore.StoredEvent) error {
 	deltas := map[string]int64{}
 	var order []string
-	for _, ev := range batch.Events {
+	for _, ev := range events {
 		id, _ := ev.Tags.Get(TagKey)
 		d, err := Delta(ev)
 		if err != nil {
-			return 0, false, fmt.Errorf("wallet: balances: event %d: %w", ev.Position, err)
+			return fmt.Errorf("wallet: balances: event %d: %w", ev.Position, err)
 		}
 		if _, ok := deltas[id]; !ok {
 			order = append(order, id)
 		}
 		deltas[id] += d
 	}
-	if len(order) > 0 {
-		amounts := make([]int64, len(order))
-		for i, id := range order {
-			amounts[i] = deltas[id]
-		}
-		if _, err := tx.Exec(ctx, b.sql.upsert, order, amounts); err != nil {
-			return 0, false, fmt.Errorf("wallet: balances: apply: %w", err)
-		}
+	amounts := make([]int64, len(order))
+	for i, id := range order {
+		amounts[i] = deltas[id]
 	}
-	if _, err := tx.Exec(ctx, b.sql.saveCheckpoint, fmt.Sprint(batch.Cursor.TransactionID), batch.Cursor.Position); err != nil {
-		return 0, false, fmt.Errorf("wallet: balances: save checkpoint: %w", err)
+	if _, err := tx.Exec(ctx, b.sql.upsert, order, amounts); err != nil {
+		return fmt.Errorf("wallet: balances: apply: %w", err)
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, false, fmt.Errorf("wallet: balances: commit: %w", err)
-	}
-	return len(batch.Events), len(batch.Events) >= b.cfg.BatchSize, nil
+	return nil
 }
 
-// Balance returns a wallet's balance in the read model (eventually
-// consistent); ok is false if the model has not seen the wallet.
+// Balance returns a wallet's balance in the read model once the model holds
+// every event of the wallet committed before the call — read-your-writes: a
+// client that transferred, then asks, sees its transfer. It reads the
+// wallet's last event (ReadLast, one index probe) and waits for the
+// projection to pass it (projection.Runner.WaitFor), at most ReadWait, then
+// fails with ErrReadModelBehind. ok is false if the model has not seen the
+// wallet.
 func (b *Balances) Balance(ctx context.Context, id string) (balance int64, ok bool, err error) {
+	last, _, err := b.store.ReadLast(ctx, Query(id))
+	if err != nil {
+		return 0, false, fmt.Errorf("wallet: balances: %w", err)
+	}
+	if last != nil {
+		wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadWait)
+		err := b.runner.WaitFor(wctx, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position})
+		cancel()
+		if err != nil {
+			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) || errors.Is(err, projection.ErrNotActive) {
+				return 0, false, fmt.Errorf("%w: %w", ErrReadModelBehind, err)
+			}
+			return 0, false, fmt.Errorf("wallet: balances: %w", err)
+		}
+	}
 	err = b.store.Pool().QueryRow(ctx, b.sql.balance, id).Scan(&balance)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return 0, false, nil
@@ -182,36 +161,23 @@ func (b *Balances) Balance(ctx context.Context, id string) (balance int64, ok bo
 	return balance, true, nil
 }
 
-// Checkpoint returns the read model's position in the log.
+// Checkpoint returns the read model's position in the log (the start before
+// the projection first ran).
 func (b *Balances) Checkpoint(ctx context.Context) (cursor.Cursor, error) {
-	var c cursor.Cursor
-	err := b.store.Pool().QueryRow(ctx, b.sql.checkpoint).Scan(&c.TransactionID, &c.Position)
-	if errors.Is(err, pgx.ErrNoRows) {
+	st, err := b.runner.Status(ctx)
+	if errors.Is(err, projection.ErrNotFound) {
 		return cursor.Start, nil
 	}
-	return c, err
+	if err != nil {
+		return cursor.Cursor{}, fmt.Errorf("wallet: balances: %w", err)
+	}
+	return st.Cursor, nil
 }
 
-// WaitFor applies events until the read model has the event at (txID,
-// position) or ctx ends. The tailing read stops at the horizon, so an open
-// transaction anywhere in the cluster delays it (never skips an event).
-func (b *Balances) WaitFor(ctx context.Context, txID uint64, position int64) error {
-	for {
-		if _, err := b.CatchUp(ctx); err != nil {
-			return err
-		}
-		cp, err := b.Checkpoint(ctx)
-		if err != nil {
-			return err
-		}
-		if cursor.Compare(cp.TransactionID, cp.Position, txID, position) >= 0 {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("wallet: balances: waiting for (%d, %d), at (%d, %d): %w",
-				txID, position, cp.TransactionID, cp.Position, ctx.Err())
-		case <-time.After(b.cfg.PollInterval):
-		}
-	}
+// WaitFor waits until the read model holds every event up to target (the
+// Cursor of an append or a command's last event), or ctx ends: see
+// projection.Runner.WaitFor. The projection must be running (Run), here or
+// in another process.
+func (b *Balances) WaitFor(ctx context.Context, target cursor.Cursor) error {
+	return b.runner.WaitFor(ctx, target)
 }

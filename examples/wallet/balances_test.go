@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -44,13 +45,13 @@ func TestBalancesReadModel(t *testing.T) {
 		})
 	}
 	wg.Wait()
-	stop()
-	runners.Wait()
 	last, _, err := svc.Store().ReadLast(ctx, query.All())
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	require.NoError(t, b.WaitFor(wctx, last.TransactionID, last.Position))
+	require.NoError(t, b.WaitFor(wctx, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}))
+	stop()
+	runners.Wait()
 	want := replay(t, svc)
 	for i := range n {
 		id := fmt.Sprint("w", i)

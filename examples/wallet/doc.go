@@ -17,8 +17,12 @@
 // first outcome, a business rejection included; the same key with another
 // request is 422; a retry while the first runs is 409. Errors are RFC 9457
 // problem details with a stable code. The Balances read model is a table
-// maintained by tailing the log (eventstore.Store.ReadTail) with its
-// checkpoint in the same transaction as the balances.
+// maintained by a projection (projection.Runner) with its checkpoint in the
+// same transaction as the balances. GET /balances/{id} reads your writes: it
+// answers once the read model holds every event of the wallet committed
+// before the request (projection.Runner.WaitFor on the wallet's last event),
+// or 503 read_model_behind after BalancesConfig.ReadWait; the demo checks it
+// after every committed transfer.
 //
 // # Trying it
 //

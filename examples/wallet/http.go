@@ -18,6 +18,7 @@ import (
 	"github.com/google/uuid"
 
 	pgdcb "github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/cursor"
 )
 
@@ -29,6 +30,14 @@ import (
 //	POST /transfers                     {"from","to","amount"}       200
 //	GET  /wallets/{id}                  balance from a decision read, ETag = cursor
 //	GET  /balances/{id}                 balance from the read model (balances may be nil: 404)
+//
+// GET /balances/{id} reads your writes: it answers once the read model holds
+// every event of the wallet committed before the request (Balances.Balance),
+// so a client that transferred and then asks sees its transfer, with no token
+// to pass; as_of is the read model's checkpoint, at or after the wallet's
+// last event (and at or after the cursor a command's response carries). When
+// the read model does not get there within BalancesConfig.ReadWait: 503
+// read_model_behind with Retry-After.
 //
 // Command bodies must be Content-Type: application/json.
 //
@@ -150,6 +159,10 @@ type TransferResponse struct {
 	ToBalance     int64  `json:"to_balance"`
 	TransferID    string `json:"transfer_id"`
 	TransactionID uint64 `json:"transaction_id"`
+	// Cursor is the log point of the transfer's last event (cursor.Parse
+	// reads it): a read of the balances read model whose as_of is at or
+	// after it reflects the transfer.
+	Cursor string `json:"cursor,omitempty"`
 }
 
 // ProblemTypePrefix begins the type of every problem the API answers with;
@@ -250,6 +263,9 @@ func writeError(w http.ResponseWriter, err error) {
 			he = &httpError{http.StatusUnprocessableEntity, "same_wallet", err.Error()}
 		case errors.Is(err, ErrKeyReused):
 			he = &httpError{http.StatusUnprocessableEntity, "idempotency_key_reused", err.Error()}
+		case errors.Is(err, ErrReadModelBehind):
+			w.Header().Set("Retry-After", "1")
+			he = &httpError{http.StatusServiceUnavailable, "read_model_behind", err.Error()}
 		case errors.Is(err, context.Canceled), errors.Is(err, context.DeadlineExceeded):
 			he = &httpError{http.StatusServiceUnavailable, "unavailable", "the request was cancelled or timed out before it was decided"}
 		default:
@@ -625,6 +641,7 @@ func (a *api) transfer(w http.ResponseWriter, r *http.Request) {
 		From: res.WalletID, To: res.ToWalletID, Amount: res.Amount,
 		FromBalance: res.Balance, ToBalance: res.ToBalance,
 		TransferID: res.Outcome.CommandID.String(), TransactionID: res.Outcome.TransactionID,
+		Cursor: outcomeCursor(res.Outcome).String(),
 	})
 }
 
@@ -676,4 +693,13 @@ func (a *api) balance(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, WalletResponse{WalletID: id, Balance: bal, AsOf: cp.String()})
+}
+
+// outcomeCursor is the log point of a command's last event.
+func outcomeCursor(o commands.Outcome) cursor.Cursor {
+	c := cursor.Cursor{TransactionID: o.TransactionID}
+	if n := len(o.Events); n > 0 {
+		c.TransactionID, c.Position = o.Events[n-1].TransactionID, o.Events[n-1].Position
+	}
+	return c
 }

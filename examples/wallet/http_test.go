@@ -10,10 +10,12 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -61,10 +63,15 @@ func (c client) expectError(status int, code, method, path, body string, hdr ...
 	require.EqualValues(c.t, status, m["status"])
 }
 
+// newAPI serves the API with the balances read model running.
 func newAPI(t *testing.T) (client, *wallet.Service, *wallet.Balances) {
 	svc := newService(t)
 	b := wallet.NewBalances(svc.Store(), nil)
 	require.NoError(t, b.Setup(context.Background()))
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- b.Run(ctx) }()
+	t.Cleanup(func() { stop(); require.NoError(t, <-done) })
 	srv := httptest.NewServer(wallet.NewAPI(svc, b))
 	t.Cleanup(srv.Close)
 	return client{t, srv}, svc, b
@@ -90,6 +97,23 @@ func TestHTTPHappyPath(t *testing.T) {
 	require.Equal(t, 200, st)
 	require.EqualValues(t, 50, m["from_balance"])
 	require.EqualValues(t, 40, m["to_balance"])
+	transferAt, err := cursor.Parse(m["cursor"].(string))
+	require.NoError(t, err)
+
+	// Read your writes: the read model answers with the transfer in it, at
+	// once after the POST, and says so in as_of.
+	for _, w := range []struct {
+		id      string
+		balance int64
+	}{{"a", 50}, {"b", 40}} {
+		st, _, m = c.do("GET", "/balances/"+w.id, "")
+		require.Equal(t, 200, st, "%v", m)
+		require.EqualValues(t, w.balance, m["balance"], w.id)
+		asOf, err := cursor.Parse(m["as_of"].(string))
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, cursor.Compare(asOf.TransactionID, asOf.Position, transferAt.TransactionID, transferAt.Position), 0,
+			"as_of %v is before the transfer %v", asOf, transferAt)
+	}
 
 	st, hdr, m = c.do("GET", "/wallets/a", "")
 	require.Equal(t, 200, st)
@@ -98,11 +122,23 @@ func TestHTTPHappyPath(t *testing.T) {
 
 	last, _, err := svc.Store().ReadLast(context.Background(), query.All())
 	require.NoError(t, err)
-	require.NoError(t, b.WaitFor(context.Background(), last.TransactionID, last.Position))
-	st, _, m = c.do("GET", "/balances/b", "")
-	require.Equal(t, 200, st)
-	require.EqualValues(t, 40, m["balance"])
-	require.NotEmpty(t, m["as_of"])
+	require.NoError(t, b.WaitFor(context.Background(), cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}))
+}
+
+// A read model that does not get to the wallet's last event within ReadWait
+// (here: it is not running) answers 503 read_model_behind, never a stale
+// balance.
+func TestHTTPBalancesBehind(t *testing.T) {
+	t.Parallel()
+	svc := newService(t)
+	b := wallet.NewBalances(svc.Store(), &wallet.BalancesConfig{ReadWait: 50 * time.Millisecond})
+	require.NoError(t, b.Setup(context.Background()))
+	srv := httptest.NewServer(wallet.NewAPI(svc, b))
+	t.Cleanup(srv.Close)
+	c := client{t, srv}
+	st, _, _ := c.do("POST", "/wallets", `{"wallet_id":"a"}`)
+	require.Equal(t, 201, st)
+	c.expectError(503, "read_model_behind", "GET", "/balances/a", "")
 }
 
 func TestHTTPETag(t *testing.T) {

@@ -1,0 +1,233 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
+	"github.com/pgdcb/pgdcb/tags"
+)
+
+// Paced live delivery (issue #24, docs/SUBSCRIPTIONS.md "Liveness limits"):
+//
+//   - subscription/live/2000ev-s and …/held-other-db: pacedWriters writers
+//     append one event each call, paced so that together they append
+//     lagRate (2,000) events/s, while one subscription (LISTEN/NOTIFY) runs
+//     for the whole workload; the second holds a transaction with an xid open
+//     in another database of the cluster for the whole workload. Reported,
+//     over every event delivered during the measured repetitions: the
+//     delivery latency from just before the Append call to the handler
+//     (append → handler, p50/p99/max), the same from the moment Append
+//     returned (commit acknowledged → handler; 0 when the handler had the
+//     event first), and the rate reached. The floor is the same paced Append of
+//     an event the subscription does not match. The two workloads are the
+//     baseline of each other in the same run.
+func init() {
+	register(
+		Workload{Name: "subscription/live/2000ev-s", Group: "subscription", Writers: pacedWriters, Quick: true, Prepare: preparePacedLive(false)},
+		Workload{Name: "subscription/live/2000ev-s/held-other-db", Group: "subscription", Writers: pacedWriters, Quick: true, Prepare: preparePacedLive(true)},
+	)
+}
+
+const (
+	// pacedWriters is enough concurrency for lagRate on a loaded 2-core
+	// machine (an append takes ~10 ms there; 8 writers reached ~660 ev/s).
+	pacedWriters   = 24
+	pacedType      = "BenchPaced"
+	pacedFloorType = "BenchPacedFloor"
+)
+
+// pacedEvent carries the time just before its Append call.
+func pacedEvent(typ string, w int, seq int64) eventstore.Event {
+	return eventstore.Event{Type: typ, Tags: tags.MustParseSet("paced=" + strconv.Itoa(w)),
+		Data: json.RawMessage(`{"t0":` + strconv.FormatInt(time.Now().UnixNano(), 10) + `,"w":` + strconv.Itoa(w) +
+			`,"seq":` + strconv.FormatInt(seq, 10) + `}`)}
+}
+
+// ackMeter pairs each event's acknowledgement (Append returned) with its
+// delivery (the handler has it), in whichever order they come, and records
+// ack → delivery (0 when the delivery came first).
+type ackMeter struct {
+	mu      sync.Mutex
+	first   map[[2]int64]ackMark
+	samples []time.Duration
+}
+
+type ackMark struct {
+	at  time.Time
+	ack bool
+}
+
+func (m *ackMeter) mark(w, seq int64, ack bool, at time.Time, record bool) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	k := [2]int64{w, seq}
+	o, ok := m.first[k]
+	if !ok {
+		m.first[k] = ackMark{at: at, ack: ack}
+		return
+	}
+	delete(m.first, k)
+	if !record {
+		return
+	}
+	if ack { // delivered before the acknowledgement
+		m.samples = append(m.samples, 0)
+	} else {
+		m.samples = append(m.samples, max(0, at.Sub(o.at)))
+	}
+}
+
+func preparePacedLive(held bool) func(context.Context, *Env) (*Plan, error) {
+	return func(ctx context.Context, env *Env) (*Plan, error) {
+		sub, err := subscription.New(env.Store, query.New(query.Item{Types: []string{pacedType}}),
+			&subscription.Config{Name: "bench-paced"})
+		if err != nil {
+			return nil, err
+		}
+		release := func() {}
+		if held {
+			if release, err = holdElsewhere(ctx, env); err != nil {
+				return nil, err
+			}
+		}
+		var (
+			mu        sync.Mutex
+			samples   []time.Duration
+			measuring atomic.Bool
+			nappend   atomic.Int64
+			ndeliv    atomic.Int64
+			chk       orderCheck
+			acks      = &ackMeter{first: map[[2]int64]ackMark{}}
+			runErr    = make(chan error, 1)
+		)
+		bg, cancel := context.WithCancel(context.WithoutCancel(ctx))
+		go func() {
+			runErr <- sub.Run(bg, cursor.Start, func(_ context.Context, b subscription.Batch) error {
+				now := time.Now()
+				if err := chk.add(b.Events); err != nil {
+					return err
+				}
+				mu.Lock()
+				defer mu.Unlock()
+				for _, e := range b.Events {
+					var d struct{ T0, W, Seq int64 }
+					if err := json.Unmarshal(e.Data, &d); err != nil {
+						return err
+					}
+					ndeliv.Add(1)
+					rec := measuring.Load()
+					if rec {
+						samples = append(samples, now.Sub(time.Unix(0, d.T0)))
+					}
+					acks.mark(d.W, d.Seq, false, now, rec)
+				}
+				return nil
+			})
+		}()
+		var stopOnce sync.Once
+		var stopErr error
+		stop := func() error {
+			stopOnce.Do(func() {
+				cancel()
+				if err := <-runErr; !errors.Is(err, context.Canceled) {
+					stopErr = fmt.Errorf("subscription.Run: %w", err)
+				}
+				release()
+			})
+			return stopErr
+		}
+		pace := &pacer{interval: time.Second / lagRate}
+		pace.next.Store(time.Now().UnixNano())
+		floorPace := &pacer{interval: time.Second / lagRate}
+		floorPace.next.Store(time.Now().UnixNano())
+		latMs := func() (p50, p99, mx float64, n int) {
+			mu.Lock()
+			c := append([]time.Duration(nil), samples...)
+			mu.Unlock()
+			if len(c) == 0 {
+				return 0, 0, 0, 0
+			}
+			p50, p99 = percentileMs(c, 50), percentileMs(c, 99)
+			for _, d := range c {
+				mx = max(mx, float64(d)/float64(time.Millisecond))
+			}
+			return p50, p99, mx, len(c)
+		}
+		ackMs := func() (p50, p99 float64) {
+			acks.mu.Lock()
+			c := append([]time.Duration(nil), acks.samples...)
+			acks.mu.Unlock()
+			return percentileMs(c, 50), percentileMs(c, 99)
+		}
+		what := "no other transaction open"
+		if held {
+			what = "a transaction holding an xid open in another database for the whole workload"
+		}
+		return &Plan{
+			Start: func() { measuring.Store(true) },
+			Op: func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
+				if err := pace.wait(ctx); err != nil {
+					return 0, err
+				}
+				if _, err := env.Store.Append(ctx, []eventstore.Event{pacedEvent(pacedType, w, seq)}); err != nil {
+					_ = stop()
+					return 0, err
+				}
+				acks.mark(int64(w), seq, true, time.Now(), measuring.Load())
+				nappend.Add(1)
+				c.Successes.Add(1)
+				return 1, nil
+			},
+			Floor: func(ctx context.Context, w int, seq int64, _ *Counters) (int, error) {
+				if err := floorPace.wait(ctx); err != nil {
+					return 0, err
+				}
+				if _, err := env.Store.Append(ctx, []eventstore.Event{pacedEvent(pacedFloorType, w, seq)}); err != nil {
+					_ = stop()
+					return 0, err
+				}
+				return 1, nil
+			},
+			FloorName: "Append alone, same pace (an event the subscription does not match)",
+			Check: func(context.Context, *Counters) error {
+				// Every appended event is delivered, once, in order, before the
+				// subscription stops (a held horizon would fail this).
+				deadline := time.Now().Add(liveTimeout)
+				for ndeliv.Load() < nappend.Load() && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+				err := stop()
+				if a, d := nappend.Load(), ndeliv.Load(); a != d {
+					return fmt.Errorf("SELF-CHECK FAILED: %d events appended, %d delivered%s", a, d, horizonHint(ctx, env))
+				}
+				if _, _, _, n := latMs(); n == 0 {
+					return errors.New("SELF-CHECK FAILED: no delivery measured")
+				}
+				return err
+			},
+			Notes: func(c *Counters, elapsed float64) string {
+				p50, p99, mx, n := latMs()
+				a50, a99 := ackMs()
+				return fmt.Sprintf("append → handler p50 %.1f ms, p99 %.1f ms, max %.1f ms (%d events); commit acknowledged → handler p50 %.1f ms, p99 %.1f ms; %.0f ev/s reached of %d targeted; %s",
+					p50, p99, mx, n, a50, a99, float64(c.Successes.Load())/elapsed, lagRate, what)
+			},
+			Extra: func(c *Counters, elapsed float64) map[string]any {
+				p50, p99, mx, n := latMs()
+				a50, a99 := ackMs()
+				return map[string]any{"delivery_p50_ms": p50, "delivery_p99_ms": p99, "delivery_max_ms": mx, "deliveries": n,
+					"ack_to_handler_p50_ms": a50, "ack_to_handler_p99_ms": a99,
+					"target_events_per_s": lagRate, "held_transaction_other_db": held}
+			},
+		}, nil
+	}
+}
