@@ -139,8 +139,8 @@ func (p *SnapshotProjector) project(ctx context.Context) (int, runPage, []StaleR
 	if err != nil {
 		return 0, runPage{}, nil, err
 	}
-	// Committed events beyond the horizon: an open transaction somewhere in
-	// the cluster holds the tail back. A run's events commit in runSeq order
+	// Committed events beyond the horizon: an open transaction of this
+	// database holds the tail back. A run's events commit in runSeq order
 	// (runSeq is assigned under the run's lock), so an event that extends its
 	// run's snapshot contiguously can be applied now; the checkpoint stays
 	// at the horizon, so nothing is skipped, and Observe ignores what a
@@ -334,8 +334,9 @@ func (p *SnapshotProjector) checkpoint(ctx context.Context, db interface {
 }
 
 // CatchUp projects until every event committed before the call is projected.
-// It waits (polling) while an older transaction still runs (the tailing
-// horizon), and returns ctx's error if that lasts longer than ctx.
+// It waits (polling) while an older transaction of the store's database still
+// runs (the tailing horizon; transactions of other databases do not hold it),
+// and returns ctx's error if that lasts longer than ctx.
 func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 	head, err := p.s.es.Head(ctx)
 	if err != nil {

@@ -334,7 +334,7 @@ var exportCmd = &command{
 	detail: `Exports every matching event committed before it started, in pages that
 never skip a transaction still running (as tail does), so 'export -after
 CURSOR' with the cursor of the last export continues it. While an older
-transaction anywhere in the cluster is still open, events behind it cannot be
+transaction of the store's database is still open, events behind it cannot be
 read yet: export waits for it (and says so on stderr after a second).
 The lines are import's and append -stdin's input.
 

@@ -15,7 +15,7 @@ import (
 )
 
 // tailTimeout bounds how long a check waits for a tailing reader: on
-// PostgreSQL an open transaction anywhere in the cluster holds it back.
+// PostgreSQL an open transaction of the store's database holds it back.
 const tailTimeout = 60 * time.Second
 
 // ev builds an event with a small JSON payload.
