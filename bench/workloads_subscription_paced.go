@@ -30,11 +30,12 @@ import (
 //     returned (commit acknowledged → handler; 0 when the handler had the
 //     event first), and the rate reached. The floor is the same paced Append of
 //     an event the subscription does not match. The two workloads are the
-//     baseline of each other in the same run.
+//     baseline of each other in the same run. Not in --quick: a pace and a
+//     p99 need seconds of repetitions (run them with --only and --duration).
 func init() {
 	register(
-		Workload{Name: "subscription/live/2000ev-s", Group: "subscription", Writers: pacedWriters, Quick: true, Prepare: preparePacedLive(false)},
-		Workload{Name: "subscription/live/2000ev-s/held-other-db", Group: "subscription", Writers: pacedWriters, Quick: true, Prepare: preparePacedLive(true)},
+		Workload{Name: "subscription/live/2000ev-s", Group: "subscription", Writers: pacedWriters, Prepare: preparePacedLive(false)},
+		Workload{Name: "subscription/live/2000ev-s/held-other-db", Group: "subscription", Writers: pacedWriters, Prepare: preparePacedLive(true)},
 	)
 }
 

@@ -22,12 +22,13 @@ import (
 //
 // The store lives in a throwaway database of its own, so that the tests of
 // other packages, which share the server's default database, cannot hold its
-// horizon; the open transaction runs in the default database.
+// horizon; the open transaction runs in a second throwaway database (held in
+// the default one, it would hold the other packages' readers).
 func TestTailIsNotHeldByAnotherDatabase(t *testing.T) {
 	ctx := context.Background()
 	pool, _ := pgtest.PoolOnOtherDatabase(t)
 	s := teststore.OnPool(t, pool, nil)
-	held := pgtest.HoldXID(t, pgtest.DSN(t))
+	held := pgtest.HoldXID(t, pgtest.OtherDatabase(t))
 	res, err := s.Append(ctx, []eventstore.Event{{Type: "Happened", Data: []byte(`{}`)}})
 	require.NoError(t, err)
 	require.Greater(t, res.TransactionID, held.XID, "the held transaction is older than the event")

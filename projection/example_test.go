@@ -140,7 +140,7 @@ func ExampleRunner_WaitFor() {
 	if err != nil {
 		panic(err)
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := r.WaitFor(waitCtx, res.Cursor()); err != nil {
 		panic(err) // in a handler: answer 503 with Retry-After, or the stale model with a warning

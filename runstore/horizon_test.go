@@ -93,14 +93,14 @@ func TestSnapshotsFollowRunsWhileTheHorizonIsHeld(t *testing.T) {
 // for the whole call (before the horizon left other databases out, CatchUp
 // never returned: it waited for the cluster-wide xmin to pass the head).
 // The store lives in a throwaway database (the default one is shared with
-// other packages' tests); the open transaction runs in the default database.
+// other packages' tests); the open transaction runs in a second one.
 func TestCatchUpIsNotHeldByAnotherDatabase(t *testing.T) {
 	pool, _ := pgtest.PoolOnOtherDatabase(t)
 	rs, err := runstore.New(teststore.OnPool(t, pool, nil), nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	held := pgtest.HoldXID(t, pgtest.DSN(t))
+	held := pgtest.HoldXID(t, pgtest.OtherDatabase(t))
 	want := map[string]int64{}
 	for i := range 5 {
 		for r := range 3 {

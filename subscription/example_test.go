@@ -111,7 +111,7 @@ func ExampleSubscription_WaitFor() {
 	if err != nil {
 		panic(err)
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	waitCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	if err := sub.WaitFor(waitCtx, res.Cursor()); err != nil {
 		panic(err)

@@ -47,9 +47,11 @@ func TestLagTracker(t *testing.T) {
 	require.Equal(t, int64(20), l.Events)
 	require.Equal(t, 3*time.Second, l.Behind)
 	require.Zero(t, l.HorizonHeld)
+	holder := eventstore.HorizonHolder{PID: 4242, Database: "app"}
 	l = lt.Observe(eventstore.TailBatch{Cursor: cursor.Cursor{TransactionID: 5, Position: 10},
-		Horizon: 6, Head: cursor.Cursor{TransactionID: 9, Position: 30}}, now.Add(2*time.Second))
+		Horizon: 6, HorizonHolder: holder, Head: cursor.Cursor{TransactionID: 9, Position: 30}}, now.Add(2*time.Second))
 	require.Equal(t, 2*time.Second, l.HorizonHeld)
+	require.Equal(t, holder, l.HorizonHolder, "the holder is reported while the horizon is held")
 	l = lt.Observe(eventstore.TailBatch{Cursor: cursor.Cursor{TransactionID: 9, Position: 1 << 62},
 		Horizon: 10, Head: cursor.Cursor{TransactionID: 9, Position: 30}}, now.Add(3*time.Second))
 	require.Equal(t, wake.Lag{}, l)
