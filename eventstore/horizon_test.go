@@ -66,6 +66,11 @@ func TestTailIsHeldBySameDatabaseTransaction(t *testing.T) {
 	require.NoError(t, pool.QueryRow(ctx, "SELECT current_database()").Scan(&db))
 	held := pgtest.HoldXID(t, dsn)
 	require.Equal(t, db, held.Database)
+	// An empty log: the horizon is still at or below the open transaction
+	// (before, the empty head made it the snapshot's xmax).
+	b, err := s.ReadTail(ctx, query.All(), cursor.Start, 0)
+	require.NoError(t, err)
+	require.LessOrEqual(t, b.Horizon, held.XID, "empty log")
 	res, err := s.Append(ctx, []eventstore.Event{{Type: "Happened", Data: []byte(`{}`)}})
 	require.NoError(t, err)
 

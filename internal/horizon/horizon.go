@@ -30,9 +30,9 @@ import (
 //	hz.holder_db   text  that backend's database ('' when not known)
 //
 // head is an xid8 expression, the transaction id of the last event of the
-// log visible in snap (NULL when none). When it is below the snapshot's xmin
-// every visible event is below every running transaction: the horizon is
-// then that xmin (it delivers the same events as the full computation) and
+// log visible in snap (NULL when none, taken as 0). When it is below the
+// snapshot's xmin, every visible event is below every running transaction:
+// the horizon is then that xmin (it delivers the same events as the full computation) and
 // nothing else is read. Otherwise the running ids of the snapshot are matched
 // against pg_stat_activity in one pass: an id stays unless a backend of
 // another database shows it, or pg_prepared_xacts shows it prepared in
@@ -44,6 +44,9 @@ import (
 // snapshot's running ids, and a probe of the prepared transactions (memory)
 // per id left.
 func Join(snap, head string) string {
+	// An empty log (head NULL) takes the shortcut: xmin is below every
+	// running id, so it is a sound horizon whatever they are.
+	head = `coalesce(` + head + `, '0'::xid8)`
 	return `
 		LEFT JOIN LATERAL (SELECT x.id, a.pid, a.datname::text AS db
 			FROM pg_snapshot_xip(` + snap + `) AS x(id)
@@ -60,7 +63,7 @@ func Join(snap, head string) string {
 }
 
 // Columns is the select list of the horizon: hz.horizon, hz.holder_pid,
-// hz.holder_db, in that order (see Holder.Dest).
+// hz.holder_db, in that order (scanned into a uint64 and a Holder's fields).
 const Columns = `hz.horizon, hz.holder_pid, hz.holder_db`
 
 // Holder is the transaction at the horizon: the one that holds tailing
