@@ -96,7 +96,10 @@ func TestSnapshotsFollowRunsWhileTheHorizonIsHeld(t *testing.T) {
 // other packages' tests); the open transaction runs in a second one.
 func TestCatchUpIsNotHeldByAnotherDatabase(t *testing.T) {
 	pool, _ := pgtest.PoolOnOtherDatabase(t)
-	rs, err := runstore.New(teststore.OnPool(t, pool, nil), nil)
+	es := teststore.OnPool(t, pool, nil)
+	_, err := runstore.Migrate(context.Background(), pool, es.Schema())
+	require.NoError(t, err)
+	rs, err := runstore.New(es, nil)
 	require.NoError(t, err)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
