@@ -207,6 +207,7 @@ var problemTitles = map[string]string{
 	"internal":                  "Internal error",
 	"unavailable":               "Service unavailable",
 	"outcome_unknown":           "Outcome unknown",
+	"read_model_behind":         "Read model behind",
 }
 
 type httpError struct {
