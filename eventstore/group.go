@@ -53,6 +53,9 @@ type groupResult struct {
 	// was busy, and is to be sent by appendBehind.
 	busy    bool
 	busyKey int64
+	// resend: r was settled as absent (nothing written) after its send
+	// failed; its caller sends it again (outcome).
+	resend bool
 }
 
 type groupReq struct {
@@ -350,6 +353,12 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 // outcome is the caller's answer for r: its result, or, when its group
 // found one of its keys busy (nothing was sent), appendBehind's.
 func (s *Store) outcome(r *groupReq, out groupResult) (AppendResult, error) {
+	if out.resend {
+		// Settled as absent (settle.go): sent again on the path without
+		// grouping, by the caller, waiting for its keys there.
+		s.settleCount.resent.Add(1)
+		return s.appendOne(r.ctx, r.events, r.cond)
+	}
 	if out.busy {
 		return s.appendBehind(r.ctx, r.events, r.cond, out.busyKey, r.again)
 	}
@@ -686,12 +695,8 @@ func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, 
 		if !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
 			return groupResult{err: err}, true, false
 		}
-		conn.Release() // dead or in an unknown state
-		out.res, out.err = s.settleAppend(r.ctx, b, r.events, r.cond, r.id, err)
-		if out.err == nil {
-			s.Notify(r.ctx)
-		}
-		return out, true, true
+		discard(r.ctx, conn) // dead or in an unknown state
+		return s.settleMember(b, r, err), true, true
 	case busy != nil:
 		return groupResult{busy: true, busyKey: firstBusy(r, busy)}, true, false
 	}
@@ -721,6 +726,12 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 	storeMax(&g.maxMembers, int64(len(batch)))
 	b := backendOf(conn)
 	for len(batch) > 1 {
+		if conn.Conn().IsClosed() {
+			// Closed before anything was sent (the server ended it): the
+			// members go back to the queue, for another connection.
+			s.requeue(batch)
+			return
+		}
 		results, busy, err := s.groupCall(conn, batch)
 		if err != nil {
 			if unknownOutcome(err) {
@@ -728,9 +739,9 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 					s.markGrouped(r.ctx, len(batch))
 				}
 				// Each member settled (settle.go), after conn, dead or in
-				// an unknown state, is released (groupLoop's Release is
+				// an unknown state, is discarded (groupLoop's Release is
 				// then a no-op).
-				conn.Release()
+				discard(batch[0].ctx, conn)
 				s.settleGroup(context.WithoutCancel(batch[0].ctx), b, batch, errOutcome("append", err))
 				return
 			}

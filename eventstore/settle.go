@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
@@ -119,7 +120,7 @@ func backendOf(conn *pgxpool.Conn) backend {
 // settleCall is one call to look up: its id and its number of events.
 type settleCall struct {
 	id     uuid.UUID
-	events int
+	events []Event
 }
 
 // found is a call settled as present.
@@ -193,17 +194,23 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 	ids := make([]uuid.UUID, len(calls))
 	counts := make([]int32, len(calls))
 	for i, c := range calls {
-		ids[i], counts[i] = c.id, int32(c.events)
+		ids[i], counts[i] = c.id, int32(len(c.events))
 	}
 	// The first event of each call by events_event_id (event_id = $1
 	// implies the partial index's predicate), then its other events, which
 	// follow it in its transaction, by events_log_order.
-	rows, err := conn.Query(ctx, `SELECT c.i, f.transaction_id, ARRAY(
-			SELECT e.position FROM `+s.sql.events+` e
-			 WHERE e.transaction_id = f.transaction_id AND e.position >= f.position
-			 ORDER BY e.transaction_id, e.position LIMIT c.n)
+	// The found events' types and ids are returned too: a call is present
+	// only if they are its own (the first event's id may be an earlier
+	// call's, stored in a group transaction followed by other members).
+	rows, err := conn.Query(ctx, `SELECT c.i, f.transaction_id, x.pos, x.types, x.ids
 		FROM unnest($1::uuid[], $2::integer[]) WITH ORDINALITY AS c(id, n, i)
-		JOIN `+s.sql.events+` f ON f.event_id = c.id`, ids, counts)
+		JOIN `+s.sql.events+` f ON f.event_id = c.id
+		CROSS JOIN LATERAL (SELECT array_agg(e.position ORDER BY e.position) AS pos,
+				array_agg(e.type ORDER BY e.position) AS types,
+				array_agg(e.event_id ORDER BY e.position) AS ids
+			FROM (SELECT e.position, e.type, e.event_id FROM `+s.sql.events+` e
+			 WHERE e.transaction_id = f.transaction_id AND e.position >= f.position
+			 ORDER BY e.transaction_id, e.position LIMIT c.n) e) x`, ids, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -211,17 +218,19 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 	out := make([]found, len(calls))
 	for rows.Next() {
 		var (
-			i   int64
-			tx  uint64
-			pos []int64
+			i     int64
+			tx    uint64
+			pos   []int64
+			types []string
+			evIDs []pgtype.UUID
 		)
-		if err := rows.Scan(&i, &tx, &pos); err != nil {
+		if err := rows.Scan(&i, &tx, &pos, &types, &evIDs); err != nil {
 			return nil, err
 		}
 		if i < 1 || int(i) > len(calls) {
 			return nil, fmt.Errorf("pgdcb: settle: call %d of %d", i, len(calls))
 		}
-		if len(pos) != calls[i-1].events {
+		if !sameCall(calls[i-1], types, evIDs) {
 			// The id is another call's (the caller gave the first event an
 			// id already stored): this call could not have stored it again.
 			// Absent: sent again, it gets ErrIdempotent.
@@ -240,6 +249,28 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 		}
 	}
 	return out, nil
+}
+
+// sameCall reports whether the events found from c's id (their types and
+// ids, in log order) are c's own: as many, the same types, and the same ids
+// where c's events carry one (the first always does).
+func sameCall(c settleCall, types []string, ids []pgtype.UUID) bool {
+	if len(types) != len(c.events) || len(ids) != len(c.events) {
+		return false
+	}
+	for j, e := range c.events {
+		if types[j] != e.Type {
+			return false
+		}
+		want := e.ID
+		if j == 0 {
+			want = c.id
+		}
+		if want != uuid.Nil && (!ids[j].Valid || uuid.UUID(ids[j].Bytes) != want) {
+			return false
+		}
+	}
+	return true
 }
 
 // NotAppliedError is the answer to an Append or AppendIf whose send failed
@@ -271,7 +302,7 @@ func (s *Store) sendSettled(ctx context.Context, conn *pgxpool.Conn, events []Ev
 	if err == nil || !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
 		return res, false, err
 	}
-	conn.Release()
+	discard(ctx, conn)
 	res, err = s.settleAppend(ctx, b, events, cond, id, err)
 	return res, true, err
 }
@@ -280,7 +311,7 @@ func (s *Store) sendSettled(ctx context.Context, conn *pgxpool.Conn, events []Ev
 // (of unknown outcome), and sends it again while it is absent and ctx live.
 func (s *Store) settleAppend(ctx context.Context, b backend, events []Event, cond *appendif.Condition, id uuid.UUID, err error) (AppendResult, error) {
 	for resend := 0; ; resend++ {
-		out, serr := s.settle(ctx, b, []settleCall{{id: id, events: len(events)}})
+		out, serr := s.settle(ctx, b, []settleCall{{id: id, events: events}})
 		if serr != nil {
 			return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(err, serr)}
 		}
@@ -343,7 +374,7 @@ func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, e
 	}
 	calls := make([]settleCall, len(batch))
 	for i, r := range batch {
-		calls[i] = settleCall{id: r.id, events: len(r.events)}
+		calls[i] = settleCall{id: r.id, events: r.events}
 	}
 	out, serr := s.settle(ctx, b, calls)
 	notify := false
@@ -357,17 +388,34 @@ func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, e
 		case r.ctx.Err() != nil:
 			r.finish(AppendResult{}, &NotAppliedError{Err: withCtxErr(r.ctx, unwrapUnknown(err))})
 		default:
-			res, rb, rerr := s.resend(r.ctx, r.events, r.cond, r.id)
-			if rerr != nil && errors.Is(rerr, pgdcb.ErrOutcomeUnknown) {
-				res, rerr = s.settleAppend(r.ctx, rb, r.events, r.cond, r.id, rerr)
-			}
-			notify = notify || rerr == nil
-			r.finish(res, rerr)
+			// Absent, and its caller still waits: the caller sends it
+			// again (outcome, group.go), outside the sender's place,
+			// which must never wait for a key.
+			r.done <- groupResult{resend: true}
 		}
 	}
 	if notify {
 		s.Notify(ctx)
 	}
+}
+
+// settleMember settles one member r whose send on backend b failed with err
+// (of unknown outcome), on a sender's place: present, it gets its result;
+// absent, a definite error, or, while its caller waits, the mark to be sent
+// again by its caller (outcome, group.go), never here: a resend waits for
+// its keys, and a sender's place must not.
+func (s *Store) settleMember(b backend, r *groupReq, err error) groupResult {
+	out, serr := s.settle(r.ctx, b, []settleCall{{id: r.id, events: r.events}})
+	switch {
+	case serr != nil:
+		return groupResult{err: &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)}}
+	case out[0].ok:
+		s.Notify(r.ctx)
+		return groupResult{res: out[0].res}
+	case r.ctx.Err() != nil:
+		return groupResult{err: &NotAppliedError{Err: withCtxErr(r.ctx, unwrapUnknown(err))}}
+	}
+	return groupResult{resend: true}
 }
 
 // awaitSettled waits for the answer of a queued call that a sender took
@@ -392,4 +440,16 @@ func (s *Store) awaitSettled(r *groupReq) (groupResult, bool) {
 		s.settleCount.unknown.Add(1)
 		return groupResult{}, false
 	}
+}
+
+// discard takes conn out of the pool and closes it. After a send whose
+// outcome is unknown the connection is dead or in an unknown state (a
+// context that ended before anything was sent leaves it healthy), and
+// settling terminates the backend by its PID: the connection must never
+// serve another call. Release after discard is a no-op.
+func discard(ctx context.Context, conn *pgxpool.Conn) {
+	c := conn.Hijack()
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+	defer cancel()
+	_ = c.Close(cctx)
 }

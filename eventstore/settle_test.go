@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -235,16 +236,17 @@ func TestSettleGroupMembers(t *testing.T) {
 	ctx := context.Background()
 	_, err := s.Append(ctx, evs(eventstore.MustEvent("Taken", 1, "dup=1")))
 	require.NoError(t, err)
-	holder := holdBoundary(t, s, "h=1")
-
-	// The only sender's place is taken by an append waiting for the held
-	// key; the next appends queue behind it and go out as one group.
-	first := make(chan error, 1)
-	go func() {
-		_, err := s.Append(ctx, evs(eventstore.MustEvent("First", 1, "h=1")))
-		first <- err
-	}()
-	require.Eventually(t, func() bool { return eventstore.GroupSenders(s) == 1 }, 30*time.Second, 5*time.Millisecond)
+	// The store's connections are held and the only sender's place is taken
+	// by an append waiting for one: the next appends queue behind it and go
+	// out as one group once the connections are free.
+	await(t, s, "the previous sender did not end", func() bool { return eventstore.GroupSenders(s) == 0 })
+	var held []*pgxpool.Conn
+	for range 4 {
+		c, err := s.Pool().Acquire(ctx)
+		require.NoError(t, err)
+		held = append(held, c)
+	}
+	blocker := startBlocker(t, s)
 	const members = 5
 	type out struct {
 		i   int
@@ -275,9 +277,11 @@ func TestSettleGroupMembers(t *testing.T) {
 			outs <- out{i, res, err}
 		}()
 	}
-	require.Eventually(t, func() bool { return eventstore.QueuedAppends(s) == members }, 30*time.Second, 5*time.Millisecond)
-	require.NoError(t, holder.Rollback(ctx))
-	require.NoError(t, <-first)
+	await(t, s, "the members did not queue", func() bool { return eventstore.QueuedAppends(s) == members })
+	for _, c := range held {
+		c.Release()
+	}
+	blocker()
 	for range members {
 		o := <-outs
 		if o.i == 4 {
@@ -411,4 +415,34 @@ func TestCloseWaitsAndRefuses(t *testing.T) {
 	s.Notify(ctx) // a no-op now
 	require.Zero(t, eventstore.BackgroundActive(s))
 	require.NoError(t, s.Close(ctx), "again")
+}
+
+// A call whose first event reuses an id stored by an earlier call, and whose
+// answer is lost, is not settled as that earlier call: the events found from
+// the id (as many as the call has, in the earlier call's transaction) are
+// another call's, told apart by their types and ids. It is absent (it could
+// not have stored the id again), and sent again it fails definitely.
+func TestSettleNeverTakesAnotherCallsEvents(t *testing.T) {
+	s, p := lossyStore(t, "reused-id", 2, nil)
+	ctx := context.Background()
+	id := uuid.New()
+	first := eventstore.MustEvent("X", 1, "r=1")
+	first.ID = id
+	earlier, err := s.Append(ctx, evs(first, eventstore.MustEvent("Other", 2, "r=1")))
+	require.NoError(t, err)
+
+	p.armed.Store(true)
+	reuse := eventstore.MustEvent("Z", "reused-id", "r=2")
+	reuse.ID = id
+	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	res, err := s.Append(cctx, evs(reuse, eventstore.MustEvent("Z2", 2, "r=2")))
+	require.EqualValues(t, 1, p.hit.Load(), "the answer was lost")
+	require.Error(t, err, "not the earlier call's result (positions %v)", res.Positions)
+	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
+	require.NotEqual(t, earlier.Positions, res.Positions)
+	require.Empty(t, positionsOf(t, s, "r=2"))
+	st := s.SettleStats()
+	require.Zero(t, st.Present, "%+v", st)
+	require.EqualValues(t, 1, st.Absent, "%+v", st)
 }
