@@ -66,7 +66,10 @@ func (c client) expectError(status int, code, method, path, body string, hdr ...
 // newAPI serves the API with the balances read model running.
 func newAPI(t *testing.T) (client, *wallet.Service, *wallet.Balances) {
 	svc := newService(t)
-	b := wallet.NewBalances(svc.Store(), nil)
+	// ReadWait of a minute, not the default 2 s: on a shared test server
+	// another test's transaction in this database may hold the tailing
+	// horizon for seconds (the read model then waits for it, as it must).
+	b := wallet.NewBalances(svc.Store(), &wallet.BalancesConfig{ReadWait: time.Minute})
 	require.NoError(t, b.Setup(context.Background()))
 	ctx, stop := context.WithCancel(context.Background())
 	done := make(chan error, 1)
