@@ -153,7 +153,13 @@ func (r *Reader) create(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
+	defer func() {
+		// The slot stays held by this connection's walsender until it
+		// has exited: wait, so that the slot is free once create returns.
+		pid := conn.PID()
+		conn.Close(context.WithoutCancel(ctx))
+		r.awaitReleased(ctx, pid)
+	}()
 	if st.Exists {
 		// WAIT: a stream of an old leader may still hold it for a moment.
 		if err := pglogrepl.DropReplicationSlot(ctx, conn, r.cfg.Slot, pglogrepl.DropReplicationSlotOptions{Wait: true}); err != nil && pgcode.Of(err) != pgcode.UndefinedObject {
@@ -212,9 +218,36 @@ func (r *Reader) Close(ctx context.Context) error {
 	if r.conn == nil {
 		return nil
 	}
+	pid := r.conn.PID()
 	err := r.conn.Close(ctx)
 	r.conn = nil
+	r.awaitReleased(ctx, pid)
 	return err
+}
+
+// awaitReleased waits (at most 5 s, whatever ctx) until the slot is no
+// longer held by walsender pid: the server ends the walsender of a closed
+// replication connection asynchronously, and until then the slot is active,
+// so that dropping it (Reset, DropSlot) right after Close would fail or skip
+// it. A failure to read the slot's state ends the wait; it is harmless.
+func (r *Reader) awaitReleased(ctx context.Context, pid uint32) {
+	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	for {
+		var held bool
+		// pg_replication_slots: one row per slot.
+		if err := r.store.Pool().QueryRow(wctx, `SELECT EXISTS (SELECT 1 FROM pg_replication_slots
+			WHERE slot_name = $1 AND active_pid = $2)`, r.cfg.Slot, int64(pid)).Scan(&held); err != nil || !held {
+			return
+		}
+		t := time.NewTimer(10 * time.Millisecond)
+		select {
+		case <-wctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // Confirm tells the server that everything before cp is durable, so the slot
