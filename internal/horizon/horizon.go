@@ -38,6 +38,11 @@ import (
 // another database shows it, or pg_prepared_xacts shows it prepared in
 // another database.
 //
+// On a hot standby the horizon is always the snapshot's xmin: there
+// pg_current_snapshot() lists no running ids (recovery keeps them where the
+// SQL functions do not show them), so xmax would count running transactions
+// of the primary as ended.
+//
 // Cost: nothing beyond the snapshot when the head is below xmin; otherwise
 // one pass over the server's backend status array (pg_stat_activity: a
 // function over shared memory, no table, no index) hashed against the
@@ -51,13 +56,13 @@ func Join(snap, head string) string {
 		LEFT JOIN LATERAL (SELECT x.id, a.pid, a.datname::text AS db
 			FROM pg_snapshot_xip(` + snap + `) AS x(id)
 			LEFT JOIN pg_stat_activity a ON a.backend_xid = xid(x.id)
-			WHERE NOT (` + head + ` < pg_snapshot_xmin(` + snap + `))
+			WHERE NOT (` + head + ` < pg_snapshot_xmin(` + snap + `)) AND NOT pg_is_in_recovery()
 			  AND (a.datid IS NULL OR a.datid = (SELECT oid FROM pg_database WHERE datname = current_database()))
 			  AND NOT EXISTS (SELECT FROM pg_prepared_xacts p
 					WHERE p.transaction = xid(x.id) AND p.database <> current_database())
 			ORDER BY x.id LIMIT 1) hx ON true
 		CROSS JOIN LATERAL (SELECT
-			CASE WHEN ` + head + ` < pg_snapshot_xmin(` + snap + `) THEN pg_snapshot_xmin(` + snap + `)
+			CASE WHEN ` + head + ` < pg_snapshot_xmin(` + snap + `) OR pg_is_in_recovery() THEN pg_snapshot_xmin(` + snap + `)
 				ELSE coalesce(hx.id, pg_snapshot_xmax(` + snap + `)) END AS horizon,
 			coalesce(hx.pid, 0) AS holder_pid, coalesce(hx.db, '') AS holder_db) hz`
 }
