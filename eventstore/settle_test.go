@@ -232,15 +232,23 @@ func TestSettlePresentWhenAnswerLost(t *testing.T) {
 // every member that committed gets its own positions; a member whose
 // condition failed in the group (nothing written) is absent.
 func TestSettleGroupMembers(t *testing.T) {
-	s, p := lossyStore(t, "lost-group", 4, &eventstore.Config{GroupSenders: 1})
+	ls, p := lossyStore(t, "lost-group", 4, nil)
+	// A group test: grouping on, whatever PGDCB_TEST_GROUP_COMMIT says.
+	s, err := eventstore.New(ls.Pool(), &eventstore.Config{Schema: ls.Schema(), GroupSenders: 1})
+	require.NoError(t, err)
 	ctx := context.Background()
-	_, err := s.Append(ctx, evs(eventstore.MustEvent("Taken", 1, "dup=1")))
+	_, err = s.Append(ctx, evs(eventstore.MustEvent("Taken", 1, "dup=1")))
 	require.NoError(t, err)
 	// The store's connections are held and the only sender's place is taken
 	// by an append waiting for one: the next appends queue behind it and go
 	// out as one group once the connections are free.
 	await(t, s, "the previous sender did not end", func() bool { return eventstore.GroupSenders(s) == 0 })
 	var held []*pgxpool.Conn
+	t.Cleanup(func() { // before the pool closes, should the test fail early
+		for _, c := range held {
+			c.Release()
+		}
+	})
 	for range 4 {
 		c, err := s.Pool().Acquire(ctx)
 		require.NoError(t, err)
