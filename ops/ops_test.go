@@ -49,6 +49,7 @@ func definedMetrics(t *testing.T) map[string]bool {
 	}
 	var cs []prometheus.Collector
 	cs = append(cs, pgdcbprom.New().Collectors()...)
+	cs = append(cs, pgdcbprom.NewStoreCollector(store))
 	cs = append(cs, subscription.NewMetrics().Collectors()...)
 	cs = append(cs, outbox.NewMetrics().Collectors()...)
 	cs = append(cs, ex.Collectors()...)

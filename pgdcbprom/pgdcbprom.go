@@ -8,6 +8,11 @@
 //	}
 //	store, err := eventstore.New(pool, &eventstore.Config{Tracer: t})
 //
+// NewStoreCollector exports the store's group-commit and settle counters
+// too:
+//
+//	registry.MustRegister(pgdcbprom.NewStoreCollector(store))
+//
 // The metrics are named pgdcb_store_… (docs/METRICS.md lists them). For
 // several stores in one registry, register each tracer's collectors through
 // prometheus.WrapRegistererWith with a label telling them apart. Combine it
