@@ -14,8 +14,13 @@
 // The server is found the way pgdcb's own tests find one (docs/TESTING.md):
 // the PGDCB_TEST_DATABASE_URL environment variable, else a server on
 // 127.0.0.1:5432, else a throwaway cluster started from local PostgreSQL
-// binaries, else a container (build tag testcontainers). A test fails (never
-// skips) when there is none.
+// binaries, else a container when a Docker engine answers and the test
+// binary imports package pgdcbtest/docker (testcontainers-go and its fifty
+// modules stay out of your go.mod until you do):
+//
+//	import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker"
+//
+// A test fails (never skips) when there is none.
 //
 // Migrating a schema costs a few hundred milliseconds of server time, so
 // NewStore does not do it while the test waits: a background worker of the

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/pgfind"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
@@ -65,7 +65,7 @@ var (
 // starts the workers.
 func theSchemas(tb testing.TB) *schemas {
 	tb.Helper()
-	dsn := pgtest.DSN(tb)
+	dsn := pgfind.DSN(tb)
 	factoryOnce.Do(func() { factory, factoryErr = startSchemas(dsn) })
 	if factoryErr != nil {
 		tb.Fatalf("pgdcbtest: %v", factoryErr)
@@ -99,7 +99,7 @@ func startSchemas(dsn string) (*schemas, error) {
 		return nil, fmt.Errorf("taking the ownership lock: %w", err)
 	}
 	s.owner = owner
-	if s.pool, err = pgtest.NewPool(ctx, dsn); err != nil {
+	if s.pool, err = pgfind.NewPool(ctx, dsn); err != nil {
 		return nil, err
 	}
 	for range Makers {

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/pgfind"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -41,7 +41,7 @@ const takeTimeout = 2 * time.Minute
 // Config.GroupCommitDisabled set (docs/GROUPCOMMIT.md), so that a suite can
 // be run without the group committer.
 //
-// The store shares one pool (pgtest.DefaultMaxConns connections unless the
+// The store shares one pool (pgfind.DefaultMaxConns connections unless the
 // DSN sets pool_max_conns) with the binary's other stores unless
 // Options.OwnPool is set; store.Pool() returns it, store.Schema() the
 // schema's name.
@@ -73,10 +73,10 @@ func NewStore(tb testing.TB, opts *Options) *eventstore.Store {
 	}
 	pool := s.pool
 	if o.OwnPool {
-		pool = pgtest.Pool(tb) // closed by its own cleanup, before the schema is dropped
+		pool = pgfind.Pool(tb) // closed by its own cleanup, before the schema is dropped
 	}
 	cfg.Schema = name
-	if pgtest.GroupCommitDisabled() {
+	if pgfind.GroupCommitDisabled() {
 		cfg.GroupCommitDisabled = true
 	}
 	store, err := eventstore.New(pool, &cfg)

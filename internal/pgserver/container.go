@@ -1,57 +1,49 @@
-//go:build testcontainers
-
 package pgserver
 
 import (
 	"context"
-	"fmt"
-	"time"
-
-	"github.com/testcontainers/testcontainers-go"
-	tcpostgres "github.com/testcontainers/testcontainers-go/modules/postgres"
+	"errors"
+	"sync"
 )
 
-// defaultImage is the container image of the Docker source.
-const defaultImage = "postgres:17-alpine"
+// ContainerStarter starts PostgreSQL in a container once a Docker engine
+// answers (the Docker source). Package pgdcbtest/docker provides one, through
+// testcontainers-go, and registers it when it is imported: testcontainers-go
+// pulls in the Docker client and some fifty modules, which only the programs
+// that import that package pay for (pgdcb's own tests do, through
+// internal/pgtest; a user's go.mod gets them only by importing it).
+type ContainerStarter func(ctx context.Context, o *Options) (*Server, error)
 
-// startContainer runs PostgreSQL in a container through testcontainers-go.
-// testcontainers-go finds the engine on its own (DOCKER_HOST,
-// ~/.testcontainers.properties, the usual sockets); its reaper removes the
-// container if the program dies without calling Close.
+var (
+	starterMu sync.Mutex
+	starter   ContainerStarter
+)
+
+// RegisterContainerStarter makes f the Docker source's way of starting a
+// container (the last registration wins).
+func RegisterContainerStarter(f ContainerStarter) {
+	starterMu.Lock()
+	defer starterMu.Unlock()
+	starter = f
+}
+
+// NewContainerServer is how a ContainerStarter returns its server: dsn is a
+// superuser URL of the container's server, closeFn removes the container.
+func NewContainerServer(dsn string, closeFn func() error) *Server {
+	return &Server{dsn: dsn, source: SourceDocker, closeFn: closeFn}
+}
+
+// errNoContainerStarter is the Docker source's error when nothing
+// registered a starter.
+var errNoContainerStarter = errors.New(`this program does not link Docker support: import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker" in one of its test files`)
+
+// startContainer starts a container with the registered starter.
 func startContainer(ctx context.Context, o *Options) (*Server, error) {
-	ctx, cancel := context.WithTimeout(ctx, o.startTimeout(3*time.Minute))
-	defer cancel()
-	image := o.Image
-	if image == "" {
-		image = defaultImage
+	starterMu.Lock()
+	f := starter
+	starterMu.Unlock()
+	if f == nil {
+		return nil, errNoContainerStarter
 	}
-	c, err := tcpostgres.Run(ctx, image,
-		tcpostgres.WithDatabase("postgres"),
-		tcpostgres.WithUsername("postgres"),
-		tcpostgres.WithPassword("postgres"),
-		tcpostgres.BasicWaitStrategies(),
-		testcontainers.WithCmd("postgres",
-			"-c", "max_connections=100",
-			"-c", "fsync=off",
-			"-c", "synchronous_commit=off",
-			"-c", "full_page_writes=off"),
-	)
-	if err != nil {
-		if c != nil {
-			_ = testcontainers.TerminateContainer(c)
-		}
-		return nil, fmt.Errorf("starting %s: %w", image, err)
-	}
-	dsn, err := c.ConnectionString(ctx, "sslmode=disable")
-	if err != nil {
-		_ = testcontainers.TerminateContainer(c)
-		return nil, fmt.Errorf("container connection string: %w", err)
-	}
-	return &Server{
-		dsn:    dsn,
-		source: SourceDocker,
-		closeFn: func() error {
-			return testcontainers.TerminateContainer(c)
-		},
-	}, nil
+	return f(ctx, o)
 }
