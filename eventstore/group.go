@@ -56,6 +56,17 @@ type groupResult struct {
 	// resend: r was settled as absent (nothing written) after its send
 	// failed; its caller sends it again (outcome).
 	resend bool
+	// abandoned: r's caller gave up before it was sent and answered
+	// itself (claim said so); nothing was sent and there is no answer to
+	// give (reply).
+	abandoned bool
+}
+
+// reply gives r its answer, unless its caller abandoned it.
+func (r *groupReq) reply(out groupResult) {
+	if !out.abandoned {
+		r.done <- out
+	}
 }
 
 type groupReq struct {
@@ -67,9 +78,18 @@ type groupReq struct {
 	size   int              // bytes, as for MaxBatchBytes
 	done   chan groupResult // buffered: the sender never blocks
 	taken  bool             // under groupCommitter.mu: a sender took it
-	alone  bool             // under groupCommitter.mu: send it in a group of its own
-	again  bool             // it came back from appendBehind once
-	queued time.Time        // when it joined the queue
+	// sent, under groupCommitter.mu: r's bytes may be on their way to the
+	// server (set before each send; cleared when r goes back to the queue
+	// or its group was rolled back). Only a sent r can have an unknown
+	// outcome.
+	sent bool
+	// abandoned, under groupCommitter.mu: r's context ended while it was
+	// taken but not sent; its caller answered a definite error itself, and
+	// r is never sent afterwards (claim).
+	abandoned bool
+	alone     bool      // under groupCommitter.mu: send it in a group of its own
+	again     bool      // it came back from appendBehind once
+	queued    time.Time // when it joined the queue
 }
 
 // keyUse counts the holders of a key in each mode.
@@ -339,6 +359,15 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 			g.queue = slices.Delete(g.queue, i, i+1)
 			g.signalLocked()
 		}
+		g.mu.Unlock()
+		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
+	}
+	if !r.sent {
+		// Taken by a sender that has not sent it yet (an earlier member
+		// of its group is still being sent or settled): it never will be
+		// (claim), so nothing was written.
+		r.abandoned = true
+		g.signalLocked()
 		g.mu.Unlock()
 		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
@@ -637,18 +666,70 @@ func unionKeys(batch []*groupReq) map[int64]bool {
 // sent.
 var errConnLost = errors.New("connection closed before the append was sent")
 
-// unsent is the one place that says, before an append is sent on conn,
-// that it will certainly not be: its context ended (the error to answer),
-// or conn is closed (lost: pgx closes a connection when a context ends
-// during a call; the append goes back to the queue). Every send of the
-// group committer asks it first. A send that fails after it is classified
-// by errOutcome (outcome.go): certain only on a server error of severity
+// claim is the one place that says, before an append is sent on conn,
+// whether it will be. Under the group's mutex: an append its caller
+// abandoned is never sent (abandoned: no answer either); one whose context
+// ended is not (err: the answer); on a closed conn it is not (lost: pgx
+// closes a connection when a context ends during a call; the append goes
+// back to the queue). Otherwise it is marked sent before its bytes go out,
+// so that its caller, should its context end from now on, waits for its
+// settled answer rather than answer for it. Every send of the group
+// committer asks it first. A send that fails after it is classified by
+// errOutcome (outcome.go): certain only on a server error of severity
 // ERROR, else the outcome is unknown.
-func unsent(conn *pgxpool.Conn, r *groupReq) (lost bool, err error) {
-	if err := r.ctx.Err(); err != nil {
-		return false, errf("append", err)
+func (s *Store) claim(conn *pgxpool.Conn, r *groupReq) (abandoned, lost bool, err error) {
+	g := &s.group
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if r.abandoned {
+		return true, false, nil
 	}
-	return conn.Conn().IsClosed(), nil
+	if err := r.ctx.Err(); err != nil {
+		return false, false, errf("append", err)
+	}
+	if conn.Conn().IsClosed() {
+		return false, true, nil
+	}
+	r.sent = true
+	return false, false, nil
+}
+
+// claimGroup is claim for the members of a group on one connection: the
+// members abandoned by their callers are left out (no answer), those whose
+// context ended are answered with its error; if two or more remain, they
+// are marked sent. It returns the remaining members.
+func (s *Store) claimGroup(batch []*groupReq) []*groupReq {
+	g := &s.group
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	kept := batch[:0]
+	for _, r := range batch {
+		switch {
+		case r.abandoned:
+		case r.ctx.Err() != nil:
+			r.finish(AppendResult{}, errf("append", r.ctx.Err())) // nothing was sent
+		default:
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) > 1 {
+		for _, r := range kept {
+			r.sent = true
+		}
+	}
+	return kept
+}
+
+// unsend marks members whose send certainly wrote nothing (their group
+// was rolled back, or found keys busy) as not sent, before they are sent
+// again: a caller that gives up meanwhile answers for itself.
+func (s *Store) unsend(batch []*groupReq) {
+	g := &s.group
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for _, r := range batch {
+		r.sent = false
+	}
 }
 
 // requeue puts appends that were never sent back at the head of the
@@ -663,15 +744,23 @@ func (s *Store) requeue(rs []*groupReq) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	now := time.Now()
+	back := make([]*groupReq, 0, len(rs))
 	for _, r := range rs {
-		r.taken, r.alone, r.queued = false, true, now
+		if r.abandoned {
+			continue // its caller answered: never sent
+		}
+		r.taken, r.sent, r.alone, r.queued = false, false, true, now
+		back = append(back, r)
 	}
-	g.queue = append(slices.Clone(rs), g.queue...)
+	if len(back) == 0 {
+		return
+	}
+	g.queue = append(back, g.queue...)
 	g.signalLocked()
 	if g.senders < orDefault(s.cfg.GroupSenders, DefaultGroupSenders) {
 		g.senders++
 		g.signalLocked()
-		s.startSender(rs[0].ctx)
+		s.startSender(back[0].ctx)
 	}
 }
 
@@ -682,7 +771,9 @@ func (s *Store) requeue(rs []*groupReq) {
 // conn is released first (released reports it; conn must not be used
 // again then) and r's answer is what the settling found.
 func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, ok, released bool) {
-	if lost, err := unsent(conn, r); err != nil {
+	if abandoned, lost, err := s.claim(conn, r); abandoned {
+		return groupResult{abandoned: true}, true, false
+	} else if err != nil {
 		return groupResult{err: err}, true, false
 	} else if lost {
 		return groupResult{}, false, false
@@ -717,7 +808,7 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 		if out, ok, _ := s.trySendAlone(conn, batch[0]); !ok {
 			s.requeue(batch)
 		} else {
-			batch[0].done <- out
+			batch[0].reply(out)
 		}
 		return
 	}
@@ -731,6 +822,9 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 			// members go back to the queue, for another connection.
 			s.requeue(batch)
 			return
+		}
+		if batch = s.claimGroup(batch); len(batch) < 2 {
+			break // one left (or none): sent alone below
 		}
 		results, busy, err := s.groupCall(conn, batch)
 		if err != nil {
@@ -749,6 +843,7 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 			// Each member runs alone, as it would have without grouping.
 			s.cfg.Logger.WarnContext(context.WithoutCancel(batch[0].ctx), "pgdcb: group append failed; retrying its appends alone", "appends", len(batch), "err", err)
 			g.retried.Add(int64(len(batch)))
+			s.unsend(batch)
 			s.sendEach(conn, batch)
 			return
 		}
@@ -778,6 +873,7 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 			kept = append(kept, r)
 		}
 		batch = kept
+		s.unsend(batch) // nothing was written: claimed again before the next send
 	}
 	if len(batch) == 1 {
 		s.sendEach(conn, batch)
@@ -797,7 +893,7 @@ func (s *Store) sendEach(conn *pgxpool.Conn, batch []*groupReq) {
 			s.requeue(batch[i:])
 			return
 		}
-		r.done <- out
+		r.reply(out)
 		if released {
 			// conn was lost sending r (which was settled): the members
 			// not yet sent go back to the queue.

@@ -454,3 +454,66 @@ func TestSettleNeverTakesAnotherCallsEvents(t *testing.T) {
 	require.Zero(t, st.Present, "%+v", st)
 	require.EqualValues(t, 1, st.Absent, "%+v", st)
 }
+
+// A member that a sender took from the queue but has not sent yet when its
+// caller's context ends is answered at once with a definite error (the
+// context's), never ErrOutcomeUnknown, and is never sent afterwards. Here
+// the sender is held before the member's turn (its group failed with an
+// error and the members are retried one by one) until the caller has
+// returned, longer than the settle budget. Before the fix the caller took
+// "taken" for "sent", waited out the settle budget and answered "unknown"
+// though nothing had been sent.
+func TestSettleTakenButUnsentIsDefinite(t *testing.T) {
+	ctx := context.Background()
+	s, pool := groupStore(t, func(c *eventstore.Config) { c.SettleTimeout = 100 * time.Millisecond })
+	dup := eventstore.MustEvent("Stored", 0, "dup=1")
+	dup.ID = uuid.New()
+	_, err := s.Append(ctx, evs(dup))
+	require.NoError(t, err)
+
+	mctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	returned := make(chan struct{})
+	var held atomic.Bool
+	eventstore.SetGroupRetryHook(s, func(_ *pgxpool.Conn, i int) {
+		if i != 1 || !held.CompareAndSwap(false, true) {
+			return
+		}
+		// Member 1 is taken, not sent: its caller gives up now, and the
+		// sender waits until it has its answer (a deadline, not a sleep:
+		// the answer comes at once with the fix, after the settle budget
+		// without it).
+		cancel()
+		select {
+		case <-returned:
+		case <-time.After(time.Minute):
+			t.Error("the abandoned member's caller never returned")
+		}
+	})
+	conn, err := pool.Acquire(ctx)
+	require.NoError(t, err)
+	wait := startBlocker(t, s)
+	_, errs := queueInOrder(t, s, conn, []func() (eventstore.AppendResult, error){
+		func() (eventstore.AppendResult, error) { // fails the group: its id is stored
+			return s.Append(ctx, evs(eventstore.MustEvent("Other", 0, "m=0"), dup))
+		},
+		func() (eventstore.AppendResult, error) {
+			defer close(returned)
+			return s.Append(mctx, evs(eventstore.MustEvent("Other", 1, "m=1")))
+		},
+		func() (eventstore.AppendResult, error) {
+			return s.Append(ctx, evs(eventstore.MustEvent("Other", 2, "m=2")))
+		},
+	})
+	wait()
+	require.True(t, held.Load(), "the members were retried one by one")
+	require.Error(t, errs[0])
+	require.NotErrorIs(t, errs[0], pgdcb.ErrOutcomeUnknown)
+	require.ErrorIs(t, errs[1], context.Canceled)
+	require.NotErrorIs(t, errs[1], pgdcb.ErrOutcomeUnknown, "member 1 was never sent")
+	require.NoError(t, errs[2])
+	require.Empty(t, positionsOf(t, s, "m=1"), "the abandoned member is never sent")
+	require.Len(t, positionsOf(t, s, "m=2"), 1)
+	st := s.SettleStats()
+	require.Zero(t, st.Settled+st.Unknown, "%+v", st)
+}
