@@ -414,7 +414,7 @@ func (s *Store) sendAlone(r *groupReq) groupResult {
 // sendAloneOnce is sendAlone on one pooled connection; false: it was closed
 // before anything was sent.
 func (s *Store) sendAloneOnce(r *groupReq) (groupResult, bool) {
-	conn, err := s.pool.Acquire(r.ctx)
+	conn, err := s.acquire(r.ctx)
 	if err != nil {
 		return groupResult{err: errf("append: acquire a connection", err)}, true // nothing was sent
 	}
@@ -428,13 +428,16 @@ func (s *Store) sendAloneOnce(r *groupReq) (groupResult, bool) {
 // unknown outcome: the path of every call without grouping, and of an
 // append that found a key busy.
 func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
 		return AppendResult{}, errf("append: acquire a connection", err) // nothing was sent
 	}
 	defer conn.Release()
 	if err := ctx.Err(); err != nil {
 		return AppendResult{}, errf("append", err) // nothing was sent
+	}
+	if s.sendHook != nil {
+		s.sendHook(conn)
 	}
 	res, _, err := s.sendSettled(ctx, conn, events, cond, s.callID(events))
 	if err == nil {
@@ -548,7 +551,7 @@ func (s *Store) groupLoop(ctx context.Context) {
 		g.mu.Unlock()
 		// Not the callers' contexts: a caller whose context ends while its
 		// append is still queued leaves the queue by itself.
-		conn, err := s.pool.Acquire(ctx)
+		conn, err := s.acquire(ctx)
 		g.mu.Lock()
 		batch := s.takeGroupLocked()
 		if len(batch) == 0 && len(g.queue) > 0 {
@@ -781,6 +784,10 @@ func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, 
 	b := backendOf(conn)
 	res, busy, err := s.tryCall(r.ctx, conn, []*groupReq{r})
 	switch {
+	case notSent(err):
+		// Nothing left the client (acquire.go): as a closed conn.
+		s.settleCount.notSent.Add(1)
+		return groupResult{}, false, false
 	case err != nil:
 		err = errOutcome("append", err)
 		if !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
@@ -827,6 +834,13 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 			break // one left (or none): sent alone below
 		}
 		results, busy, err := s.groupCall(conn, batch)
+		if notSent(err) {
+			// Nothing left the client (acquire.go): the members go back
+			// to the queue, for another connection.
+			s.settleCount.notSent.Add(1)
+			s.requeue(batch)
+			return
+		}
 		if err != nil {
 			if unknownOutcome(err) {
 				for _, r := range batch {

@@ -47,3 +47,9 @@ func AwaitGroupState(ctx context.Context, s *Store, cond func() bool) error {
 func SetGroupRetryHook(s *Store, f func(conn *pgxpool.Conn, i int)) {
 	s.group.retryHook = f
 }
+
+// SetSendHook makes f run on the connection of each append without grouping
+// just before it is sent (tests; set it before any append).
+func SetSendHook(s *Store, f func(conn *pgxpool.Conn)) {
+	s.sendHook = f
+}

@@ -74,17 +74,25 @@ type SettleStats struct {
 	Unknown int64
 	// Terminated: backends the store terminated while settling.
 	Terminated int64
+	// DeadConns: pooled connections found dead when the store acquired
+	// them for an append (acquire.go), closed before anything was sent.
+	DeadConns int64
+	// NotSent: sends that failed before anything left the client
+	// (pgconn.SafeToRetry) and were sent again on a fresh connection
+	// without settling.
+	NotSent int64
 }
 
 type settleCounters struct {
-	settled, present, absent, resent, unknown, terminated atomic.Int64
+	settled, present, absent, resent, unknown, terminated, deadConns, notSent atomic.Int64
 }
 
 // SettleStats returns the settling counters.
 func (s *Store) SettleStats() SettleStats {
 	c := &s.settleCount
 	return SettleStats{Settled: c.settled.Load(), Present: c.present.Load(), Absent: c.absent.Load(),
-		Resent: c.resent.Load(), Unknown: c.unknown.Load(), Terminated: c.terminated.Load()}
+		Resent: c.resent.Load(), Unknown: c.unknown.Load(), Terminated: c.terminated.Load(),
+		DeadConns: c.deadConns.Load(), NotSent: c.notSent.Load()}
 }
 
 // callID returns the id that identifies a call's writes: its first event's
@@ -156,7 +164,7 @@ func (s *Store) settle(ctx context.Context, b backend, calls []settleCall) ([]fo
 
 // settleOnce is one try of settle, on one pooled connection.
 func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) ([]found, error) {
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -296,11 +304,30 @@ func (e *NotAppliedError) Unwrap() error { return e.Err }
 // releases conn (dead, or in an unknown state) before settling, so that the
 // settling and a resend never wait for its place in the pool; released says
 // so (Release is idempotent, but a released conn must not be used again).
+//
+// A send that certainly never left the client (notSent, acquire.go) is sent
+// once more on a fresh connection (conn is closed then, and released true);
+// if that one never left either, the answer is a definite error.
 func (s *Store) sendSettled(ctx context.Context, conn *pgxpool.Conn, events []Event, cond *appendif.Condition, id uuid.UUID) (res AppendResult, released bool, err error) {
 	b := backendOf(conn)
 	res, err = s.appendEvents(ctx, conn, events, cond, true, id)
+	if notSent(err) && ctx.Err() == nil {
+		discard(ctx, conn)
+		released = true
+		s.settleCount.notSent.Add(1)
+		fresh, aerr := s.acquire(ctx)
+		if aerr != nil {
+			return AppendResult{}, true, errf("append: acquire a connection", aerr) // nothing was sent
+		}
+		defer fresh.Release()
+		conn, b = fresh, backendOf(fresh)
+		res, err = s.appendEvents(ctx, conn, events, cond, true, id)
+	}
+	if notSent(err) {
+		return AppendResult{}, released, errf("append", unwrapUnknown(err)) // nothing was sent
+	}
 	if err == nil || !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
-		return res, false, err
+		return res, released, err
 	}
 	discard(ctx, conn)
 	res, err = s.settleAppend(ctx, b, events, cond, id, err)
@@ -333,7 +360,7 @@ func (s *Store) settleAppend(ctx context.Context, b backend, events []Event, con
 // backend it was sent on for settling.
 func (s *Store) resend(ctx context.Context, events []Event, cond *appendif.Condition, id uuid.UUID) (AppendResult, backend, error) {
 	s.settleCount.resent.Add(1)
-	conn, err := s.pool.Acquire(ctx)
+	conn, err := s.acquire(ctx)
 	if err != nil {
 		// Nothing was sent this time, and the call was absent before.
 		return AppendResult{}, backend{}, &NotAppliedError{Err: err}
@@ -341,6 +368,9 @@ func (s *Store) resend(ctx context.Context, events []Event, cond *appendif.Condi
 	defer conn.Release()
 	b := backendOf(conn)
 	res, err := s.appendEvents(ctx, conn, events, cond, true, id)
+	if notSent(err) {
+		return AppendResult{}, b, &NotAppliedError{Err: unwrapUnknown(err)} // nothing was sent this time either
+	}
 	return res, b, err
 }
 

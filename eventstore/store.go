@@ -146,6 +146,10 @@ type Store struct {
 	settleCount settleCounters // settle.go
 
 	bg bgWork // background goroutines, for Close (close.go)
+
+	// sendHook, set by tests only, runs on the connection of an append
+	// without grouping just before it is sent.
+	sendHook func(conn *pgxpool.Conn)
 }
 
 // New returns a Store over the pool. It does not touch the database; call
