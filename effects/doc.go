@@ -25,4 +25,11 @@
 // once. A handler runs a second time only when a lease expired (its worker
 // died or could not extend it); handlers with external side effects should be
 // idempotent on the effect's ID.
+//
+// Stopping: [Worker.Run] is the worker's lifecycle. Cancel its context: Run
+// returns once the handler in progress has returned (its context is
+// cancelled with Run's) and every goroutine it started (the lease keeper's,
+// its LISTEN connection's) has ended; no handler runs after Run returned.
+// Then call the store's Close (it waits for the store's own background
+// work), then close the pool.
 package effects

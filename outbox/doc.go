@@ -24,4 +24,11 @@
 //
 // docs/OUTBOX.md describes the delivery guarantee, reconciliation and what an
 // operator watches.
+//
+// Stopping: [Relay.Run] is the relay's lifecycle. Cancel its context: Run
+// returns once the Publish in progress has returned (its context is
+// cancelled with Run's; the checkpoint stays where the last acknowledged
+// batch left it) and every goroutine it started has ended; nothing is
+// published after Run returned. Then call the store's Close, then close the
+// pool and the broker connection.
 package outbox

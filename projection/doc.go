@@ -14,4 +14,11 @@
 // A projection's state lives in the store's checkpoints table: ACTIVE,
 // PAUSED or FAILED, with an error count and the last error; Pause, Resume,
 // Reset and Status manage it from any process.
+//
+// Stopping: [Runner.Run] is the runner's lifecycle. Cancel its context: Run
+// returns once the batch in progress has ended (the handler's context is
+// cancelled with it; the batch rolls back unless it committed first) and
+// every goroutine it started (its LISTEN connection's) has ended; no
+// handler runs after Run returned. Then call the store's Close, then close
+// the pool.
 package projection
