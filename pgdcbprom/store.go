@@ -18,8 +18,8 @@ type StoreStats interface {
 var _ StoreStats = (*eventstore.Store)(nil)
 
 // StoreCollector exports a store's group-commit and settle counters
-// (Store.GroupStats, Store.SettleStats) as pgdcb_store_group_… and
-// pgdcb_store_settle_… metrics. It reads the counters in memory when the
+// (Store.GroupStats, Store.SettleStats) as pgdcb_store_group_…,
+// pgdcb_store_settle_… and pgdcb_store_{dead_connections,sends_repeated}_total. It reads the counters in memory when the
 // registry is scraped: no query, no cost between scrapes. Register it beside
 // the Tracer's collectors:
 //
@@ -27,7 +27,7 @@ var _ StoreStats = (*eventstore.Store)(nil)
 type StoreCollector struct {
 	s StoreStats
 
-	commits, appends, queueWait, settled, terminated *prometheus.Desc
+	commits, appends, queueWait, settled, terminated, deadConns, notSent *prometheus.Desc
 }
 
 var _ prometheus.Collector = (*StoreCollector)(nil)
@@ -52,12 +52,18 @@ func NewStoreCollector(s StoreStats) *StoreCollector {
 		terminated: prometheus.NewDesc(name("settle_terminated_backends_total"),
 			"Server backends the store terminated while settling, so that an old send can no longer commit.",
 			nil, nil),
+		deadConns: prometheus.NewDesc(name("dead_connections_total"),
+			"Pooled connections found dead when the store took them for an append (a server restart, a terminated backend) and replaced before anything was sent.",
+			nil, nil),
+		notSent: prometheus.NewDesc(name("sends_repeated_total"),
+			"Sends that failed before anything left the client and were sent again on a fresh connection, without settling.",
+			nil, nil),
 	}
 }
 
 // Describe implements prometheus.Collector.
 func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.commits, c.appends, c.queueWait, c.settled, c.terminated} {
+	for _, d := range []*prometheus.Desc{c.commits, c.appends, c.queueWait, c.settled, c.terminated, c.deadConns, c.notSent} {
 		ch <- d
 	}
 }
@@ -80,6 +86,8 @@ func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.settled, st.Resent, "resent")
 	counter(c.settled, st.Unknown, "unknown")
 	counter(c.terminated, st.Terminated)
+	counter(c.deadConns, st.DeadConns)
+	counter(c.notSent, st.NotSent)
 
 	buckets := make(map[float64]uint64, len(g.QueueWaits))
 	var cum uint64

@@ -33,7 +33,7 @@ func TestStoreCollectorSeries(t *testing.T) {
 			Queued: 6, QueueWait: 30 * time.Millisecond, QueueWaits: []eventstore.WaitBucket{
 				{Max: time.Millisecond, Count: 4}, {Max: 10 * time.Millisecond, Count: 1},
 				{Max: time.Duration(math.MaxInt64), Count: 1}}},
-		s: eventstore.SettleStats{Settled: 9, Present: 4, Absent: 5, Resent: 3, Unknown: 2, Terminated: 6},
+		s: eventstore.SettleStats{Settled: 9, Present: 4, Absent: 5, Resent: 3, Unknown: 2, Terminated: 6, DeadConns: 8, NotSent: 10},
 	}
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(pgdcbprom.NewStoreCollector(st)))
@@ -51,6 +51,8 @@ func TestStoreCollectorSeries(t *testing.T) {
 		"pgdcb_store_settle_total{resent}":               3,
 		"pgdcb_store_settle_total{unknown}":              2,
 		"pgdcb_store_settle_terminated_backends_total{}": 6,
+		"pgdcb_store_dead_connections_total{}":           8,
+		"pgdcb_store_sends_repeated_total{}":             10,
 	}, gather(t, reg))
 
 	mfs, err := reg.Gather()
