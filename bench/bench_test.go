@@ -48,10 +48,7 @@ func TestRunEndToEnd(t *testing.T) {
 	}, &stdout, &stderr)
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
 
-	raw, err := os.ReadFile(jsonFile)
-	require.NoError(t, err)
-	var objs []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &objs))
+	objs := readResults(t, jsonFile)
 	require.Len(t, objs, 2)
 	for _, o := range objs {
 		for _, k := range []string{"name", "writers", "events_per_s", "floor_events_per_s", "ratio", "p50_ms", "p99_ms", "table_events"} {
@@ -84,6 +81,25 @@ func TestRunEndToEnd(t *testing.T) {
 	require.Contains(t, string(md), "![throughput against writers](b.svg)")
 }
 
+// readResults reads a results file (--json) and returns its results as
+// generic objects, after checking that it carries the run's environment.
+func readResults(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	raw, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var f struct {
+		Format      int              `json:"format"`
+		Environment map[string]any   `json:"environment"`
+		Run         map[string]any   `json:"run"`
+		Results     []map[string]any `json:"results"`
+	}
+	require.NoError(t, json.Unmarshal(raw, &f))
+	require.Equal(t, resultsFormat, f.Format)
+	require.NotEmpty(t, f.Environment["pg_version"])
+	require.NotZero(t, f.Run["reps"])
+	return f.Results
+}
+
 // TestPluginWorkloads runs the subscription and runstore workloads (the
 // quick ones) with tiny repetitions: their setup, operations, floors and
 // self-checks must pass, and every result must carry a floor and latencies.
@@ -97,10 +113,7 @@ func TestPluginWorkloads(t *testing.T) {
 		"--duration", "60ms", "--warmup", "20ms", "--reps", "3", "--json", jsonFile,
 	}, &stdout, &stderr)
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
-	raw, err := os.ReadFile(jsonFile)
-	require.NoError(t, err)
-	var objs []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &objs))
+	objs := readResults(t, jsonFile)
 	var names []string
 	for _, o := range objs {
 		names = append(names, o["name"].(string))
@@ -115,6 +128,7 @@ func TestPluginWorkloads(t *testing.T) {
 		"runstore/append-event/run-per-writer/w1", "runstore/append-event/run-per-writer/w8",
 		"runstore/fetch-events/10k",
 		"runstore/snapshot-lag/2000ev-s", "runstore/snapshot-lag/2000ev-s/held-xact",
+		"runstore/append-event/run-per-writer/w32",
 	}, names)
 }
 
@@ -190,20 +204,17 @@ func TestGroupWorkloads(t *testing.T) {
 	ctx := benchCtx(t)
 	err := run(ctx, []string{
 		"--dsn", pgtest.DSN(t), "--quick",
-		"--only", `^group/(appendif/distinct/w8|append/1ev/w32|cycle/entity10/w8|runstore/append-event/run-per-writer/w32)$`,
+		"--only", `^(appendif/distinct/w8|append/1ev/w32|cycle/entity10/w8|runstore/append-event/run-per-writer/w32)$`,
 		"--duration", "60ms", "--warmup", "20ms", "--reps", "3", "--json", jsonFile,
 	}, &stdout, &stderr)
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
-	raw, err := os.ReadFile(jsonFile)
-	require.NoError(t, err)
-	var objs []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &objs))
+	objs := readResults(t, jsonFile)
 	require.Len(t, objs, 4)
 	wantBaselines := map[string][]string{
-		"group/appendif/distinct/w8":                     {"grouping off", "INSERT 4 rows per commit"},
-		"group/append/1ev/w32":                           {"grouping off", "INSERT 16 rows per commit"},
-		"group/cycle/entity10/w8":                        {"grouping off", "TypedReadsGeneric"},
-		"group/runstore/append-event/run-per-writer/w32": {"grouping off"},
+		"appendif/distinct/w8":                     {"grouping off", "INSERT 4 rows per commit"},
+		"append/1ev/w32":                           {"grouping off", "INSERT 16 rows per commit"},
+		"cycle/entity10/w8":                        {"grouping off", "TypedReadsGeneric"},
+		"runstore/append-event/run-per-writer/w32": {"grouping off"},
 	}
 	for _, o := range objs {
 		name := o["name"].(string)

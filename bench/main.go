@@ -3,6 +3,7 @@
 // columns for writes, hand-written SELECTs on the same table for reads.
 //
 //	go run ./bench [--quick] [--large] [--json FILE] [--svg FILE] [--markdown FILE]
+//	go run ./bench --from FILE [--svg FILE] [--markdown FILE]
 //
 // The server is PGDCB_DATABASE_URL (or --dsn), else a local server, else a
 // throwaway cluster (see internal/pgserver). Every workload runs in a fresh
@@ -33,6 +34,7 @@ type options struct {
 	jsonFile         string
 	svgFile          string
 	markdownFile     string
+	from             string
 	only             string
 	duration, warmup time.Duration
 	reps             int
@@ -50,6 +52,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.jsonFile, "json", "", "write the results as JSON to `FILE`")
 	fs.StringVar(&o.svgFile, "svg", "", "write the throughput-vs-writers chart as SVG to `FILE`")
 	fs.StringVar(&o.markdownFile, "markdown", "", "write the report (docs/PERFORMANCE.md) to `FILE`")
+	fs.StringVar(&o.from, "from", "", "measure nothing: render --svg and --markdown (and --json, in today's format) from the results `FILE` a run wrote with --json")
 	fs.StringVar(&o.only, "only", "", "run only workloads whose name matches this `regexp`")
 	fs.DurationVar(&o.duration, "duration", 0, "length of each measured repetition (default 2s, 400ms with --quick)")
 	fs.DurationVar(&o.warmup, "warmup", 0, "length of the warm-up (default 1s, 200ms with --quick)")
@@ -60,6 +63,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if o.from != "" && o.svgFile == "" && o.markdownFile == "" && o.jsonFile == "" {
+		return nil, errors.New("--from needs --svg, --markdown or --json")
 	}
 	if o.duration == 0 {
 		o.duration = pick(o.quick, 400*time.Millisecond, 2*time.Second)
@@ -109,6 +115,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	o, err := parseFlags(args, stderr)
 	if err != nil {
 		return err
+	}
+	if o.from != "" {
+		return render(o, stderr)
 	}
 	workloads, err := selectWorkloads(o)
 	if err != nil {
@@ -161,8 +170,9 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			failed++
 		}
 	}
+	file := &resultsFile{Environment: env, Run: runInfoOf(o), Results: results}
 	if o.jsonFile != "" {
-		if err := writeJSON(o.jsonFile, results); err != nil {
+		if err := writeResultsFile(o.jsonFile, file); err != nil {
 			return err
 		}
 	}
@@ -178,9 +188,39 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("%d workload(s) FAILED their self-check or errored; no report written", failed)
 	}
 	if o.markdownFile != "" {
-		if err := writeMarkdown(o.markdownFile, o, env, results); err != nil {
+		if err := writeMarkdown(o.markdownFile, o.svgFile, "", file); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// render is --from: the outputs of a past run, from its results file,
+// without measuring. It names the rows the run lacks on stderr (and in the
+// report).
+func render(o *options, stderr io.Writer) error {
+	f, err := loadResults(o.from)
+	if err != nil {
+		return err
+	}
+	if f.Format == 1 {
+		fmt.Fprintf(stderr, "bench: %s uses the names of before group commit was the headline; renamed %d rows\n", o.from, len(f.Renamed))
+	}
+	if len(f.Missing) > 0 {
+		fmt.Fprintf(stderr, "bench: %s has no row for %d workload(s) of its selection: %s\n", o.from, len(f.Missing), strings.Join(f.Missing, ", "))
+	}
+	if o.svgFile != "" {
+		if err := os.WriteFile(o.svgFile, []byte(chartSVG(f.Results)), 0o644); err != nil {
+			return err
+		}
+	}
+	if o.markdownFile != "" {
+		if err := writeMarkdown(o.markdownFile, o.svgFile, o.from, f); err != nil {
+			return err
+		}
+	}
+	if o.jsonFile != "" {
+		return writeResultsFile(o.jsonFile, f)
 	}
 	return nil
 }

@@ -15,32 +15,43 @@ type series struct {
 	points [][2]float64 // writers, events/s
 }
 
-// chartSeries picks the lines: one-event append (with and without NOTIFY),
-// AppendIf on distinct boundaries, and the INSERT floor measured next to the
-// appends.
+// chartSeries picks the lines: one-event Append and AppendIf on distinct
+// boundaries on the default path (group commit on, 1 to 128 writers) and on
+// the per-call path (/no-group), the autocommit INSERT floor measured next
+// to the default-path appends, and the same INSERT into a copy of events
+// with its indexes.
 func chartSeries(results []*Result) []series {
-	app := series{label: "Append (1 event)", color: "#1f77b4"}
-	nn := series{label: "Append, NotifyDisabled", color: "#2ca02c"}
-	aif := series{label: "AppendIf (distinct boundaries)", color: "#d62728"}
+	app := series{label: "Append 1 event (default: group commit)", color: "#1f77b4"}
+	aif := series{label: "AppendIf, distinct boundaries (default)", color: "#d62728"}
+	appNG := series{label: "Append 1 event, per call (no-group)", color: "#9ecae1"}
+	aifNG := series{label: "AppendIf, per call (no-group)", color: "#fc9272"}
 	flo := series{label: "floor: INSERT 1 row, no index", color: "#555555", dashed: true}
+	idx := series{label: "INSERT 1 row into events' indexes", color: "#8c6d31", dashed: true}
+	add := func(s *series, x int, y float64) { s.points = append(s.points, [2]float64{float64(x), y}) }
 	for _, r := range results {
 		if r.Error != "" {
 			continue
 		}
 		switch r.Group {
 		case "append":
-			app.points = append(app.points, [2]float64{float64(r.Writers), r.EventsPerS})
+			add(&app, r.Writers, r.EventsPerS)
 			if r.FloorEventsPerS != nil {
-				flo.points = append(flo.points, [2]float64{float64(r.FloorWriters), *r.FloorEventsPerS})
+				add(&flo, r.FloorWriters, *r.FloorEventsPerS)
 			}
-		case "append-nonotify":
-			nn.points = append(nn.points, [2]float64{float64(r.Writers), r.EventsPerS})
 		case "appendif":
-			aif.points = append(aif.points, [2]float64{float64(r.Writers), r.EventsPerS})
+			add(&aif, r.Writers, r.EventsPerS)
+		case "append-nogroup":
+			add(&appNG, r.Writers, r.EventsPerS)
+		case "appendif-nogroup":
+			add(&aifNG, r.Writers, r.EventsPerS)
+		case "indexed":
+			if strings.Contains(r.Name, "/1ev/") {
+				add(&idx, r.Writers, r.EventsPerS)
+			}
 		}
 	}
 	var out []series
-	for _, s := range []series{flo, nn, app, aif} {
+	for _, s := range []series{flo, idx, app, aif, appNG, aifNG} {
 		if len(s.points) > 0 {
 			sort.Slice(s.points, func(i, j int) bool { return s.points[i][0] < s.points[j][0] })
 			out = append(out, s)
@@ -64,7 +75,7 @@ func niceCeil(v float64) float64 {
 }
 
 // chartSVG draws throughput against writers: x on a log2 scale (1, 2, 4 …
-// 32 writers), y linear from zero. Hand-written SVG, no dependency.
+// 128 writers), y linear from zero. Hand-written SVG, no dependency.
 func chartSVG(results []*Result) string {
 	const (
 		w, h                   = 900, 480
@@ -86,7 +97,8 @@ func chartSVG(results []*Result) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="Helvetica, Arial, sans-serif" font-size="13">`+"\n", w, h, w, h)
 	fmt.Fprintf(&b, `<rect width="%d" height="%d" fill="#ffffff"/>`+"\n", w, h)
-	fmt.Fprintf(&b, `<text x="%d" y="30" font-size="17" font-weight="bold">pgdcb: appended events per second against concurrent writers</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%d" y="28" font-size="17" font-weight="bold">pgdcb: appended events per second against concurrent writers</text>`+"\n", left)
+	fmt.Fprintf(&b, `<text x="%d" y="47" font-size="12" fill="#555">solid: pgdcb (dark: default configuration, group commit on; light: per call); dashed: plain INSERTs of the same run</text>`+"\n", left)
 	// Grid and y ticks.
 	for i := 0; i <= 5; i++ {
 		v := yMax * float64(i) / 5

@@ -15,38 +15,35 @@ import (
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
-// Group-commit workloads (the default; eventstore Config.GroupCommitDisabled turns it off; docs/GROUPCOMMIT.md).
-// Each runs its operation on a store with grouping on and measures, in the
-// same rounds (interleaved), the autocommit one-row INSERT floor and, as
-// baselines, the same operation with grouping off and (for plain writes at
-// more than one writer) the grouped-INSERT ceiling: the same rows INSERTed k
-// at a time by as many writers as the committer has senders, k = writers ÷
-// senders (the group size the committer reaches when every writer waits).
-// The notes give the group sizes and time queued (Store.GroupStats) over
-// the measured repetitions.
+// Group-commit workloads: group commit is the default (eventstore
+// Config.GroupCommitDisabled turns it off; docs/GROUPCOMMIT.md), so the
+// headline rows append/1ev/wN, appendif/distinct/wN and cycle/entity10/wN
+// (registered in writeWorkloads) run on a grouped store and their per-call
+// twins carry /no-group. Each grouped workload runs its operation on a store
+// with grouping on and measures, in the same rounds (interleaved), the
+// autocommit one-row INSERT floor and, as baselines, the same operation with
+// grouping off and (for plain writes at more than one writer) the
+// grouped-INSERT ceiling: the same rows INSERTed k at a time by as many
+// writers as the committer has senders, k = writers ÷ senders (the group
+// size the committer reaches when every writer waits). The notes give the
+// group sizes and time queued (Store.GroupStats) over the measured
+// repetitions.
 //
-//   - group/appendif/distinct/w{1,8,32,128}: AppendIf on a boundary of the
+//   - appendif/distinct/w{1,8,32,128}: AppendIf on a boundary of the
 //     writer's own (prepareAppendIfDistinct's operation);
-//   - group/append/1ev/w{1,8,32,128}: Append of one event;
-//   - group/cycle/entity10/w{1,8,32}: the decision cycle: read an entity of
+//   - append/1ev/w{1,8,32,128}: Append of one event;
+//   - cycle/entity10/w{1,8,32}: the decision cycle: read an entity of
 //     10 events (ReadAll), AppendIf after that read's cursor; with a
 //     baseline whose store has Config.TypedReadsGeneric (the read, by type
 //     and tag, planned once per connection);
-//   - group/runstore/append-event/run-per-writer/w32: runstore AppendEvent,
-//     each writer on a run of its own.
+//   - runstore/append-event/run-per-writer/w32: runstore AppendEvent,
+//     each writer on a run of its own (registered here, after the reads).
+//
+// Reports written before these names (bench/results.json of 2026-11-25 and
+// earlier) called the grouped rows group/… and the per-call rows by the
+// plain names; loadResults renames them (legacyName).
 func init() {
-	for _, n := range []int{1, 8, 32, 128} {
-		register(Workload{Name: "group/appendif/distinct/w" + strconv.Itoa(n), Group: "group-appendif", Writers: n, Quick: n <= 32,
-			Prepare: prepareGrouped(n, func(st *eventstore.Store, base int) OpFunc { return appendIfDistinctOp(st, n, base) }, true)})
-	}
-	for _, n := range []int{1, 8, 32, 128} {
-		register(Workload{Name: "group/append/1ev/w" + strconv.Itoa(n), Group: "group-append", Writers: n, Quick: n <= 32,
-			Prepare: prepareGrouped(n, func(st *eventstore.Store, _ int) OpFunc { return appendOp(st, 1) }, true)})
-	}
-	for _, n := range []int{1, 8, 32} {
-		register(Workload{Name: "group/cycle/entity10/w" + strconv.Itoa(n), Group: "group-cycle", Writers: n, Quick: true, Prepare: prepareCycle(n)})
-	}
-	register(Workload{Name: "group/runstore/append-event/run-per-writer/w32", Group: "group-runstore", Writers: 32, Quick: true,
+	register(Workload{Name: "runstore/append-event/run-per-writer/w32", Group: "runstore-grouped", Writers: 32, Quick: true,
 		Prepare: prepareGrouped(32, runPerWriterOp, false)})
 }
 

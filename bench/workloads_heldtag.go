@@ -15,8 +15,8 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// group/heldtag/appendif/w8 (docs/GROUPCOMMIT.md, "Busy keys"): AppendIf on
-// the writers' own boundaries, as group/appendif/distinct/w8, while a
+// heldtag/appendif/w8 (docs/GROUPCOMMIT.md, "Busy keys"): AppendIf on
+// the writers' own boundaries, as appendif/distinct/w8 (grouping on), while a
 // transaction of the application holds one unrelated tag (an AppendIfTx on
 // held=1, kept open) and heldWaiters appends on that tag wait for it; the
 // baseline ("no held tag") is the same operation on the same store with
@@ -35,7 +35,7 @@ const (
 )
 
 func init() {
-	register(Workload{Name: "group/heldtag/appendif/w8", Group: "group-heldtag", Writers: 8, Quick: true, Prepare: prepareHeldTag(8)})
+	register(Workload{Name: "heldtag/appendif/w8", Group: "heldtag", Writers: 8, Quick: true, Prepare: prepareHeldTag(8)})
 }
 
 // holder holds tag held=1 in a transaction of its own while the grouped

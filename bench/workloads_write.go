@@ -19,13 +19,19 @@ import (
 func writeWorkloads() []Workload {
 	var ws []Workload
 	register := func(w ...Workload) { ws = append(ws, w...) }
-	for _, n := range []int{1, 8, 32} {
-		register(Workload{Name: "append/1ev/w" + strconv.Itoa(n), Group: "append", Writers: n, Quick: true, Prepare: prepareAppend(1)})
+	// The headline rows measure the default configuration (group commit
+	// on, prepareGrouped); the same operations on the per-call path
+	// (Config.GroupCommitDisabled) carry the suffix /no-group.
+	for _, n := range []int{1, 8, 32, 128} {
+		register(Workload{Name: "append/1ev/w" + strconv.Itoa(n), Group: "append", Writers: n, Quick: n <= 32,
+			Prepare: prepareGrouped(n, func(st *eventstore.Store, _ int) OpFunc { return appendOp(st, 1) }, true)})
 	}
-	// The same with Config.NotifyDisabled: NOTIFY serialises committing
-	// transactions on a cluster-wide lock, and this shows its price.
 	for _, n := range []int{1, 8, 32} {
-		register(Workload{Name: "append/1ev/w" + strconv.Itoa(n) + "/no-notify", Group: "append-nonotify", Writers: n, Quick: true, Prepare: prepareAppendNoNotify})
+		register(Workload{Name: "append/1ev/w" + strconv.Itoa(n) + "/no-group", Group: "append-nogroup", Writers: n, Quick: true, Prepare: prepareAppend(1)})
+	}
+	// The per-call path with Config.NotifyDisabled: what the NOTIFY costs.
+	for _, n := range []int{1, 8, 32} {
+		register(Workload{Name: "append/1ev/w" + strconv.Itoa(n) + "/no-group/no-notify", Group: "append-nonotify", Writers: n, Quick: true, Prepare: prepareAppendNoNotify})
 	}
 	register(
 		Workload{Name: "append/batch10", Group: "append-batch", Writers: 1, Quick: true, Prepare: prepareAppend(10)},
@@ -38,8 +44,15 @@ func writeWorkloads() []Workload {
 		Workload{Name: "insert-indexed/1ev/w8", Group: "indexed", Writers: 8, Quick: true, Prepare: prepareIndexedInsert(1)},
 		Workload{Name: "insert-indexed/batch100", Group: "indexed", Writers: 1, Quick: true, Prepare: prepareIndexedInsert(100)},
 	)
+	for _, n := range []int{1, 8, 32, 128} {
+		register(Workload{Name: "appendif/distinct/w" + strconv.Itoa(n), Group: "appendif", Writers: n, Quick: n <= 32,
+			Prepare: prepareGrouped(n, func(st *eventstore.Store, base int) OpFunc { return appendIfDistinctOp(st, n, base) }, true)})
+	}
 	for _, n := range []int{1, 8, 32} {
-		register(Workload{Name: "appendif/distinct/w" + strconv.Itoa(n), Group: "appendif", Writers: n, Quick: true, Prepare: prepareAppendIfDistinct(n)})
+		register(Workload{Name: "appendif/distinct/w" + strconv.Itoa(n) + "/no-group", Group: "appendif-nogroup", Writers: n, Quick: true, Prepare: prepareAppendIfDistinct(n)})
+	}
+	for _, n := range []int{1, 8, 32} {
+		register(Workload{Name: "cycle/entity10/w" + strconv.Itoa(n), Group: "cycle", Writers: n, Quick: true, Prepare: prepareCycle(n)})
 	}
 	register(
 		Workload{Name: "appendif/contended/w8", Group: "contended", Writers: 8, Quick: true, Prepare: prepareContended},
