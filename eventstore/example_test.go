@@ -104,3 +104,47 @@ func ExampleStore_Close() {
 	// close: <nil>
 	// append after close refused: true
 }
+
+// A reader that LISTENs on a connection of its own registers first
+// (ListenConn): appends send their NOTIFY only while some listener is
+// registered, so that an append nobody waits for commits once.
+func ExampleListenConn() {
+	ctx := context.Background()
+	pool, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
+	if err != nil {
+		panic(err)
+	}
+	defer pool.Close()
+	schema := fmt.Sprintf("pgdcb_example_%d", time.Now().UnixNano())
+	defer pool.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	if _, err := pgdcbsql.Migrate(ctx, pool, schema); err != nil {
+		panic(err)
+	}
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	if err != nil {
+		panic(err)
+	}
+
+	conn, err := pgx.ConnectConfig(ctx, pool.Config().ConnConfig.Copy())
+	if err != nil {
+		panic(err)
+	}
+	defer conn.Close(ctx)
+	if err := eventstore.ListenConn(ctx, conn, schema); err != nil {
+		panic(err)
+	}
+	// Registered and listening: read the log once here (what committed
+	// before was not notified), then wait.
+	if _, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Pinged", nil, "k=v")}); err != nil {
+		panic(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	n, err := conn.WaitForNotification(wctx)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("woken on the store's channel:", n.Channel == eventstore.NotifyChannel(schema))
+	// Output:
+	// woken on the store's channel: true
+}

@@ -7,11 +7,13 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Listen implements Interface: it LISTENs on NotifyChannel(schema) on a
-// dedicated connection (not from the pool: a pooled connection would carry
-// the LISTEN to its next user) and calls wake for every notification (see
-// Notify), until ctx ends or the connection fails. It calls wake once as soon
-// as the LISTEN is in place. Behind PgBouncer in transaction mode LISTEN
+// Listen implements Interface: it registers as a listener and LISTENs on
+// NotifyChannel(schema) (ListenConn) on a dedicated connection (not from
+// the pool: a pooled connection would carry the LISTEN to its next user) and
+// calls wake for every notification (see Notify), until ctx ends or the
+// connection fails. It calls wake once as soon as the LISTEN is in place:
+// appends that committed before the registration was visible sent no
+// notification. Behind PgBouncer in transaction mode LISTEN
 // cannot work: poll instead.
 func (s *Store) Listen(ctx context.Context, wake func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
@@ -23,8 +25,8 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		return errf("listen", err)
+	if err := ListenConn(ctx, conn, s.cfg.Schema); err != nil {
+		return err
 	}
 	wake() // notifications may have been lost while nobody listened
 	for {

@@ -13,6 +13,15 @@ import (
 // coalesced into the next. Without notifications readers still see every event
 // at their next poll. Does nothing when Config.NotifyDisabled is set.
 //
+// The NOTIFY is sent only when a listener is registered (ListenerLockKey:
+// Store.Listen and ListenConn register): the statement that would send it
+// first tries the registration lock in exclusive mode, which succeeds only
+// when no session holds it; then it sends nothing, assigns no transaction
+// id and writes no commit record, so an append nobody listens for costs one
+// transaction. The check runs after the append committed, and a listener
+// registers before it LISTENs and then reads, so a listener either is seen
+// by the check or reads the appended events itself.
+//
 // The NOTIFY is not sent inside the appending transaction: a notifying
 // transaction holds a database-wide lock until its commit is flushed, which
 // serialises every appending writer.
@@ -32,7 +41,7 @@ func (s *Store) Notify(ctx context.Context) {
 		for {
 			for s.notifyPending.Swap(false) {
 				nctx, cancel := context.WithTimeout(bg, 5*time.Second)
-				if _, err := s.pool.Exec(nctx, notifySQL, s.channel); err != nil {
+				if _, err := s.pool.Exec(nctx, notifySQL, s.channel, s.listenK1, s.listenK2); err != nil {
 					s.cfg.Logger.WarnContext(nctx, "pgdcb: notify failed; readers will poll", "err", err)
 				}
 				cancel()
@@ -50,11 +59,18 @@ func (s *Store) Notify(ctx context.Context) {
 	}
 }
 
-// notifySQL sends the notification in a transaction of its own whose commit
-// does not wait for its WAL flush (set_config's third argument: for this
-// transaction only). A NOTIFY assigns its transaction an id and so writes a
-// commit record; waiting for that record's flush bought nothing (a
-// notification is a wake-up hint, lost in a crash either way) and held the
-// database-wide notify lock across an fsync, which every other notifier then
-// waited for.
-const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '')"
+// notifySQL sends the notification, when a listener is registered, in a
+// transaction of its own whose commit does not wait for its WAL flush
+// (set_config's third argument: for this transaction only). A NOTIFY assigns
+// its transaction an id and so writes a commit record; waiting for that
+// record's flush bought nothing (a notification is a wake-up hint, lost in a
+// crash either way) and held the database-wide notify lock across an fsync,
+// which every other notifier then waited for.
+//
+// The WHERE clause is the listener check: pg_try_advisory_xact_lock on
+// ListenerLockKey in exclusive mode gets it (and releases it at the end of
+// this one-statement transaction) only when no listener holds it shared;
+// then the SELECT list is not evaluated: no pg_notify, no transaction id.
+// Two notifiers checking at once may both fail to get it and notify: one
+// notification too many, never one too few.
+const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '') WHERE NOT pg_try_advisory_xact_lock($2, $3)"

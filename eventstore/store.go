@@ -137,7 +137,9 @@ type Store struct {
 	sql     statements
 
 	notifyPending atomic.Bool
-	notifyRunning atomic.Bool
+	// listenK1, listenK2 are ListenerLockKey(schema).
+	listenK1, listenK2 int32
+	notifyRunning      atomic.Bool
 
 	group groupCommitter // unless Config.GroupCommitDisabled (group.go)
 
@@ -168,6 +170,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{pool: pool, cfg: c, schema: q, channel: NotifyChannel(c.Schema)}
+	s.listenK1, s.listenK2 = ListenerLockKey(c.Schema)
 	s.sql = newStatements(q)
 	return s, nil
 }

@@ -55,12 +55,19 @@ func (p *SnapshotProjector) Run(ctx context.Context) error {
 		return fmt.Errorf("runstore: projector: %w", err)
 	}
 	defer conn.Release()
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{eventstore.NotifyChannel(p.s.es.Schema())}.Sanitize()); err != nil {
-		return fmt.Errorf("runstore: projector: listen: %w", err)
+	// Registered as a listener (appends notify only then), LISTENing; the
+	// first batch below reads what committed before.
+	if err := eventstore.ListenConn(ctx, conn.Conn(), p.s.es.Schema()); err != nil {
+		return fmt.Errorf("runstore: projector: %w", err)
 	}
 	defer func() {
-		// The connection goes back to the pool: stop listening on it.
-		_, _ = conn.Exec(context.WithoutCancel(ctx), "UNLISTEN *")
+		// The connection goes back to the pool: stop listening on it and
+		// release the registration; if that fails, close it instead.
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		if err := eventstore.UnlistenConn(uctx, conn.Conn(), p.s.es.Schema()); err != nil {
+			_ = conn.Conn().Close(uctx)
+		}
 	}()
 	var lagAt time.Time
 	for {
