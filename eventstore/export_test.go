@@ -7,3 +7,7 @@ func ReadSQL(s *Store, q query.Query, opts ReadOptions) (string, []any) {
 	sql, a := s.readSQL(q, opts, false)
 	return sql, a
 }
+
+// NoListenerCached reports whether the store's last listener check found no
+// listener (so that Notify sends nothing for ListenerCheckInterval).
+func NoListenerCached(s *Store) bool { return s.noListenerAt.Load() != 0 }

@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -11,9 +12,11 @@ import (
 // NotifyChannel(schema) (ListenConn) on a dedicated connection (not from
 // the pool: a pooled connection would carry the LISTEN to its next user) and
 // calls wake for every notification (see Notify), until ctx ends or the
-// connection fails. It calls wake once as soon as the LISTEN is in place:
-// appends that committed before the registration was visible sent no
-// notification. Behind PgBouncer in transaction mode LISTEN
+// connection fails. It calls wake once as soon as the LISTEN is in place and
+// once more ListenerSettle later: appends that committed before the
+// registration was visible, or while a store still trusted its last check,
+// sent no notification. wake is never called concurrently, nor after Listen
+// returned. Behind PgBouncer in transaction mode LISTEN
 // cannot work: poll instead.
 func (s *Store) Listen(ctx context.Context, wake func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
@@ -28,7 +31,25 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 	if err := ListenConn(ctx, conn, s.cfg.Schema); err != nil {
 		return err
 	}
-	wake() // notifications may have been lost while nobody listened
+	var (
+		mu      sync.Mutex
+		stopped bool
+	)
+	once := func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if !stopped {
+			wake()
+		}
+	}
+	settled := time.AfterFunc(ListenerSettle, once) // the appends a store did not notify
+	defer func() {
+		settled.Stop()
+		mu.Lock()
+		stopped = true
+		mu.Unlock()
+	}()
+	once() // notifications may have been lost while nobody listened
 	for {
 		if _, err := conn.WaitForNotification(ctx); err != nil {
 			if ctx.Err() != nil {
@@ -36,6 +57,6 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 			}
 			return errf("listen", err)
 		}
-		wake()
+		once()
 	}
 }

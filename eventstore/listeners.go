@@ -3,9 +3,25 @@ package eventstore
 import (
 	"context"
 	"hash/fnv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 )
+
+// ListenerSettle is how long after registering (ListenConn) a listener
+// still reads without being notified: a store that found no listener
+// registered skips the check (and its round trip) for ListenerCheckInterval
+// after it began it, so an append that commits in that window after a
+// registration may send no NOTIFY. A listener reads once after ListenConn
+// returns and once more ListenerSettle later (Store.Listen calls its wake
+// function both times); ListenerSettle is ListenerCheckInterval plus a
+// tenth, for clocks of different processes.
+const ListenerSettle = ListenerCheckInterval + ListenerCheckInterval/10
+
+// ListenerCheckInterval is how long a store that found no listener
+// registered sends no notification (and no statement) after appends; see
+// ListenerSettle.
+const ListenerCheckInterval = 100 * time.Millisecond
 
 // ListenerLockKey is the session advisory lock (two-int4 form, a key space
 // apart from the store's own bigint keys) that marks a connection listening
@@ -20,7 +36,8 @@ import (
 //
 //	SELECT pg_advisory_lock_shared(k1, k2); LISTEN "pgdcb_events_<schema>";
 //
-// or it is notified only while some other listener is registered.
+// or it is notified only while some other listener is registered. Either
+// way it reads the log after its LISTEN and again ListenerSettle later.
 func ListenerLockKey(schema string) (int32, int32) {
 	h := fnv.New64a()
 	h.Write([]byte("pgdcb.listen\x00" + schema))
@@ -32,7 +49,8 @@ func ListenerLockKey(schema string) (int32, int32) {
 // (ListenerLockKey, in shared mode) and then LISTENs on NotifyChannel(schema).
 // In that order: an append that committed before the registration was seen
 // is not notified, so the caller reads the log once after ListenConn
-// returns (Store.Listen calls its wake function for that). A pooled
+// returns, and once more ListenerSettle later (Store.Listen calls its wake
+// function for both). A pooled
 // connection must be given back with UnlistenConn first.
 func ListenConn(ctx context.Context, conn *pgx.Conn, schema string) error {
 	k1, k2 := ListenerLockKey(schema)

@@ -20,7 +20,10 @@ import (
 // id and writes no commit record, so an append nobody listens for costs one
 // transaction. The check runs after the append committed, and a listener
 // registers before it LISTENs and then reads, so a listener either is seen
-// by the check or reads the appended events itself.
+// by the check or reads the appended events itself. A store that found no
+// listener sends nothing at all (no statement) for ListenerCheckInterval
+// from when it began that check; listeners read again ListenerSettle after
+// registering, which covers the appends of that window.
 //
 // The NOTIFY is not sent inside the appending transaction: a notifying
 // transaction holds a database-wide lock until its commit is flushed, which
@@ -40,9 +43,19 @@ func (s *Store) Notify(ctx context.Context) {
 	started := s.bg.run(ctx, false, func(bg context.Context) {
 		for {
 			for s.notifyPending.Swap(false) {
+				if at := s.noListenerAt.Load(); at != 0 && s.sinceBorn()-time.Duration(at) < ListenerCheckInterval {
+					continue // nobody listened a moment ago (ListenerSettle)
+				}
+				began := s.sinceBorn() // before the check: the window starts no later than it
 				nctx, cancel := context.WithTimeout(bg, 5*time.Second)
-				if _, err := s.pool.Exec(nctx, notifySQL, s.channel, s.listenK1, s.listenK2); err != nil {
+				tag, err := s.pool.Exec(nctx, notifySQL, s.channel, s.listenK1, s.listenK2)
+				switch {
+				case err != nil:
 					s.cfg.Logger.WarnContext(nctx, "pgdcb: notify failed; readers will poll", "err", err)
+				case tag.RowsAffected() == 0: // no listener: nothing sent
+					s.noListenerAt.Store(int64(max(began, 1)))
+				default:
+					s.noListenerAt.Store(0)
 				}
 				cancel()
 			}
@@ -74,3 +87,6 @@ func (s *Store) Notify(ctx context.Context) {
 // Two notifiers checking at once may both fail to get it and notify: one
 // notification too many, never one too few.
 const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_notify($1, '') WHERE NOT pg_try_advisory_xact_lock($2, $3)"
+
+// sinceBorn is the store's monotonic clock.
+func (s *Store) sinceBorn() time.Duration { return time.Since(s.born) }

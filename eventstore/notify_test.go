@@ -94,3 +94,82 @@ func TestNoNotifyWithoutListener(t *testing.T) {
 	appendAndDrain()
 	require.False(t, heard(300*time.Millisecond), "the listener unregistered: no NOTIFY")
 }
+
+// TestListenWakesAgainAfterSettle: Store.Listen calls wake as soon as it
+// listens and once more ListenerSettle later (for appends whose store still
+// trusted a "no listener" answer), then only on notifications.
+func TestListenWakesAgainAfterSettle(t *testing.T) {
+	t.Parallel()
+	s, _ := newStore(t, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	wakes := make(chan time.Time, 16)
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(ctx, func() { wakes <- time.Now() }) }()
+	var first time.Time
+	select {
+	case first = <-wakes:
+	case err := <-done:
+		t.Fatalf("Listen returned: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("no wake once listening")
+	}
+	select {
+	case second := <-wakes:
+		require.GreaterOrEqual(t, second.Sub(first), eventstore.ListenerCheckInterval, "the second wake comes after the settle time")
+	case <-time.After(30 * time.Second):
+		t.Fatal("no second wake ListenerSettle after listening")
+	}
+	select {
+	case <-wakes:
+		t.Fatal("a third wake without any append")
+	case <-time.After(3 * eventstore.ListenerSettle):
+	}
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+}
+
+// TestNotifyCheckIsCached: a store that found no listener sends no
+// statement for ListenerCheckInterval; then it checks again, and appends
+// wake a listener registered since (through Listen: every append that
+// commits after the listener started wakes it, by NOTIFY or by the second
+// wake).
+func TestNotifyCheckIsCached(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	s, _ := newStore(t, nil)
+	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "k=v")})
+	require.NoError(t, err)
+	require.Eventually(t, func() bool { return eventstore.NoListenerCached(s) }, 30*time.Second, 5*time.Millisecond,
+		"the first append's check found no listener")
+
+	wakes := make(chan struct{}, 64)
+	go func() { _ = s.Listen(ctx, func() { wakes <- struct{}{} }) }()
+	select {
+	case <-wakes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no wake once listening")
+	}
+	// Appended at once, most likely while the store still trusts its last
+	// check: the second wake (or, if the window passed, the NOTIFY) must
+	// come.
+	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 2, "k=v")})
+	require.NoError(t, err)
+	select {
+	case <-wakes:
+	case <-time.After(30 * time.Second):
+		t.Fatal("an append after the listener started woke nobody")
+	}
+	// Past the window, appends notify again.
+	require.Eventually(t, func() bool {
+		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 3, "k=v")})
+		require.NoError(t, err)
+		select {
+		case <-wakes:
+			return !eventstore.NoListenerCached(s)
+		case <-time.After(time.Second):
+			return false
+		}
+	}, 30*time.Second, 10*time.Millisecond, "appends notify the registered listener once the store checks again")
+}

@@ -139,7 +139,11 @@ type Store struct {
 	notifyPending atomic.Bool
 	// listenK1, listenK2 are ListenerLockKey(schema).
 	listenK1, listenK2 int32
-	notifyRunning      atomic.Bool
+	// noListenerAt is when (sinceBorn) the last listener check that found
+	// none began; 0 when the last one found a listener (see Notify).
+	noListenerAt  atomic.Int64
+	born          time.Time
+	notifyRunning atomic.Bool
 
 	group groupCommitter // unless Config.GroupCommitDisabled (group.go)
 
@@ -171,6 +175,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, cfg: c, schema: q, channel: NotifyChannel(c.Schema)}
 	s.listenK1, s.listenK2 = ListenerLockKey(c.Schema)
+	s.born = time.Now()
 	s.sql = newStatements(q)
 	return s, nil
 }

@@ -70,6 +70,9 @@ func (p *SnapshotProjector) Run(ctx context.Context) error {
 		}
 	}()
 	var lagAt time.Time
+	// Appends that committed while their store still trusted an older "no
+	// listener" answer sent no NOTIFY: read once more at this point.
+	settleAt := time.Now().Add(eventstore.ListenerSettle)
 	for {
 		n, err := p.ProcessBatch(ctx)
 		if err != nil {
@@ -89,7 +92,11 @@ func (p *SnapshotProjector) Run(ctx context.Context) error {
 		if n == p.s.cfg.ProjectorBatch {
 			continue // more to read
 		}
-		wctx, cancel := context.WithTimeout(ctx, p.s.cfg.PollInterval)
+		wait := p.s.cfg.PollInterval
+		if until := time.Until(settleAt); until > 0 && until < wait {
+			wait = until
+		}
+		wctx, cancel := context.WithTimeout(ctx, wait)
 		_, err = conn.Conn().WaitForNotification(wctx)
 		cancel()
 		if ctx.Err() != nil {
