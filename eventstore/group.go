@@ -975,13 +975,21 @@ func firstBusy(r *groupReq, busy map[int64]bool) int64 {
 // is the call's: nothing was written unless it is of unknown outcome.
 func (s *Store) tryCall(ctx context.Context, db dbtx, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
 	keys := unionKeys(batch)
+	nev, ntags := 0, 0
+	for _, r := range batch {
+		nev += len(r.events)
+		for _, e := range r.events {
+			ntags += e.Tags.Len()
+		}
+	}
 	var (
-		types        []string
-		tagCounts    []int32
-		allTags      = []string{}
-		data         []string
-		meta         []*string
-		ids          []pgtype.UUID
+		// Sized once: the arrays of every member's events.
+		types        = make([]string, 0, nev)
+		tagCounts    = make([]int32, 0, nev)
+		allTags      = make([]string, 0, ntags)
+		data         = make([]string, 0, nev)
+		meta         = make([]*string, 0, nev)
+		ids          = make([]pgtype.UUID, 0, nev)
 		memberEvents = make([]int32, len(batch))
 		memberItems  = make([]int32, len(batch))
 		afterTx      = make([]string, len(batch))

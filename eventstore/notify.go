@@ -29,8 +29,8 @@ import (
 // transaction holds a database-wide lock until its commit is flushed, which
 // serialises every appending writer.
 func (s *Store) Notify(ctx context.Context) {
-	if s.cfg.NotifyDisabled {
-		return
+	if s.cfg.NotifyDisabled || s.noListenerRecently() {
+		return // nothing to send, not even the check (no goroutine either)
 	}
 	s.notifyPending.Store(true)
 	if !s.notifyRunning.CompareAndSwap(false, true) {
@@ -43,7 +43,7 @@ func (s *Store) Notify(ctx context.Context) {
 	started := s.bg.run(ctx, false, func(bg context.Context) {
 		for {
 			for s.notifyPending.Swap(false) {
-				if at := s.noListenerAt.Load(); at != 0 && s.sinceBorn()-time.Duration(at) < ListenerCheckInterval {
+				if s.noListenerRecently() {
 					continue // nobody listened a moment ago (ListenerSettle)
 				}
 				began := s.sinceBorn() // before the check: the window starts no later than it
@@ -90,3 +90,10 @@ const notifySQL = "SELECT set_config('synchronous_commit', 'off', true), pg_noti
 
 // sinceBorn is the store's monotonic clock.
 func (s *Store) sinceBorn() time.Duration { return time.Since(s.born) }
+
+// noListenerRecently reports whether a listener check that began less than
+// ListenerCheckInterval ago found no listener.
+func (s *Store) noListenerRecently() bool {
+	at := s.noListenerAt.Load()
+	return at != 0 && s.sinceBorn()-time.Duration(at) < ListenerCheckInterval
+}
