@@ -69,12 +69,12 @@ func TestRenderFromVersion1(t *testing.T) {
 	require.Contains(t, md, "![throughput against writers](t.svg)")
 
 	svg := read(t, svgFile)
-	for _, label := range []string{"Append 1 event (default: group commit)", "AppendIf, distinct boundaries (default)",
-		"Append 1 event, per call (no-group)", "AppendIf, per call (no-group)", "floor: INSERT 1 row, no index", "INSERT 1 row into events"} {
+	for _, label := range []string{"Append 1 event, default (grouped)", "AppendIf, default (grouped)",
+		"Append 1 event, per call", "AppendIf, per call", "floor: INSERT 1 row, no index", "INSERT 1 row, events' indexes"} {
 		require.Contains(t, svg, label)
 	}
 	require.Contains(t, svg, ">128</text>", "the x axis reaches 128 writers")
-	require.Contains(t, svg, "Append 1 event (default: group commit): 128 writers, 19000 events/s")
+	require.Contains(t, svg, "Append 1 event, default (grouped): 128 writers, 19000 events/s")
 
 	// Saved in today's format, the file renders the same table again.
 	md2File := filepath.Join(dir, "P2.md")

@@ -21,12 +21,12 @@ type series struct {
 // to the default-path appends, and the same INSERT into a copy of events
 // with its indexes.
 func chartSeries(results []*Result) []series {
-	app := series{label: "Append 1 event (default: group commit)", color: "#1f77b4"}
-	aif := series{label: "AppendIf, distinct boundaries (default)", color: "#d62728"}
-	appNG := series{label: "Append 1 event, per call (no-group)", color: "#9ecae1"}
-	aifNG := series{label: "AppendIf, per call (no-group)", color: "#fc9272"}
+	app := series{label: "Append 1 event, default (grouped)", color: "#1f77b4"}
+	aif := series{label: "AppendIf, default (grouped)", color: "#d62728"}
+	appNG := series{label: "Append 1 event, per call", color: "#9ecae1"}
+	aifNG := series{label: "AppendIf, per call", color: "#fc9272"}
 	flo := series{label: "floor: INSERT 1 row, no index", color: "#555555", dashed: true}
-	idx := series{label: "INSERT 1 row into events' indexes", color: "#8c6d31", dashed: true}
+	idx := series{label: "INSERT 1 row, events' indexes", color: "#8c6d31", dashed: true}
 	add := func(s *series, x int, y float64) { s.points = append(s.points, [2]float64{float64(x), y}) }
 	for _, r := range results {
 		if r.Error != "" {
