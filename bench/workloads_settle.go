@@ -13,15 +13,15 @@ import (
 // carries an id on its first event, one more entry in the events_event_id
 // index) against, as its baseline, the same operation on a store with
 // Config.SettleDisabled (no id, a failed send answered "outcome unknown"),
-// both with group commit on (the default, as the group/* rows), measured in
+// both with group commit on (the default, as the headline rows), measured in
 // the same rounds (interleaved), other writers' boundaries for the baseline
 // (offBase). The ratio to "settling off" is what settling costs when nothing
 // fails (the target: at least 0.95×). Floor: INSERT 1 row. The notes give the
 // settling store's GroupStats and SettleStats over the measured repetitions.
 //
 //   - settle/appendif/distinct/w{1,8,32}: AppendIf on a boundary of the
-//     writer's own (the operation of group/appendif/distinct/*);
-//   - settle/append/1ev/w{1,8,32}: Append of one event (group/append/1ev/*).
+//     writer's own (the operation of appendif/distinct/*);
+//   - settle/append/1ev/w{1,8,32}: Append of one event (append/1ev/*).
 func init() {
 	for _, n := range []int{1, 8, 32} {
 		register(Workload{Name: "settle/appendif/distinct/w" + strconv.Itoa(n), Group: "settle-appendif", Writers: n, Quick: true,
