@@ -1,7 +1,9 @@
 package logical
 
 import (
+	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -25,8 +27,91 @@ type Checkpoint struct {
 	// exactly once.
 	Skip int64
 	// Sync is set while the reader delivers the events committed before its
-	// slot was created (the initial snapshot read); nil afterwards.
+	// slot was created (the initial snapshot read, or the resynchronisation
+	// after a lost slot); nil afterwards.
 	Sync *Sync
+	// Done names, in log terms, every transaction consumed so far, so that a
+	// reader whose slot is lost can resynchronise from the log without
+	// skipping or repeating an event (Open). It is nil when the reader does
+	// not know it yet (before its first sample of the log passed) or when it
+	// would be too long to store (a backlog in flight); a lost slot then
+	// stops the reader with ErrSlotLost. During a resynchronisation (Sync
+	// set) it is what the snapshot read leaves out.
+	Done *Done
+}
+
+// Done is the set of transactions a logical reader has consumed, beyond
+// its log-order tail: every transaction visible in Snapshot (a sample of
+// the log the stream has passed), every transaction in XIDs, and the events
+// of transaction PartXID up to position PartPos (a transaction split across
+// batches; PartXID 0 when there is none).
+type Done struct {
+	Snapshot *cursor.Snapshot
+	XIDs     []uint64 // ascending
+	PartXID  uint64
+	PartPos  int64
+}
+
+// Has reports whether the event (xid, pos) was consumed.
+func (d *Done) Has(xid uint64, pos int64) bool {
+	if d.Snapshot.Visible(xid) {
+		return true
+	}
+	if _, ok := slices.BinarySearch(d.XIDs, xid); ok {
+		return true
+	}
+	return xid == d.PartXID && pos <= d.PartPos
+}
+
+func (d *Done) String() string {
+	var b strings.Builder
+	b.WriteString(d.Snapshot.String())
+	b.WriteByte(';')
+	for i, x := range d.XIDs {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(x, 10))
+	}
+	b.WriteByte(';')
+	if d.PartXID != 0 {
+		b.WriteString(strconv.FormatUint(d.PartXID, 10) + "/" + strconv.FormatInt(d.PartPos, 10))
+	}
+	return b.String()
+}
+
+func parseDone(s string) (*Done, error) {
+	f := strings.Split(s, ";")
+	if len(f) != 3 {
+		return nil, errors.New("want snapshot;xids;part")
+	}
+	snap, err := cursor.ParseSnapshot(f[0])
+	if err != nil {
+		return nil, err
+	}
+	d := &Done{Snapshot: snap}
+	if f[1] != "" {
+		for _, x := range strings.Split(f[1], ",") {
+			v, err := strconv.ParseUint(x, 10, 64)
+			if err != nil {
+				return nil, fmt.Errorf("transaction id %q", x)
+			}
+			if len(d.XIDs) > 0 && v <= d.XIDs[len(d.XIDs)-1] {
+				return nil, errors.New("transaction ids not ascending")
+			}
+			d.XIDs = append(d.XIDs, v)
+		}
+	}
+	if f[2] != "" {
+		x, p, ok := strings.Cut(f[2], "/")
+		var err1, err2 error
+		d.PartXID, err1 = strconv.ParseUint(x, 10, 64)
+		d.PartPos, err2 = strconv.ParseInt(p, 10, 64)
+		if !ok || err1 != nil || err2 != nil || d.PartXID == 0 {
+			return nil, fmt.Errorf("part %q", f[2])
+		}
+	}
+	return d, nil
 }
 
 // Sync is the progress of the initial snapshot read: every event visible in
@@ -37,14 +122,15 @@ type Sync struct {
 }
 
 // IsZero reports whether c is the zero Checkpoint.
-func (c Checkpoint) IsZero() bool { return c.LSN == 0 && c.Skip == 0 && c.Sync == nil }
+func (c Checkpoint) IsZero() bool { return c.LSN == 0 && c.Skip == 0 && c.Sync == nil && c.Done == nil }
 
 // Equal reports whether two checkpoints name the same point.
 func (c Checkpoint) Equal(o Checkpoint) bool { return c.String() == o.String() }
 
 // String renders the checkpoint as stored in the checkpoints table:
-// "LSN/skip" or, during the initial read, "LSN/skip/snapshot/tx/pos"
-// (an empty string for the zero Checkpoint).
+// "LSN|skip", during a snapshot read "LSN|skip|snapshot|tx|pos", either
+// followed by "|" and Done's form "snapshot;xid,…;partxid/partpos" when
+// Done is set (an empty string for the zero Checkpoint).
 func (c Checkpoint) String() string {
 	if c.IsZero() {
 		return ""
@@ -53,6 +139,9 @@ func (c Checkpoint) String() string {
 	if c.Sync != nil {
 		s += "|" + c.Sync.Snapshot.String() + "|" + strconv.FormatUint(c.Sync.After.TransactionID, 10) +
 			"|" + strconv.FormatInt(c.Sync.After.Position, 10)
+	}
+	if c.Done != nil {
+		s += "|" + c.Done.String()
 	}
 	return s
 }
@@ -67,8 +156,8 @@ func ParseCheckpoint(s string) (Checkpoint, error) {
 		return Checkpoint{}, &pgdcb.InvalidArgumentError{Name: "logical checkpoint", Reason: fmt.Sprintf("%q: %s", s, why)}
 	}
 	f := strings.Split(s, "|")
-	if len(f) != 2 && len(f) != 5 {
-		return bad("want 2 or 5 fields separated by |")
+	if len(f) < 2 || len(f) > 6 || len(f) == 4 {
+		return bad("want 2, 3, 5 or 6 fields separated by |")
 	}
 	var (
 		c   Checkpoint
@@ -80,7 +169,14 @@ func ParseCheckpoint(s string) (Checkpoint, error) {
 	if c.Skip, err = strconv.ParseInt(f[1], 10, 64); err != nil || c.Skip < 0 {
 		return bad("skip count")
 	}
-	if len(f) == 5 {
+	if len(f) == 3 || len(f) == 6 {
+		d, err := parseDone(f[len(f)-1])
+		if err != nil {
+			return bad("done: " + err.Error())
+		}
+		c.Done = d
+	}
+	if len(f) >= 5 {
 		snap, err := cursor.ParseSnapshot(f[2])
 		if err != nil {
 			return bad("snapshot: " + err.Error())

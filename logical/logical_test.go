@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -160,7 +161,9 @@ func TestInitialReadThenStream(t *testing.T) {
 	require.Equal(t, want, positions(got))
 	_, cp := checkpoint(t, store, "p")
 	require.NotEmpty(t, cp)
-	require.NotContains(t, cp, ":", "the initial read is over: no snapshot in the checkpoint")
+	parsed, err := logical.ParseCheckpoint(cp)
+	require.NoError(t, err)
+	require.Nil(t, parsed.Sync, "the initial read is over")
 }
 
 // TestOpenTransactionDoesNotDelay: a transaction of the same database that
@@ -358,9 +361,10 @@ func TestResetDropsTheSlot(t *testing.T) {
 	require.Equal(t, want, positions(got))
 }
 
-// TestSlotGoneIsNeverSkipped: a checkpoint whose slot was dropped (or
-// invalidated) stops the reader with ErrSlotLost; nothing is delivered.
-func TestSlotGoneIsNeverSkipped(t *testing.T) {
+// TestSlotGoneWithoutDoneIsNeverSkipped: a checkpoint whose slot was
+// dropped and that names no consumed set (stored while a backlog was in
+// flight) stops the reader with ErrSlotLost; nothing is delivered.
+func TestSlotGoneWithoutDoneIsNeverSkipped(t *testing.T) {
 	store, pool := newStore(t)
 	h, rows := readModel(t, store)
 	appendN(t, store, 2)
@@ -373,8 +377,14 @@ func TestSlotGoneIsNeverSkipped(t *testing.T) {
 	_, text := checkpoint(t, store, "p")
 	cp, err := logical.ParseCheckpoint(text)
 	require.NoError(t, err)
+	cp.Done = nil
+	_, err = pool.Exec(t.Context(), `UPDATE `+pgx.Identifier{store.Schema()}.Sanitize()+`.checkpoints SET logical_checkpoint = $2 WHERE name = $1`, "p", cp.String())
+	require.NoError(t, err)
 	_, err = logical.Open(t.Context(), store, "p", query.All(), cp, cursor.Start, nil)
 	require.ErrorIs(t, err, logical.ErrSlotLost)
+	var lost *logical.SlotLostError
+	require.True(t, errors.As(err, &lost))
+	require.Equal(t, logical.SlotName(store.Schema(), "p"), lost.Slot)
 
 	startRunner(t, store, "p", h, projConfig())
 	require.Eventually(t, func() bool {
@@ -385,19 +395,48 @@ func TestSlotGoneIsNeverSkipped(t *testing.T) {
 	require.Len(t, rows(), 2, "nothing delivered past the lost slot")
 }
 
-// TestSlotInvalidatedByMaxSlotWALKeepSize: a stopped reader whose slot the
-// server invalidates (wal_status 'lost') gets ErrSlotLost, and the status
-// reports it.
-func TestSlotInvalidatedByMaxSlotWALKeepSize(t *testing.T) {
-	store, pool := newStore(t)
-	ctx := t.Context()
-	useSlot(store, "r")
-	rd, err := logical.Open(ctx, store, "r", query.All(), logical.Checkpoint{}, cursor.Start, nil)
-	require.NoError(t, err)
-	b, err := rd.Next(ctx, 10, 10*time.Millisecond)
-	require.NoError(t, err)
-	require.NoError(t, rd.Close(ctx))
+// TestSlotDroppedResynchronisesExactlyOnce: a projection whose slot an
+// operator dropped while it was stopped resynchronises from the log: every
+// event once, none skipped (a transaction that committed while the slot was
+// gone, one that was open when the reader stopped), none repeated (events
+// the stream delivered beyond the stored log-order cursor, held below a
+// transaction of the same database that stayed open).
+func TestSlotDroppedResynchronisesExactlyOnce(t *testing.T) {
+	testSlotLostResynchronises(t, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
+		require.NoError(t, logical.DropSlot(t.Context(), pool, logical.SlotName(store.Schema(), "p")))
+		return nil
+	})
+}
 
+// TestSlotRecreatedResynchronisesExactlyOnce: the same when the slot was
+// dropped and created anew under its name (by an operator, or by a
+// resynchronisation whose first batch was not stored): the new slot is
+// confirmed beyond the stored checkpoint, and streaming from it would skip.
+func TestSlotRecreatedResynchronisesExactlyOnce(t *testing.T) {
+	testSlotLostResynchronises(t, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
+		slot := logical.SlotName(store.Schema(), "p")
+		require.NoError(t, logical.DropSlot(t.Context(), pool, slot))
+		appended := appendN(t, store, 2)
+		_, err := pool.Exec(t.Context(), `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
+		require.NoError(t, err)
+		return appended
+	})
+}
+
+// TestSlotInvalidatedResynchronisesExactlyOnce: the same when the server
+// invalidated the slot (max_slot_wal_keep_size; wal_status 'lost'), with the
+// events appended meanwhile.
+func TestSlotInvalidatedResynchronisesExactlyOnce(t *testing.T) {
+	testSlotLostResynchronises(t, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
+		return invalidate(t, store, pool, logical.SlotName(store.Schema(), "p"))
+	})
+}
+
+// invalidate makes the server invalidate slot (a small max_slot_wal_keep_size
+// on the package's own cluster, WAL switches and checkpoints) and returns the
+// positions of the events it appended meanwhile.
+func invalidate(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool, slot string) []int64 {
+	ctx := t.Context()
 	exec := func(sql string) {
 		_, err := pool.Exec(ctx, sql)
 		require.NoError(t, err)
@@ -408,20 +447,78 @@ func TestSlotInvalidatedByMaxSlotWALKeepSize(t *testing.T) {
 		_, _ = pool.Exec(context.Background(), `ALTER SYSTEM RESET max_slot_wal_keep_size`)
 		_, _ = pool.Exec(context.Background(), `SELECT pg_reload_conf()`)
 	})
-	slot := logical.SlotName(store.Schema(), "r")
+	var appended []int64
 	require.Eventually(t, func() bool {
-		appendN(t, store, 1)
+		appended = append(appended, appendN(t, store, 1)...)
 		exec(`SELECT pg_switch_wal()`)
 		exec(`CHECKPOINT`)
 		st, err := logical.GetSlotStatus(ctx, pool, slot)
 		require.NoError(t, err)
 		return st.WALStatus == "lost"
 	}, deadline, 10*time.Millisecond)
-	_, err = logical.Open(ctx, store, "r", query.All(), b.Checkpoint, cursor.Start, nil)
-	require.ErrorIs(t, err, logical.ErrSlotLost)
-	var lost *logical.SlotLostError
-	require.True(t, errors.As(err, &lost))
-	require.Equal(t, slot, lost.Slot)
+	exec(`ALTER SYSTEM RESET max_slot_wal_keep_size`)
+	exec(`SELECT pg_reload_conf()`)
+	return appended
+}
+
+func testSlotLostResynchronises(t *testing.T, lose func(*testing.T, *eventstore.Store, *pgxpool.Pool) []int64) {
+	store, pool := newStore(t)
+	ctx := t.Context()
+	h, rows := readModel(t, store)
+	want := appendN(t, store, 2)
+	stop := startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, 2)
+
+	// A transaction of the same database holds the log-order cursor below
+	// it; an appender's transaction stays open past the stop.
+	holder, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer holder.Rollback(context.Background())
+	_, err = holder.Exec(ctx, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+	appender, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer appender.Rollback(context.Background())
+	open, err := store.AppendTx(ctx, appender, []eventstore.Event{event(t, "E", "k=open")})
+	require.NoError(t, err)
+	var evs []eventstore.Event
+	for range 3 {
+		evs = append(evs, event(t, "E", "k=ahead"))
+	}
+	ahead, err := store.Append(ctx, evs)
+	require.NoError(t, err)
+	want = append(want, ahead.Positions...)
+	waitRows(t, rows, len(want))
+	// Stored: a checkpoint naming what was consumed, and a cursor that the
+	// delivered events are beyond (a tail read from it would repeat them).
+	require.Eventually(t, func() bool {
+		c, text := checkpoint(t, store, "p")
+		cp, err := logical.ParseCheckpoint(text)
+		require.NoError(t, err)
+		return cp.Done != nil && cp.Done.Has(ahead.TransactionID, ahead.Positions[2]) &&
+			cursor.Compare(c.TransactionID, c.Position, open.TransactionID, open.Positions[0]) < 0
+	}, deadline, 20*time.Millisecond)
+	stop()
+
+	require.NoError(t, appender.Commit(ctx))
+	require.NoError(t, holder.Rollback(ctx))
+	want = append(want, open.Positions...)
+	want = append(want, lose(t, store, pool)...)
+	want = append(want, appendN(t, store, 2)...)
+
+	startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, len(want))
+	want = append(want, appendN(t, store, 2)...)
+	got := waitRows(t, rows, len(want))
+	require.Equal(t, want, positions(got))
+	// Nothing more comes: the checkpoint passes the last event, and the read
+	// model still has each event once.
+	last := got[len(got)-1]
+	require.Eventually(t, func() bool {
+		c, _ := checkpoint(t, store, "p")
+		return cursor.Compare(c.TransactionID, c.Position, last.TxID, last.Position) >= 0
+	}, deadline, 20*time.Millisecond)
+	require.Equal(t, want, positions(rows()))
 }
 
 func TestCheckpointText(t *testing.T) {
@@ -430,12 +527,17 @@ func TestCheckpointText(t *testing.T) {
 		{LSN: 0x16B3748, Skip: 0},
 		{LSN: 0x1_0000_0010, Skip: 7},
 		{LSN: 5, Sync: &logical.Sync{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20, Xip: []uint64{11, 15}}, After: cursor.Cursor{TransactionID: 9, Position: 4}}},
+		{LSN: 6, Skip: 2, Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20, Xip: []uint64{11}}, XIDs: []uint64{11, 21, 30}, PartXID: 31, PartPos: 7}},
+		{LSN: 6, Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 10}}},
+		{LSN: 5, Sync: &logical.Sync{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20}, After: cursor.Cursor{TransactionID: 9, Position: 4}},
+			Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 3, Xmax: 9, Xip: []uint64{4}}, XIDs: []uint64{4}}},
 	} {
 		got, err := logical.ParseCheckpoint(cp.String())
 		require.NoError(t, err)
 		require.True(t, got.Equal(cp), "%s != %s", got, cp)
 	}
-	for _, bad := range []string{"x", "0/1", "0/1|-1", "0/1|a", "0/1|0|1:2:|3", "zz|0", "0/1|0|2:1:|0|0"} {
+	for _, bad := range []string{"x", "0/1", "0/1|-1", "0/1|a", "0/1|0|1:2:|3", "zz|0", "0/1|0|2:1:|0|0",
+		"0/1|0|1:2:", "0/1|0|1:2:;3,2;", "0/1|0|1:2:;;0/3", "0/1|0|1:2:;;5", "0/1|0|1:2:;x;"} {
 		_, err := logical.ParseCheckpoint(bad)
 		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, bad)
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,6 +71,18 @@ type Reader struct {
 	received   pglogrepl.LSN
 	nextStatus time.Time
 
+	// done tracks the consumed transactions beyond the tail (Checkpoint.Done):
+	// doneSnap is the snapshot of the last sample the stream passed (nil
+	// until one has), doneXIDs the transactions consumed that it does not
+	// show, and part the transaction consumed in part.
+	doneSnap *cursor.Snapshot
+	doneXIDs []uint64
+	partXID  uint64
+	partPos  int64
+	// resynced is why the reader resynchronised when Open found its slot
+	// lost ("" when it did not).
+	resynced string
+
 	tail      cursor.Cursor
 	pending   *sample
 	sconn     *pgx.Conn // for samples, connected on first use
@@ -88,6 +102,7 @@ type txn struct {
 // handed out, so every event at or before tail was.
 type sample struct {
 	tail cursor.Cursor
+	snap *cursor.Snapshot
 	lsn  pglogrepl.LSN
 }
 
@@ -98,8 +113,15 @@ type sample struct {
 // then the stream. tail is the log-order point last stored with from
 // (Batch.Tail), the start of the log for a zero from.
 //
-// Open fails with an error matching ErrSlotLost when from needs a slot that
-// is gone or invalidated.
+// When from needs a slot that is gone (dropped) or invalidated (wal_status
+// 'lost': max_slot_wal_keep_size), Open resynchronises: it creates the slot
+// anew and first delivers, by a snapshot read of the log in log order, the
+// events committed before the new slot that from's Done does not name as
+// consumed, then the new slot's stream (Resynced reports it). Every event
+// is delivered once: none is skipped, none repeated. Open fails with an
+// error matching ErrSlotLost when from cannot resynchronise: it has no Done
+// (stored before the reader knew it, or while a backlog was in flight), or
+// the slot was lost during a snapshot read.
 func Open(ctx context.Context, store *eventstore.Store, name string, q query.Query, from Checkpoint, tail cursor.Cursor, cfg *Config) (*Reader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("pgdcb: logical.Open: %w", err)
@@ -123,15 +145,62 @@ func Open(ctx context.Context, store *eventstore.Store, name string, q query.Que
 	if err != nil {
 		return nil, err
 	}
+	var lost string
 	switch {
 	case !st.Exists:
-		return nil, &SlotLostError{Slot: r.cfg.Slot, Reason: "it does not exist (dropped?) and the checkpoint " + from.String() + " needs it"}
+		lost = "it does not exist (dropped?) and the checkpoint " + from.String() + " needs it"
 	case st.WALStatus == "lost":
-		return nil, &SlotLostError{Slot: r.cfg.Slot, Reason: "wal_status is lost (max_slot_wal_keep_size)"}
+		lost = "wal_status is lost (max_slot_wal_keep_size)"
+	case from.Sync == nil && st.ConfirmedFlush > from.LSN:
+		// The reader confirms only checkpoints it stored: a slot confirmed
+		// beyond the stored one is not the checkpoint's slot (created
+		// after it: a resynchronisation whose first batch was not stored,
+		// or an operator's), and streaming from it would skip.
+		lost = "it was confirmed at " + st.ConfirmedFlush.String() + ", beyond the checkpoint " + from.String() + " (created anew?)"
+	}
+	if lost != "" {
+		if from.Sync != nil || from.Done == nil {
+			return nil, &SlotLostError{Slot: r.cfg.Slot, Reason: lost + "; the checkpoint cannot resynchronise (it names no consumed set)"}
+		}
+		// Resynchronise: a new slot, and a snapshot read of what it
+		// precedes and from did not consume, after from's tail (every
+		// event at or before it was consumed).
+		if err := r.create(ctx); err != nil {
+			return nil, err
+		}
+		r.cp.Sync.After = tail
+		r.cp.Done = from.Done
+		r.resynced = lost
+		return r, nil
 	}
 	r.cp = from
 	r.flush = from.LSN
+	if d := from.Done; d != nil {
+		r.doneSnap, r.doneXIDs, r.partXID, r.partPos = d.Snapshot, slices.Clone(d.XIDs), d.PartXID, d.PartPos
+	}
 	return r, nil
+}
+
+// Resynced is why Open resynchronised the reader from the log (its slot was
+// lost), or "" when it did not.
+func (r *Reader) Resynced() string { return r.resynced }
+
+// maxDoneXIDs bounds Checkpoint.Done's list: beyond it (a backlog in
+// flight, when the stream has not yet passed a sample of the log) the
+// checkpoint carries no Done, and a slot lost at that moment stops the
+// reader rather than repeat or skip events.
+const maxDoneXIDs = 1000
+
+// checkpoint is r.cp with the consumed set, when known.
+func (r *Reader) checkpoint() Checkpoint {
+	cp := r.cp
+	if cp.Sync != nil || r.doneSnap == nil || len(r.doneXIDs) > maxDoneXIDs {
+		return cp
+	}
+	xids := slices.Clone(r.doneXIDs)
+	slices.Sort(xids)
+	cp.Done = &Done{Snapshot: r.doneSnap, XIDs: slices.Compact(xids), PartXID: r.partXID, PartPos: r.partPos}
+	return cp
 }
 
 // Checkpoint is the position after everything Next handed out.
@@ -318,7 +387,7 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 			return Batch{}, err
 		}
 	}
-	return Batch{Events: evs, Checkpoint: r.cp, Tail: r.tail}, nil
+	return Batch{Events: evs, Checkpoint: r.checkpoint(), Tail: r.tail}, nil
 }
 
 // lingerFor is how long Next keeps reading after its first event, so that
@@ -345,8 +414,18 @@ func (r *Reader) take(evs []eventstore.StoredEvent, max int) []eventstore.Stored
 		}
 		r.cp = Checkpoint{LSN: t.commit, Skip: int64(t.off)}
 		if t.off < len(t.rows) {
+			if t.off > 0 {
+				last := t.rows[t.off-1]
+				r.partXID, r.partPos = last.TransactionID, last.Position
+			}
 			break
 		}
+		if len(t.rows) > 0 {
+			if xid := t.rows[0].TransactionID; r.doneSnap == nil || !r.doneSnap.Visible(xid) {
+				r.doneXIDs = append(r.doneXIDs, xid)
+			}
+		}
+		r.partXID, r.partPos = 0, 0
 		r.ready = r.ready[1:]
 		r.passed = t.end
 		r.passSample()
@@ -360,6 +439,10 @@ func (r *Reader) passSample() {
 		if cursor.Compare(r.pending.tail.TransactionID, r.pending.tail.Position, r.tail.TransactionID, r.tail.Position) > 0 {
 			r.tail = r.pending.tail
 		}
+		// Every transaction the sample's snapshot shows was consumed.
+		snap := r.pending.snap
+		r.doneSnap = snap
+		r.doneXIDs = slices.DeleteFunc(r.doneXIDs, snap.Visible)
 		r.pending = nil
 	}
 }
@@ -370,8 +453,8 @@ func (r *Reader) sampleIfIdle(ctx context.Context) error {
 		return nil
 	}
 	var (
-		s   sample
-		lsn string
+		s          sample
+		lsn, snaps string
 	)
 	schema := ident.Quote(r.schema)
 	// One statement, so one snapshot: the last event below its xmin (a
@@ -382,16 +465,19 @@ func (r *Reader) sampleIfIdle(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	err = db.QueryRow(ctx, `SELECT coalesce(t.transaction_id, '0'), coalesce(t.position, 0), pg_current_wal_insert_lsn()::text
-		FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin) s
+	err = db.QueryRow(ctx, `SELECT coalesce(t.transaction_id, '0'), coalesce(t.position, 0), pg_current_wal_insert_lsn()::text, s.snap::text
+		FROM (SELECT pg_snapshot_xmin(pg_current_snapshot()) AS xmin, pg_current_snapshot() AS snap) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM `+schema+`.events
 			WHERE transaction_id < s.xmin ORDER BY transaction_id DESC, position DESC LIMIT 1) t ON true`).
-		Scan(&s.tail.TransactionID, &s.tail.Position, &lsn)
+		Scan(&s.tail.TransactionID, &s.tail.Position, &lsn, &snaps)
 	if err != nil {
 		r.closeSampleConn(ctx)
 		return fmt.Errorf("pgdcb: logical: sampling the log: %w", err)
 	}
 	if s.lsn, err = pglogrepl.ParseLSN(lsn); err != nil {
+		return fmt.Errorf("pgdcb: logical: sampling the log: %w", err)
+	}
+	if s.snap, err = cursor.ParseSnapshot(snaps); err != nil {
 		return fmt.Errorf("pgdcb: logical: sampling the log: %w", err)
 	}
 	r.pending = &s
@@ -601,15 +687,27 @@ func (r *Reader) logical(data []byte) error {
 
 // syncPage delivers the next page of the initial snapshot read.
 func (r *Reader) syncPage(ctx context.Context, max int) (Batch, error) {
-	sy := r.cp.Sync
+	sy, done := r.cp.Sync, r.cp.Done
 	snap := sy.Snapshot.String()
+	// A resynchronisation leaves out what was consumed before the slot was
+	// lost (done); the initial read has no done and leaves out nothing (1:1:
+	// shows no transaction).
+	doneSnap, doneXIDs, partXID, partPos := "1:1:", "{}", uint64(0), int64(0)
+	if done != nil {
+		doneSnap, partXID, partPos = done.Snapshot.String(), done.PartXID, done.PartPos
+		doneXIDs = xidArray(done.XIDs)
+	}
 	// events_log_order: a range scan from the sync cursor up to the
-	// snapshot's xmax, in log order; the snapshot test is a filter.
+	// snapshot's xmax, in log order; the snapshot tests are filters.
 	rows, err := r.store.Pool().Query(ctx, `SELECT position, transaction_id, type, tags, data, metadata, event_id, occurred_at
 		FROM `+ident.Quote(r.schema)+`.events
 		WHERE (transaction_id, position) > ($2::xid8, $3) AND transaction_id < pg_snapshot_xmax($1::pg_snapshot)
 		  AND pg_visible_in_snapshot(transaction_id, $1::pg_snapshot)
-		ORDER BY transaction_id, position LIMIT $4`, snap, sy.After.TransactionID, sy.After.Position, max)
+		  AND NOT pg_visible_in_snapshot(transaction_id, $5::pg_snapshot)
+		  AND transaction_id <> ALL($6::text::xid8[])
+		  AND NOT (transaction_id = $7::xid8 AND position <= $8)
+		ORDER BY transaction_id, position LIMIT $4`, snap, sy.After.TransactionID, sy.After.Position, max,
+		doneSnap, doneXIDs, partXID, partPos)
 	if err != nil {
 		return Batch{}, fmt.Errorf("pgdcb: logical: initial read: %w", err)
 	}
@@ -618,11 +716,14 @@ func (r *Reader) syncPage(ctx context.Context, max int) (Batch, error) {
 		return Batch{}, fmt.Errorf("pgdcb: logical: initial read: %w", err)
 	}
 	if n < max {
-		r.cp = Checkpoint{LSN: r.cp.LSN} // done: the stream follows
+		// Done: the stream follows, and every transaction the snapshot
+		// shows was consumed.
+		r.cp = Checkpoint{LSN: r.cp.LSN}
+		r.doneSnap, r.doneXIDs, r.partXID, r.partPos = sy.Snapshot, nil, 0, 0
 	} else {
-		r.cp = Checkpoint{LSN: r.cp.LSN, Sync: &Sync{Snapshot: sy.Snapshot, After: last}}
+		r.cp = Checkpoint{LSN: r.cp.LSN, Sync: &Sync{Snapshot: sy.Snapshot, After: last}, Done: done}
 	}
-	return Batch{Events: evs, Checkpoint: r.cp, Tail: r.tail}, nil
+	return Batch{Events: evs, Checkpoint: r.checkpoint(), Tail: r.tail}, nil
 }
 
 // scanEvents reads rows of events, keeping those matching q; n counts all.
@@ -652,4 +753,18 @@ func scanEvents(rows pgx.Rows, q query.Query) (evs []eventstore.StoredEvent, n i
 		}
 	}
 	return evs, n, last, rows.Err()
+}
+
+// xidArray renders xids as a PostgreSQL array literal.
+func xidArray(xids []uint64) string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, x := range xids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(strconv.FormatUint(x, 10))
+	}
+	b.WriteByte('}')
+	return b.String()
 }

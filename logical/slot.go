@@ -15,9 +15,13 @@ import (
 
 // ErrSlotLost: the reader's replication slot is gone (dropped by someone
 // else) or was invalidated by max_slot_wal_keep_size (wal_status 'lost')
-// while the reader's checkpoint still needs it. The reader stops rather than
-// skip the events whose WAL was removed; rebuild the reader (projection.Reset
-// drops the slot and starts over from a snapshot read of the log).
+// while the reader's checkpoint still needs it, and the checkpoint cannot
+// resynchronise from the log: it names no consumed set (Checkpoint.Done:
+// stored while a backlog was in flight, or before the reader's first sample
+// of the log) or the slot was lost during a snapshot read. Open
+// resynchronises every other lost slot itself. The reader stops rather than
+// skip or repeat events; rebuild it (projection.Reset drops the slot and
+// starts over from a snapshot read of the log).
 var ErrSlotLost = errors.New("pgdcb: logical: replication slot lost")
 
 // SlotLostError names the slot and what was found.

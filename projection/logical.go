@@ -41,6 +41,9 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 		if err != nil {
 			return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
 		}
+		if why := rd.Resynced(); why != "" {
+			r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: replication slot lost; resynchronising from the log", "name", r.name, "slot", rd.Slot(), "why", why)
+		}
 		r.reader = rd
 	}
 	res.state = Active
