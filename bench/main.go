@@ -134,6 +134,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	defer srv.Close()
+	defer closeLogicalCluster()
 
 	cfg, err := pgxpool.ParseConfig(srv.DSN())
 	if err != nil {
