@@ -5,7 +5,8 @@
 // application's own long job, an idle-in-transaction session) no longer holds
 // the reader back, as it holds the default tail read's horizon.
 //
-// It is opt-in: set projection.Config.Logical. The server needs
+// It is opt-in: set projection.Config.Logical, or subscription.Config.Logical
+// and run the subscription with RunLogical. The server needs
 // wal_level=logical, a free replication slot (max_replication_slots) and WAL
 // sender (max_wal_senders), and a role with the REPLICATION attribute that may
 // create a publication on the events table (docs/SUBSCRIPTIONS.md "Logical

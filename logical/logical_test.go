@@ -371,7 +371,7 @@ func TestSlotGoneWithoutDoneIsNeverSkipped(t *testing.T) {
 	stop := startRunner(t, store, "p", h, projConfig())
 	waitRows(t, rows, 2)
 	stop()
-	require.NoError(t, logical.DropSlot(t.Context(), pool, logical.SlotName(store.Schema(), "p")))
+	dropSlot(t, pool, logical.SlotName(store.Schema(), "p"))
 	appendN(t, store, 3)
 
 	_, text := checkpoint(t, store, "p")
@@ -402,8 +402,8 @@ func TestSlotGoneWithoutDoneIsNeverSkipped(t *testing.T) {
 // the stream delivered beyond the stored log-order cursor, held below a
 // transaction of the same database that stayed open).
 func TestSlotDroppedResynchronisesExactlyOnce(t *testing.T) {
-	testSlotLostResynchronises(t, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
-		require.NoError(t, logical.DropSlot(t.Context(), pool, logical.SlotName(store.Schema(), "p")))
+	testSlotLostResynchronises(t, projectionMode, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
+		dropSlot(t, pool, logical.SlotName(store.Schema(), "p"))
 		return nil
 	})
 }
@@ -413,9 +413,9 @@ func TestSlotDroppedResynchronisesExactlyOnce(t *testing.T) {
 // resynchronisation whose first batch was not stored): the new slot is
 // confirmed beyond the stored checkpoint, and streaming from it would skip.
 func TestSlotRecreatedResynchronisesExactlyOnce(t *testing.T) {
-	testSlotLostResynchronises(t, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
+	testSlotLostResynchronises(t, projectionMode, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
 		slot := logical.SlotName(store.Schema(), "p")
-		require.NoError(t, logical.DropSlot(t.Context(), pool, slot))
+		dropSlot(t, pool, slot)
 		appended := appendN(t, store, 2)
 		_, err := pool.Exec(t.Context(), `SELECT pg_create_logical_replication_slot($1, 'pgoutput')`, slot)
 		require.NoError(t, err)
@@ -427,7 +427,7 @@ func TestSlotRecreatedResynchronisesExactlyOnce(t *testing.T) {
 // invalidated the slot (max_slot_wal_keep_size; wal_status 'lost'), with the
 // events appended meanwhile.
 func TestSlotInvalidatedResynchronisesExactlyOnce(t *testing.T) {
-	testSlotLostResynchronises(t, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
+	testSlotLostResynchronises(t, projectionMode, func(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool) []int64 {
 		return invalidate(t, store, pool, logical.SlotName(store.Schema(), "p"))
 	})
 }
@@ -461,12 +461,27 @@ func invalidate(t *testing.T, store *eventstore.Store, pool *pgxpool.Pool, slot 
 	return appended
 }
 
-func testSlotLostResynchronises(t *testing.T, lose func(*testing.T, *eventstore.Store, *pgxpool.Pool) []int64) {
+// readerMode runs a logical reader of name "p" over a read model's handler
+// (a projection, or a subscription storing its checkpoint with the read
+// model) and reads its stored cursor and checkpoint text.
+type readerMode struct {
+	start      func(t *testing.T, store *eventstore.Store, h projection.Handler) (stop func())
+	checkpoint func(t *testing.T, store *eventstore.Store) (cursor.Cursor, string)
+}
+
+var projectionMode = readerMode{
+	start: func(t *testing.T, store *eventstore.Store, h projection.Handler) func() {
+		return startRunner(t, store, "p", h, projConfig())
+	},
+	checkpoint: func(t *testing.T, store *eventstore.Store) (cursor.Cursor, string) { return checkpoint(t, store, "p") },
+}
+
+func testSlotLostResynchronises(t *testing.T, mode readerMode, lose func(*testing.T, *eventstore.Store, *pgxpool.Pool) []int64) {
 	store, pool := newStore(t)
 	ctx := t.Context()
 	h, rows := readModel(t, store)
 	want := appendN(t, store, 2)
-	stop := startRunner(t, store, "p", h, projConfig())
+	stop := mode.start(t, store, h)
 	waitRows(t, rows, 2)
 
 	// A transaction of the same database holds the log-order cursor below
@@ -492,7 +507,7 @@ func testSlotLostResynchronises(t *testing.T, lose func(*testing.T, *eventstore.
 	// Stored: a checkpoint naming what was consumed, and a cursor that the
 	// delivered events are beyond (a tail read from it would repeat them).
 	require.Eventually(t, func() bool {
-		c, text := checkpoint(t, store, "p")
+		c, text := mode.checkpoint(t, store)
 		cp, err := logical.ParseCheckpoint(text)
 		require.NoError(t, err)
 		return cp.Done != nil && cp.Done.Has(ahead.TransactionID, ahead.Positions[2]) &&
@@ -506,7 +521,7 @@ func testSlotLostResynchronises(t *testing.T, lose func(*testing.T, *eventstore.
 	want = append(want, lose(t, store, pool)...)
 	want = append(want, appendN(t, store, 2)...)
 
-	startRunner(t, store, "p", h, projConfig())
+	mode.start(t, store, h)
 	waitRows(t, rows, len(want))
 	want = append(want, appendN(t, store, 2)...)
 	got := waitRows(t, rows, len(want))
@@ -515,7 +530,7 @@ func testSlotLostResynchronises(t *testing.T, lose func(*testing.T, *eventstore.
 	// model still has each event once.
 	last := got[len(got)-1]
 	require.Eventually(t, func() bool {
-		c, _ := checkpoint(t, store, "p")
+		c, _ := mode.checkpoint(t, store)
 		return cursor.Compare(c.TransactionID, c.Position, last.TxID, last.Position) >= 0
 	}, deadline, 20*time.Millisecond)
 	require.Equal(t, want, positions(rows()))

@@ -125,3 +125,19 @@ func useSlot(store *eventstore.Store, name string) string {
 	slotsOf[store.Schema()] = append(slotsOf[store.Schema()], s)
 	return s
 }
+
+// dropSlot drops slot as an operator would, once the stopped reader's WAL
+// sender has let go of it: Close waits for that at most 5 s, which a loaded
+// machine can exceed (the slot is then still active, SQLSTATE 55006).
+func dropSlot(t testing.TB, pool *pgxpool.Pool, slot string) {
+	t.Helper()
+	var err error
+	end := time.Now().Add(deadline)
+	for {
+		if err = logical.DropSlot(context.Background(), pool, slot); err == nil || time.Now().After(end) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	require.NoError(t, err)
+}

@@ -12,6 +12,11 @@
 // database that holds an xid holds the horizon back (transactions of other
 // databases do not); that delay, and who causes it, is exported in Metrics.
 //
+// With Config.Logical, RunLogical reads through logical decoding instead
+// (package logical): events in commit order from a replication slot, which
+// no open transaction holds back; it resumes from a logical.Checkpoint the
+// handler stores with the batch's cursor.
+//
 // Package projection builds checkpointed, leader-elected projections on the
 // same reader; package outbox builds publishers to external systems on those.
 package subscription

@@ -13,6 +13,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -51,12 +52,22 @@ type Config struct {
 	// Logger receives the subscription's logs: failures at Warn with the
 	// error under "err". Default: none.
 	Logger *slog.Logger
+	// Logical, when set, makes the subscription read through logical
+	// decoding (package logical): run it with RunLogical, which resumes
+	// from a logical.Checkpoint; Run refuses it. The slot is
+	// logical.SlotName(schema, Name) unless Logical.Slot names one; the
+	// store must be an *eventstore.Store (docs/SUBSCRIPTIONS.md "Logical
+	// decoding mode"). Default nil: tail reads.
+	Logical *logical.Config
 }
 
 // validate refuses negative numbers and durations.
 func (c *Config) validate() error {
 	if c == nil {
 		return nil
+	}
+	if err := c.Logical.Validate(); err != nil {
+		return err
 	}
 	return cfgcheck.NonNegative(
 		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
@@ -99,12 +110,18 @@ func (c *Config) withDefaults() Config {
 // resume after them.
 type Batch struct {
 	// Events match the subscription's query, in (transaction_id, position)
-	// order; never empty.
+	// order; never empty. In the logical decoding mode (RunLogical) they
+	// are in commit order, and may be empty (the batch only moves the
+	// checkpoint).
 	Events []eventstore.StoredEvent
 	// Cursor is where to resume after this batch (store it as your checkpoint).
 	Cursor cursor.Cursor
 	// Lag is how far behind the head the reader was when it read the batch.
 	Lag Lag
+	// Checkpoint is set in the logical decoding mode (RunLogical) only:
+	// where to resume after this batch. Store it with Cursor (in the same
+	// transaction as what the handler did) and pass both to RunLogical.
+	Checkpoint logical.Checkpoint
 }
 
 // Handler handles one batch. An error stops the subscription (Run returns a
@@ -115,7 +132,10 @@ type Handler func(ctx context.Context, b Batch) error
 // position before the failed batch: resume from it to retry the batch.
 type HandlerError struct {
 	Cursor cursor.Cursor
-	Err    error
+	// Checkpoint is, in the logical decoding mode, the checkpoint before
+	// the failed batch (resume RunLogical from it and Cursor).
+	Checkpoint logical.Checkpoint
+	Err        error
 }
 
 func (e *HandlerError) Error() string {
@@ -161,6 +181,9 @@ func New(store eventstore.Interface, q query.Query, cfg *Config) (*Subscription,
 func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) (err error) {
 	if h == nil {
 		return errors.New("pgdcb: subscription.Run: nil handler")
+	}
+	if s.cfg.Logical != nil {
+		return &pgdcb.InvalidArgumentError{Name: "subscription.Config.Logical", Reason: "is set: run the subscription with RunLogical"}
 	}
 	from.Snapshot = nil
 	s.prog.start(from)
