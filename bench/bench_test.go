@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 )
 
@@ -233,5 +235,48 @@ func TestGroupWorkloads(t *testing.T) {
 		require.Contains(t, extra, "queue_waits", name)
 		require.Contains(t, o["notes"], "appends/commit", name)
 		require.Contains(t, stdout.String(), "× of grouping off", name)
+	}
+}
+
+// TestLogicalWorkloads runs the logical decoding rows with tiny
+// repetitions (on a throwaway wal_level=logical cluster unless the test
+// server has that level): their setup and self-checks must pass, the
+// logical projection must handle every event while the same-database
+// transaction is open, and the tail read none.
+func TestLogicalWorkloads(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts a PostgreSQL cluster")
+	}
+	dir := t.TempDir()
+	jsonFile := filepath.Join(dir, "b.json")
+	var stdout, stderr bytes.Buffer
+	err := run(benchCtx(t), []string{
+		"--dsn", pgtest.DSN(t), "--only", `^subscription/(live/2000ev-s/held-same-db/|catchup/10k/logical$)`,
+		"--duration", "200ms", "--warmup", "50ms", "--reps", "3", "--json", jsonFile,
+	}, &stdout, &stderr)
+	if errors.Is(err, pgserver.ErrNoBinaries) {
+		t.Skip(err)
+	}
+	require.NoError(t, err, "stderr:\n%s", stderr.String())
+	raw, err := os.ReadFile(jsonFile)
+	require.NoError(t, err)
+	var objs []map[string]any
+	require.NoError(t, json.Unmarshal(raw, &objs))
+	names := map[string]map[string]any{}
+	for _, o := range objs {
+		require.NotContains(t, o, "error")
+		require.Greater(t, o["events_per_s"].(float64), 0.0, "%v", o["name"])
+		names[o["name"].(string)] = o
+	}
+	require.Len(t, names, 3)
+	for name, all := range map[string]bool{"subscription/live/2000ev-s/held-same-db/logical": true, "subscription/live/2000ev-s/held-same-db/tail": false} {
+		extra := names[name]["extra"].(map[string]any)
+		handled, appended := extra["handled_while_held"].(float64), extra["appended"].(float64)
+		require.Positive(t, appended, name)
+		if all {
+			require.Equal(t, appended, handled, "%s: handled while held", name)
+		} else {
+			require.Zero(t, handled, "%s: handled while held", name)
+		}
 	}
 }
