@@ -258,10 +258,7 @@ func TestLogicalWorkloads(t *testing.T) {
 		t.Skip(err)
 	}
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
-	raw, err := os.ReadFile(jsonFile)
-	require.NoError(t, err)
-	var objs []map[string]any
-	require.NoError(t, json.Unmarshal(raw, &objs))
+	objs := readResults(t, jsonFile)
 	names := map[string]map[string]any{}
 	for _, o := range objs {
 		require.NotContains(t, o, "error")
