@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"iter"
 
@@ -24,6 +25,13 @@ type ReadOptions struct {
 	Limit int
 	// Backwards reads newest first.
 	Backwards bool
+	// MetadataContains, when set, narrows the read to events whose metadata
+	// contains this JSON object (jsonb @>), on top of the query. It is
+	// written into the statement as a literal, so a partial index with the
+	// same containment as its predicate can serve the read. A narrowed read
+	// saw only what it returned: do not use its cursor as After for a
+	// condition whose query matches events the filter left out.
+	MetadataContains json.RawMessage
 }
 
 // Events is the result of Read: iterate it once with All, then take Cursor.
@@ -162,6 +170,9 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	if opts.After != nil {
 		where += " AND " + whereNotSeen(*opts.After, &a)
 	}
+	if len(opts.MetadataContains) > 0 {
+		where += " AND " + metadataContains(opts.MetadataContains)
+	}
 	dir := "ASC"
 	if opts.Backwards {
 		dir = "DESC"
@@ -229,6 +240,10 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 		if o.Limit < 0 {
 			yield(StoredEvent{}, &pgdcb.InvalidArgumentError{Name: "ReadOptions.Limit",
 				Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", o.Limit)})
+			return
+		}
+		if err := validateMetadataFilter("ReadOptions.MetadataContains", o.MetadataContains); err != nil {
+			yield(StoredEvent{}, err)
 			return
 		}
 		if es.started {

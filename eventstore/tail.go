@@ -2,6 +2,7 @@ package eventstore
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -59,17 +60,46 @@ type HorizonHolder struct {
 //
 // Subscriptions, projections and the outbox are built on it.
 func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
-	return s.readTail(ctx, s.pool, q, after, limit)
+	return s.readTail(ctx, s.pool, q, TailOptions{After: after, Limit: limit})
+}
+
+// TailOptions are the options of ReadTailWith.
+type TailOptions struct {
+	// After is the cursor to read after (cursor.Start: from the beginning).
+	After cursor.Cursor
+	// Limit is the most events returned; 0 means no limit.
+	Limit int
+	// MetadataContains, when set, narrows the read to events whose metadata
+	// contains this JSON object (jsonb @>), on top of the query; see
+	// ReadOptions.MetadataContains. The cursor rules are those of ReadTail:
+	// a short page still moves the cursor to the last event of the whole log
+	// below the horizon, whatever it matches.
+	MetadataContains json.RawMessage
+}
+
+// ReadTailWith is ReadTail with options: a reader of a part of the log that
+// no query of types and tags names (runstore's snapshot projector reads the
+// events carrying its metadata marker) follows it with the same horizon and
+// cursor rules.
+func (s *Store) ReadTailWith(ctx context.Context, q query.Query, opts TailOptions) (TailBatch, error) {
+	return s.readTail(ctx, s.pool, q, opts)
+}
+
+// ReadTailWithTx is ReadTailWith in the caller's transaction (see
+// ReadTailTx).
+func (s *Store) ReadTailWithTx(ctx context.Context, tx pgx.Tx, q query.Query, opts TailOptions) (TailBatch, error) {
+	return s.readTail(ctx, tx, q, opts)
 }
 
 // ReadTailTx is ReadTail in the caller's transaction. Read before the
 // transaction's first write: once it has a transaction id, it holds the horizon
 // below its own writes.
 func (s *Store) ReadTailTx(ctx context.Context, tx pgx.Tx, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
-	return s.readTail(ctx, tx, q, after, limit)
+	return s.readTail(ctx, tx, q, TailOptions{After: after, Limit: limit})
 }
 
-func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, after cursor.Cursor, limit int) (_ TailBatch, err error) {
+func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, opts TailOptions) (_ TailBatch, err error) {
+	after, limit := opts.After, opts.Limit
 	ctx, t := s.startRead(ctx, ReadOpReadTail, q, db)
 	defer func() { t.endRead(ReadOpReadTail, err) }()
 	if limit < 0 {
@@ -77,7 +107,7 @@ func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, after curs
 			Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", limit)}
 	}
 	after.Snapshot = nil // tailing is by log order only
-	es := s.readMode(ctx, db, q, &ReadOptions{After: &after, Limit: limit}, true)
+	es := s.readMode(ctx, db, q, &ReadOptions{After: &after, Limit: limit, MetadataContains: opts.MetadataContains}, true)
 	evs, _, err := collect(es)
 	if err != nil {
 		return TailBatch{}, err

@@ -2,6 +2,7 @@ package projection
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -85,6 +86,11 @@ type Config struct {
 	Identity string
 	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
 	Reset ResetFunc
+	// MetadataContains, when set, narrows the projection to the events
+	// (matching the query) whose metadata contains this JSON object
+	// (eventstore.TailOptions.MetadataContains): for a part of the log that
+	// no query of types and tags names. Not with Logical. Default none.
+	MetadataContains json.RawMessage
 	// Logical, when set, feeds the projection from logical decoding (package
 	// logical): events in commit order from a replication slot of its own, so
 	// that an open transaction in the same database does not delay it. The
@@ -119,6 +125,15 @@ func (c *Config) validate() error {
 	}
 	if err := c.Logical.Validate(); err != nil {
 		return err
+	}
+	if len(c.MetadataContains) > 0 {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(c.MetadataContains, &obj); err != nil || obj == nil {
+			return &pgdcb.InvalidArgumentError{Name: "Config.MetadataContains", Reason: "must be a JSON object"}
+		}
+		if c.Logical != nil {
+			return &pgdcb.InvalidArgumentError{Name: "Config.MetadataContains", Reason: "not supported with Config.Logical"}
+		}
 	}
 	if !utf8.ValidString(c.Identity) || strings.IndexByte(c.Identity, 0) >= 0 {
 		return &pgdcb.InvalidArgumentError{Name: "Config.Identity", Reason: "must be UTF-8 without NUL"}
@@ -175,6 +190,7 @@ type Runner struct {
 	name   string
 	q      query.Query
 	h      Handler
+	bh     BatchHandler // instead of h (NewBatchRunner)
 	cfg    Config
 	k1, k2 int32
 
@@ -194,11 +210,20 @@ type Runner struct {
 // It fails with ErrInvalidName, an error matching pgdcb.ErrInvalidQuery, or a
 // *pgdcb.InvalidArgumentError naming a Config field out of range.
 func New(store *eventstore.Store, name string, q query.Query, h Handler, cfg *Config) (*Runner, error) {
-	if store == nil {
-		return nil, errors.New("pgdcb: projection.New: nil store")
-	}
 	if h == nil {
 		return nil, errors.New("pgdcb: projection.New: nil handler")
+	}
+	r, err := newRunner(store, name, q, cfg)
+	if err != nil {
+		return nil, err
+	}
+	r.h = h
+	return r, nil
+}
+
+func newRunner(store *eventstore.Store, name string, q query.Query, cfg *Config) (*Runner, error) {
+	if store == nil {
+		return nil, errors.New("pgdcb: projection.New: nil store")
 	}
 	if err := ValidateName(name); err != nil {
 		return nil, err
@@ -212,7 +237,7 @@ func New(store *eventstore.Store, name string, q query.Query, h Handler, cfg *Co
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("pgdcb: projection.New %q: %w", name, err)
 	}
-	r := &Runner{store: store, name: name, q: q, h: h, cfg: cfg.withDefaults()}
+	r := &Runner{store: store, name: name, q: q, cfg: cfg.withDefaults()}
 	r.k1, r.k2 = LockKey(store.Schema(), name)
 	return r, nil
 }
@@ -521,7 +546,8 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	if res.state != Active {
 		return res, nil
 	}
-	tb, err := r.store.ReadTailTx(ctx, tx, r.q, cur, r.cfg.BatchSize)
+	tb, err := r.store.ReadTailWithTx(ctx, tx, r.q, eventstore.TailOptions{
+		After: cur, Limit: r.cfg.BatchSize, MetadataContains: r.cfg.MetadataContains})
 	if err != nil {
 		return res, err
 	}
@@ -529,14 +555,26 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	res.n = len(tb.Events)
 	res.full = res.n == r.cfg.BatchSize
 	r.cfg.Metrics.Lag(r.name, subscription.Lag(lag.Observe(tb, time.Now())))
-	if res.n > 0 {
+	if r.bh != nil {
+		if err := r.bh.HandleBatch(ctx, tx, tb); err != nil {
+			return res, &HandlerError{Name: r.name, Cursor: cur, Err: err}
+		}
+	} else if res.n > 0 {
 		if err := r.h(ctx, tx, tb.Events); err != nil {
 			return res, &HandlerError{Name: r.name, Cursor: cur, Err: err}
 		}
 	}
 	moved := tb.Cursor.TransactionID != cur.TransactionID || tb.Cursor.Position != cur.Position
 	if !moved || (res.n == 0 && !writeIdle) {
-		return res, nil
+		if r.bh == nil {
+			return res, nil
+		}
+		// A batch handler's writes commit whether or not the checkpoint
+		// moves (see BatchHandler).
+		if err := tx.Commit(ctx); err != nil {
+			return res, fmt.Errorf("pgdcb: projection %q: commit: %w", r.name, err)
+		}
+		return res, r.afterCommit(ctx, tb)
 	}
 	// checkpoints primary key. Compare-and-set: a Pause, Reset or another
 	// leader that changed the row since we read it makes this update match
@@ -561,7 +599,7 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	if res.n > 0 {
 		r.cfg.Metrics.Batch(r.name, res.n)
 	}
-	return res, nil
+	return res, r.afterCommit(ctx, tb)
 }
 
 // HandlerError is a failed batch: the handler's error and the cursor the

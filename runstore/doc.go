@@ -14,8 +14,8 @@
 // So a watermark reader (FetchEvents with AfterSeq) never sees a gap that is
 // filled later. See docs/RUNSTORE.md.
 //
-// A SnapshotProjector tails the run events of the log (as eventstore.ReadTail
-// does, reading no other event) and keeps the run_snapshots table current
+// A SnapshotProjector, a projection (package projection) over the run events
+// of the log (eventstore's tail read narrowed to them), keeps the run_snapshots table current
 // with a Reducer, also beyond a horizon held by a long transaction; a
 // non-contiguous observation or a lag above Config.ResyncLag marks a run
 // STALE and rebuilds its snapshot from its events (StaleRuns). GetSnapshot

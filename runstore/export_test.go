@@ -2,8 +2,8 @@ package runstore
 
 // Test hooks.
 
-// RunTailSQL is the projector's tail statement ($1, $2: checkpoint, $3: limit).
-func (s *Store) RunTailSQL() string { return s.sql.runTail }
+// Marker is the metadata every run event carries.
+const Marker = marker
 
 // SetBeforeResync makes the projector call f before each resync, with the
 // runs it rebuilds, while they are marked STALE.

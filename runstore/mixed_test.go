@@ -4,13 +4,20 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
+	"sync"
 	"testing"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -77,8 +84,9 @@ func TestProjectorReadsOnlyRunEvents(t *testing.T) {
 	// and two one-row probes (head, durable point), no other event.
 	_, err := es.Pool().Exec(ctx, "ANALYZE "+ident.Schema(es)+".events")
 	require.NoError(t, err)
+	tailSQL, tailArgs := projectorTailStatement(t, es)
 	var plan []byte
-	require.NoError(t, es.Pool().QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+rs.RunTailSQL(), "0", 0, 50).Scan(&plan))
+	require.NoError(t, es.Pool().QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+tailSQL, tailArgs...).Scan(&plan))
 	var doc []struct{ Plan planNode }
 	require.NoError(t, json.Unmarshal(plan, &doc))
 	read, usesIndex := 0.0, false
@@ -96,6 +104,52 @@ func TestProjectorReadsOnlyRunEvents(t *testing.T) {
 	require.True(t, usesIndex, "plan: %s", plan)
 	require.LessOrEqual(t, read, float64(runs+2), "rows of events read by one tail page: %s", plan)
 }
+
+// projectorTailStatement returns the statement and arguments of the
+// projector's tail read of a page of 50 from the start (eventstore's tail
+// read narrowed to run events), as a pool's tracer sees them.
+func projectorTailStatement(t *testing.T, es *eventstore.Store) (string, []any) {
+	t.Helper()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	require.NoError(t, err)
+	rec := &tailRecorder{}
+	cfg.ConnConfig.Tracer = rec
+	pool, err := pgxpool.NewWithConfig(t.Context(), cfg)
+	require.NoError(t, err)
+	defer pool.Close()
+	traced, err := eventstore.New(pool, &eventstore.Config{Schema: es.Schema()})
+	require.NoError(t, err)
+	_, err = traced.ReadTailWith(t.Context(), query.All(), eventstore.TailOptions{
+		Limit: 50, MetadataContains: json.RawMessage(runstore.Marker)})
+	require.NoError(t, err)
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	require.NotEmpty(t, rec.sql, "the tail read's statement was not seen")
+	return rec.sql, rec.args
+}
+
+// tailRecorder records the statement of a batch that reads run events.
+type tailRecorder struct {
+	mu   sync.Mutex
+	sql  string
+	args []any
+}
+
+func (r *tailRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceQueryStartData) context.Context {
+	return ctx
+}
+func (r *tailRecorder) TraceQueryEnd(context.Context, *pgx.Conn, pgx.TraceQueryEndData) {}
+func (r *tailRecorder) TraceBatchStart(ctx context.Context, _ *pgx.Conn, _ pgx.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (r *tailRecorder) TraceBatchQuery(_ context.Context, _ *pgx.Conn, d pgx.TraceBatchQueryData) {
+	if strings.Contains(d.SQL, "runstore") {
+		r.mu.Lock()
+		r.sql, r.args = d.SQL, d.Args
+		r.mu.Unlock()
+	}
+}
+func (r *tailRecorder) TraceBatchEnd(context.Context, *pgx.Conn, pgx.TraceBatchEndData) {}
 
 type planNode struct {
 	Relation        string     `json:"Relation Name"`

@@ -12,29 +12,45 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
 )
 
-// SnapshotProjector keeps run_snapshots current: it tails the run events of
-// the log below the horizon, as eventstore.ReadTail does (so no
-// late-committing event is skipped), folds each into its run's snapshot with
-// the store's Reducer (RunSnapshot.Observe), and
-// upserts the snapshots in the same transaction as its checkpoint (row
-// Config.ProjectorName of the checkpoints table): exactly-once effect.
-// Several instances may run; they take turns on an advisory lock.
+// SnapshotProjector keeps run_snapshots current. It is a projection
+// (package projection) over the run events: a projection.Runner named
+// Config.ProjectorName tails the events carrying runstore's metadata marker
+// with eventstore's tail read (eventstore.TailOptions.MetadataContains), so
+// the horizon and cursor rules, the leader election, the checkpoint, the
+// backoff after a failed batch, the FAILED state and Pause/Resume are
+// projection's. Its handler folds each run event into its run's snapshot
+// with the store's Reducer (RunSnapshot.Observe) in the batch's transaction,
+// which also moves the checkpoint: exactly-once effect. Beyond a held horizon
+// it applies the run events that extend their runs contiguously (see
+// HandleBatch). Several instances may run; one leads.
 type SnapshotProjector struct {
 	s *Store
+	r *projection.Runner
 
+	mu sync.Mutex
 	// ahead is where the last pass beyond the horizon stopped (a decision
-	// cursor, with its snapshot); see processBatch.
-	aheadMu sync.Mutex
+	// cursor, with its snapshot); pending is what the batch in flight
+	// found, taken over once it commits.
 	ahead   *cursor.Cursor
+	pending batchOutcome
 	// lagCheckAt is when a batch last looked for runs behind by more than
-	// Config.ResyncLag (resync.go).
-	lagCheckAt time.Time
+	// Config.ResyncLag (resync.go); lagAt when Run last measured the lag.
+	lagCheckAt, lagAt time.Time
 
 	// beforeResync, when set (tests), runs before a resync with the runs it
 	// rebuilds, while they are marked STALE.
 	beforeResync func([]StaleRun)
+}
+
+// batchOutcome is what a batch's handler found, for after its commit.
+type batchOutcome struct {
+	n     int
+	ahead *cursor.Cursor
+	stale []StaleRun
 }
 
 // Lag is the projector's distance behind the log.
@@ -46,177 +62,310 @@ type Lag struct {
 	Alert bool
 }
 
-// Run projects until ctx ends: a batch after each NOTIFY of an append (or each
-// PollInterval without one). It returns ctx's error, or the first error of a
-// batch (the checkpoint is left where the last good batch put it).
-func (p *SnapshotProjector) Run(ctx context.Context) error {
-	conn, err := p.s.es.Pool().Acquire(ctx)
+func newProjector(s *Store) (*SnapshotProjector, error) {
+	p := &SnapshotProjector{s: s}
+	var pc projection.Config
+	if s.cfg.Projection != nil {
+		pc = *s.cfg.Projection
+	}
+	pc.BatchSize = s.cfg.ProjectorBatch
+	pc.PollInterval = s.cfg.PollInterval
+	pc.MetadataContains = json.RawMessage(marker)
+	pc.Reset = func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, s.sql.deleteSnapshots)
+		return err
+	}
+	pc.Logger = s.log
+	pc.Logical = nil
+	r, err := projection.NewBatchRunner(s.es, s.cfg.ProjectorName, query.All(), (*projectorHandler)(p), &pc)
 	if err != nil {
-		return fmt.Errorf("runstore: projector: %w", err)
+		return nil, err
 	}
-	defer conn.Release()
-	// Registered as a listener (appends notify only then), LISTENing; the
-	// first batch below reads what committed before.
-	if err := eventstore.ListenConn(ctx, conn.Conn(), p.s.es.Schema()); err != nil {
-		return fmt.Errorf("runstore: projector: %w", err)
+	p.r = r
+	return p, nil
+}
+
+// Run takes part in the projection's election and, while leading, projects
+// a batch after each NOTIFY of an append (or each PollInterval without one)
+// until ctx ends; it returns ctx's error. A failed batch is retried with
+// backoff and recorded in the checkpoint; after Config.Projection.MaxAttempts
+// (projection.DefaultMaxAttempts) failures in a row the projector is FAILED
+// until Resume (see Status).
+func (p *SnapshotProjector) Run(ctx context.Context) error { return p.r.Run(ctx) }
+
+// Status reads the projector's checkpoint (projection.Status).
+func (p *SnapshotProjector) Status(ctx context.Context) (projection.Status, error) {
+	return p.r.Status(ctx)
+}
+
+// Pause stops the projector (in every process) until Resume.
+func (p *SnapshotProjector) Pause(ctx context.Context) error { return p.r.Pause(ctx) }
+
+// Resume makes a PAUSED or FAILED projector ACTIVE again, from its
+// checkpoint.
+func (p *SnapshotProjector) Resume(ctx context.Context) error { return p.r.Resume(ctx) }
+
+// Reset rebuilds every snapshot from the start of the log: it empties
+// run_snapshots and moves the checkpoint to the start, in one transaction.
+func (p *SnapshotProjector) Reset(ctx context.Context) error {
+	if err := p.r.Reset(ctx); err != nil {
+		return err
 	}
-	defer func() {
-		// The connection goes back to the pool: stop listening on it and
-		// release the registration; if that fails, close it instead.
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		if err := eventstore.UnlistenConn(uctx, conn.Conn(), p.s.es.Schema()); err != nil {
-			_ = conn.Conn().Close(uctx)
-		}
-	}()
-	var lagAt time.Time
-	// Appends that committed while their store still trusted an older "no
-	// listener" answer sent no NOTIFY: read once more at this point.
-	settleAt := time.Now().Add(eventstore.ListenerSettle)
-	for {
-		n, err := p.ProcessBatch(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return ctx.Err()
-			}
-			return err
-		}
-		if time.Since(lagAt) >= time.Second {
-			// Measured at most once a second: with the horizon held the
-			// measurement reads the events past the checkpoint.
-			lagAt = time.Now()
-			if _, err := p.Lag(ctx); err != nil && ctx.Err() != nil {
-				return ctx.Err()
-			}
-		}
-		if n == p.s.cfg.ProjectorBatch {
-			continue // more to read
-		}
-		wait := p.s.cfg.PollInterval
-		if until := time.Until(settleAt); until > 0 && until < wait {
-			wait = until
-		}
-		wctx, cancel := context.WithTimeout(ctx, wait)
-		_, err = conn.Conn().WaitForNotification(wctx)
-		cancel()
-		if ctx.Err() != nil {
-			return ctx.Err()
-		}
-		if err != nil && !errors.Is(err, context.DeadlineExceeded) {
-			return fmt.Errorf("runstore: projector: wait: %w", err)
-		}
-	}
+	p.mu.Lock()
+	p.ahead = nil
+	p.mu.Unlock()
+	return nil
 }
 
 // ProcessBatch projects one batch of up to Config.ProjectorBatch run events
 // (the projector reads nothing else of the log) and returns how many it read
-// below the horizon. Runs it finds STALE (a non-contiguous observation, or
-// events older than Config.ResyncLag their snapshot does not hold) are
-// rebuilt from their events in the same call.
+// below the horizon: 0 when another instance leads right now. Runs it finds
+// STALE (a non-contiguous observation, or events older than
+// Config.ResyncLag their snapshot does not hold) are rebuilt from their
+// events in the same call.
 func (p *SnapshotProjector) ProcessBatch(ctx context.Context) (int, error) {
-	n, _, err := p.processBatch(ctx)
-	return n, err
+	st, err := p.r.Step(ctx)
+	return st.Events, err
 }
 
-func (p *SnapshotProjector) processBatch(ctx context.Context) (int, runPage, error) {
-	n, page, stale, err := p.project(ctx)
+// CatchUp projects until every event committed before the call is projected.
+// It waits (polling) while an older transaction of the store's database still
+// runs (the tailing horizon; transactions of other databases do not hold it),
+// and returns ctx's error if that lasts longer than ctx. While another
+// instance leads, it waits for that one's checkpoint. It fails with an error
+// matching projection.ErrNotActive when the projector is PAUSED or FAILED.
+func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
+	head, err := p.s.es.Head(ctx)
 	if err != nil {
-		return 0, page, err
+		return fmt.Errorf("runstore: catch up: %w", err)
 	}
-	if len(stale) > 0 {
-		if err := p.resync(ctx, stale); err != nil {
-			return 0, page, err
+	for {
+		st, err := p.r.Step(ctx)
+		if err != nil {
+			return err
+		}
+		if !st.Led {
+			// Another instance leads: wait for its checkpoint, and stand
+			// for election again after a while (it may have stopped).
+			wctx, cancel := context.WithTimeout(ctx, projection.DefaultElectionInterval)
+			err := p.r.WaitFor(wctx, head)
+			cancel()
+			switch {
+			case err == nil:
+				_, _ = p.Lag(ctx)
+				return nil
+			case ctx.Err() != nil:
+				return ctx.Err()
+			case errors.Is(err, projection.ErrNotActive):
+				return fmt.Errorf("runstore: catch up: %w", err)
+			}
+			continue
+		}
+		if st.State != projection.Active {
+			return fmt.Errorf("runstore: catch up: %w: the snapshot projector %q is %s",
+				projection.ErrNotActive, p.r.Name(), st.State)
+		}
+		cur := st.Batch.Cursor
+		if cursor.Compare(cur.TransactionID, cur.Position, head.TransactionID, head.Position) >= 0 {
+			_, _ = p.Lag(ctx)
+			return nil
+		}
+		if st.Events == 0 {
+			// The horizon is held below the head: poll.
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(10 * time.Millisecond):
+			}
 		}
 	}
-	return n, page, nil
 }
 
-// project is a batch's transaction: the tail, the pass beyond a held horizon,
-// the lag trigger. It returns the STALE runs to resync.
-func (p *SnapshotProjector) project(ctx context.Context) (int, runPage, []StaleRun, error) {
+// Lag measures the projector's lag (the age of the oldest committed run
+// event that its run's snapshot does not hold yet) and updates its gauges.
+func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
 	s := p.s
-	tx, err := s.es.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return 0, runPage{}, nil, fmt.Errorf("runstore: projector: %w", err)
+	var after cursor.Cursor
+	st, err := p.r.Status(ctx)
+	switch {
+	case errors.Is(err, projection.ErrNotFound):
+	case err != nil:
+		return Lag{}, fmt.Errorf("runstore: projector lag: %w", err)
+	default:
+		after = st.Cursor
 	}
-	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
+	var oldest, now time.Time
+	err = s.es.Pool().QueryRow(ctx, s.sql.lag, after.TransactionID, after.Position).Scan(&oldest, &now)
+	var l Lag
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+	case err != nil:
+		return Lag{}, fmt.Errorf("runstore: projector lag: %w", err)
+	default:
+		l.Lag = max(now.Sub(oldest), 0)
+	}
+	l.Alert = l.Lag > LagAlertThreshold
+	s.metrics.setLag(l)
+	return l, nil
+}
+
+// SnapshotLag is the snapshot projector's lag (see SnapshotProjector.Lag).
+func (s *Store) SnapshotLag(ctx context.Context) (Lag, error) { return s.proj.Lag(ctx) }
+
+// projectorHandler is the projector's projection.BatchHandler (kept off
+// SnapshotProjector's method set).
+type projectorHandler SnapshotProjector
+
+// HandleBatch folds the page's run events into their snapshots, in the
+// batch's transaction. Committed events beyond the horizon (an open
+// transaction of this database holds the tail back): a run's events commit
+// in runSeq order (runSeq is assigned under the run's lock), so an event
+// that extends its run's snapshot contiguously is applied now; the
+// checkpoint stays at the horizon, so nothing is skipped, and Observe
+// ignores what a snapshot already holds when the tail reaches it.
+func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventstore.TailBatch) error {
+	p := (*SnapshotProjector)(h)
+	s := p.s
+	p.mu.Lock()
+	p.pending = batchOutcome{}
+	p.mu.Unlock()
+	// Serialises the batch with DeleteRun without giving the transaction an
+	// xid; the events a DeleteRun removed since the tail read are dropped.
 	if _, err := tx.Exec(ctx, s.sql.projectorLock, s.es.Schema(), s.cfg.ProjectorName); err != nil {
-		return 0, runPage{}, nil, fmt.Errorf("runstore: projector lock: %w", err)
+		return fmt.Errorf("runstore: projector lock: %w", err)
 	}
-	after, err := p.checkpoint(ctx, tx)
+	rows, err := p.present(ctx, tx, b.Events)
 	if err != nil {
-		return 0, runPage{}, nil, err
+		return err
 	}
-	// Read before the transaction's first write (it has no xid yet, so it does
-	// not hold the horizon back itself).
-	page, err := s.readRunTail(ctx, tx, after, s.cfg.ProjectorBatch)
-	if err != nil {
-		return 0, runPage{}, nil, err
+	if err := p.apply(ctx, tx, rows, false); err != nil {
+		return err
 	}
-	// Committed events beyond the horizon: an open transaction of this
-	// database holds the tail back. A run's events commit in runSeq order
-	// (runSeq is assigned under the run's lock), so an event that extends its
-	// run's snapshot contiguously can be applied now; the checkpoint stays
-	// at the horizon, so nothing is skipped, and Observe ignores what a
-	// snapshot already holds when the tail reaches it.
-	full := len(page.rows) == s.cfg.ProjectorBatch
-	held := !full && page.horizon > 0 && page.head.TransactionID >= page.horizon
-	if page.cursor == after && !held {
-		stale, err := p.staleRuns(ctx, tx)
-		return 0, page, stale, err // nothing new
-	}
-	if page.cursor != after {
-		if err := p.apply(ctx, tx, page.rows, false); err != nil {
-			return 0, page, nil, err
-		}
-		if _, err := tx.Exec(ctx, s.sql.saveCheckpoint, s.cfg.ProjectorName, page.cursor.TransactionID, page.cursor.Position); err != nil {
-			return 0, page, nil, fmt.Errorf("runstore: projector checkpoint: %w", err)
-		}
-	}
+	full := len(b.Events) == s.cfg.ProjectorBatch
+	held := !full && b.Horizon > 0 && b.Head.TransactionID >= b.Horizon
 	var next *cursor.Cursor
 	if held {
-		if next, err = p.applyAhead(ctx, tx, page.cursor); err != nil {
-			return 0, page, nil, err
+		if next, err = p.applyAhead(ctx, tx, b.Cursor); err != nil {
+			return err
 		}
 	}
 	if (full || held) && p.lagCheckDue() {
-		if err := p.markLagging(ctx, tx, page.cursor); err != nil {
-			return 0, page, nil, err
+		if err := p.markLagging(ctx, tx, b.Cursor); err != nil {
+			return err
 		}
 	}
 	stale, err := p.staleRuns(ctx, tx)
 	if err != nil {
-		return 0, page, nil, err
+		return err
 	}
-	if err := tx.Commit(ctx); err != nil {
-		return 0, page, nil, fmt.Errorf("runstore: projector commit: %w", err)
+	p.mu.Lock()
+	p.pending = batchOutcome{n: len(b.Events), ahead: next, stale: stale}
+	p.mu.Unlock()
+	return nil
+}
+
+// AfterCommit takes over the committed batch's pass beyond the horizon,
+// rebuilds the runs found STALE and, at most once a second, measures the lag.
+func (h *projectorHandler) AfterCommit(ctx context.Context, _ eventstore.TailBatch) error {
+	p := (*SnapshotProjector)(h)
+	p.mu.Lock()
+	out := p.pending
+	p.pending = batchOutcome{}
+	p.ahead = out.ahead
+	lagDue := time.Since(p.lagAt) >= time.Second
+	if lagDue {
+		p.lagAt = time.Now()
 	}
-	p.aheadMu.Lock()
-	p.ahead = next
-	p.aheadMu.Unlock()
-	s.metrics.projected.Add(float64(len(page.rows)))
-	return len(page.rows), page, stale, nil
+	p.mu.Unlock()
+	p.s.metrics.projected.Add(float64(out.n))
+	if len(out.stale) > 0 {
+		if err := p.resync(ctx, out.stale); err != nil {
+			return err
+		}
+	}
+	if lagDue {
+		// At most once a second: with the horizon held the measurement
+		// reads the run events past the checkpoint.
+		if _, err := p.Lag(ctx); err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// runRow is a run event with its place in the log.
+type runRow struct {
+	tx  uint64
+	pos int64
+	ev  CanonicalEngineEvent
+}
+
+// present decodes the page's run events that are still stored (a DeleteRun
+// that committed after the tail read removed its run's; checked after the
+// projector's lock, by primary key).
+func (p *SnapshotProjector) present(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) ([]runRow, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	positions := make([]int64, len(evs))
+	for i, e := range evs {
+		positions[i] = e.Position
+	}
+	rows, err := tx.Query(ctx, p.s.sql.stored, positions)
+	if err != nil {
+		return nil, fmt.Errorf("runstore: projector read: %w", err)
+	}
+	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
+	if err != nil {
+		return nil, fmt.Errorf("runstore: projector read: %w", err)
+	}
+	stored := make(map[int64]bool, len(kept))
+	for _, k := range kept {
+		stored[k] = true
+	}
+	out := make([]runRow, 0, len(evs))
+	for _, e := range evs {
+		if !stored[e.Position] {
+			continue
+		}
+		ev, err := decodeEvent(e.Data, e.OccurredAt)
+		if err != nil {
+			return nil, fmt.Errorf("event at %d: %w", e.Position, err)
+		}
+		out = append(out, runRow{tx: e.TransactionID, pos: e.Position, ev: ev})
+	}
+	return out, nil
 }
 
 // applyAhead applies the committed run events after the tail's cursor that
 // extend their runs' snapshots contiguously, reading on from where the last
-// such pass stopped. It returns where this one stopped.
+// such pass stopped (a forward eventstore read with that decision cursor,
+// narrowed to run events). It returns where this one stopped.
 func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail cursor.Cursor) (*cursor.Cursor, error) {
-	p.aheadMu.Lock()
+	p.mu.Lock()
 	from := tail
 	if a := p.ahead; a != nil && cursor.Compare(a.TransactionID, a.Position, tail.TransactionID, tail.Position) > 0 {
 		from = *a // with its snapshot: its in-progress transactions are read again
 	}
-	p.aheadMu.Unlock()
-	page, err := p.s.readRunAhead(ctx, tx, from, p.s.cfg.ProjectorBatch)
+	p.mu.Unlock()
+	evs, next, err := p.s.es.ReadAllTx(ctx, tx, query.All(), &eventstore.ReadOptions{
+		After: &from, Limit: p.s.cfg.ProjectorBatch, MetadataContains: json.RawMessage(marker)})
 	if err != nil {
+		return nil, fmt.Errorf("runstore: projector read beyond the horizon: %w", err)
+	}
+	rows := make([]runRow, len(evs))
+	for i, e := range evs {
+		ev, err := decodeEvent(e.Data, e.OccurredAt)
+		if err != nil {
+			return nil, fmt.Errorf("event at %d: %w", e.Position, err)
+		}
+		rows[i] = runRow{tx: e.TransactionID, pos: e.Position, ev: ev}
+	}
+	if err := p.apply(ctx, tx, rows, true); err != nil {
 		return nil, err
 	}
-	if err := p.apply(ctx, tx, page.rows, true); err != nil {
-		return nil, err
-	}
-	p.s.metrics.ahead.Add(float64(len(page.rows)))
-	return &page.cursor, nil
+	p.s.metrics.ahead.Add(float64(len(rows)))
+	return &next, nil
 }
 
 // apply folds run events, grouped by run in log (= runSeq) order, into their
@@ -277,7 +426,7 @@ func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, rows []runRow,
 		}
 		if reason != "" {
 			b.Queue(s.sql.markStale, id, reason)
-			s.log.WarnContext(ctx, "runstore: run STALE", "run", id, "reason", reason, "lastEventSeq", snap.LastEventSeq)
+			s.log.WarnContext(ctx, "runstore: run STALE", "run", id, "reason", reason, "last_event_seq", snap.LastEventSeq)
 		}
 	}
 	if b.Len() == 0 {
@@ -329,75 +478,3 @@ func timeOrNil(s string) any {
 	}
 	return t
 }
-
-func (p *SnapshotProjector) checkpoint(ctx context.Context, db interface {
-	QueryRow(context.Context, string, ...any) pgx.Row
-}) (cursor.Cursor, error) {
-	var (
-		c      cursor.Cursor
-		status string
-	)
-	err := db.QueryRow(ctx, p.s.sql.checkpoint, p.s.cfg.ProjectorName).Scan(&c.TransactionID, &c.Position, &status)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return cursor.Start, nil
-	}
-	if err != nil {
-		return cursor.Cursor{}, fmt.Errorf("runstore: projector checkpoint: %w", err)
-	}
-	return c, nil
-}
-
-// CatchUp projects until every event committed before the call is projected.
-// It waits (polling) while an older transaction of the store's database still
-// runs (the tailing horizon; transactions of other databases do not hold it),
-// and returns ctx's error if that lasts longer than ctx.
-func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
-	head, err := p.s.es.Head(ctx)
-	if err != nil {
-		return fmt.Errorf("runstore: catch up: %w", err)
-	}
-	for {
-		_, page, err := p.processBatch(ctx)
-		if err != nil {
-			return err
-		}
-		cur := page.cursor
-		if cursor.Compare(cur.TransactionID, cur.Position, head.TransactionID, head.Position) >= 0 {
-			_, _ = p.Lag(ctx)
-			return nil
-		}
-		if len(page.rows) == 0 {
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
-		}
-	}
-}
-
-// Lag measures the projector's lag (the age of the oldest committed run
-// event that its run's snapshot does not hold yet) and updates its gauges.
-func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
-	s := p.s
-	after, err := p.checkpoint(ctx, s.es.Pool())
-	if err != nil {
-		return Lag{}, err
-	}
-	var oldest, now time.Time
-	err = s.es.Pool().QueryRow(ctx, s.sql.lag, after.TransactionID, after.Position).Scan(&oldest, &now)
-	var l Lag
-	switch {
-	case errors.Is(err, pgx.ErrNoRows):
-	case err != nil:
-		return Lag{}, fmt.Errorf("runstore: projector lag: %w", err)
-	default:
-		l.Lag = max(now.Sub(oldest), 0)
-	}
-	l.Alert = l.Lag > LagAlertThreshold
-	s.metrics.setLag(l)
-	return l, nil
-}
-
-// SnapshotLag is the snapshot projector's lag (see SnapshotProjector.Lag).
-func (s *Store) SnapshotLag(ctx context.Context) (Lag, error) { return s.proj.Lag(ctx) }

@@ -86,8 +86,8 @@ func (p *SnapshotProjector) staleRuns(ctx context.Context, db querier) ([]StaleR
 // query reads the run events past the checkpoint).
 func (p *SnapshotProjector) lagCheckDue() bool {
 	every := min(p.s.cfg.ResyncLag/2, time.Second)
-	p.aheadMu.Lock()
-	defer p.aheadMu.Unlock()
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	if now := time.Now(); now.Sub(p.lagCheckAt) >= every {
 		p.lagCheckAt = now
 		return true

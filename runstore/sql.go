@@ -1,7 +1,5 @@
 package runstore
 
-import "github.com/pgdcb/pgdcb/internal/horizon"
-
 // marker is the metadata of every runstore event; the partial index
 // events_runstore_run_seq (runstore/migrations/001_runstore.sql) covers exactly the rows carrying it,
 // and each statement below repeats the predicate literally so that the
@@ -13,8 +11,8 @@ const markerPred = `e.metadata @> '{"runstore": "v1"}'`
 // statements are the store's SQL texts, rendered once for its schema.
 type statements struct {
 	lastSeq, fetch, existingSeq, getSnapshot, deleteRun, deleteSnapshot string
-	checkpoint, saveCheckpoint, loadSnapshots, upsertSnapshot, lag      string
-	projectorLock, runTail, runAhead, lagging, markStale, staleRuns     string
+	loadSnapshots, upsertSnapshot, lag, stored, deleteSnapshots         string
+	projectorLock, lagging, markStale, staleRuns                        string
 	clearStale, countStale, insertPending                               string
 }
 
@@ -53,13 +51,6 @@ func newStatements(schema string) statements {
 		deleteRun: `SELECT ` + schema + `.delete_events_tagged($1)`,
 		// run_snapshots primary key.
 		deleteSnapshot: `DELETE FROM ` + schema + `.run_snapshots WHERE run_id = $1`,
-		// checkpoints primary key.
-		checkpoint: `SELECT transaction_id, position, status FROM ` + schema + `.checkpoints WHERE name = $1`,
-		// checkpoints primary key.
-		saveCheckpoint: `INSERT INTO ` + schema + `.checkpoints (name, transaction_id, position, updated_at, error_count, last_error)
-			VALUES ($1, $2::xid8, $3, now(), 0, NULL)
-			ON CONFLICT (name) DO UPDATE SET transaction_id = excluded.transaction_id,
-				position = excluded.position, updated_at = now(), error_count = 0, last_error = NULL`,
 		// run_snapshots primary key, one probe per run of the batch.
 		loadSnapshots: `SELECT run_id, snapshot_data, stale_since IS NOT NULL FROM ` + schema + `.run_snapshots WHERE run_id = ANY ($1::text[])`,
 		// run_snapshots primary key.
@@ -81,32 +72,12 @@ func newStatements(schema string) statements {
 			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint) AND ` + markerPred + `
 			  AND (r.run_id IS NULL OR (e.data->>'runSeq')::bigint > r.last_event_seq)
 			ORDER BY e.transaction_id, e.position LIMIT 1`,
-		// The projector's tail (tail.go): run events below the horizon after
-		// the checkpoint (events_runstore_log_order range scan), with the
-		// snapshot, the head of the log, the durable point (the last event
-		// of the whole log below the horizon: events_log_order backward, one
-		// row) and the horizon (internal/horizon), as eventstore.ReadTail.
-		runTail: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
-				coalesce(d.transaction_id, '0'), coalesce(d.position, 0), hz.horizon, r.*
-			FROM (SELECT pg_current_snapshot() AS snap) s
-			` + head + horizon.Join("s.snap", "h.transaction_id") + `
-			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + ev + `
-				WHERE transaction_id < hz.horizon
-				ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true
-			LEFT JOIN LATERAL (SELECT e.transaction_id, e.position, e.data, e.occurred_at FROM ` + ev + ` e
-				WHERE ` + markerPred + ` AND e.transaction_id < hz.horizon
-				  AND (e.transaction_id, e.position) > ($1::xid8, $2::bigint)
-				ORDER BY e.transaction_id, e.position LIMIT $3) r ON true`,
-		// The projector's pass beyond a held horizon (tail.go): committed run
-		// events the cursor ($1, $2, in-progress $3) has not seen
-		// (events_runstore_log_order), with the snapshot and the head.
-		runAhead: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), r.*
-			FROM (SELECT pg_current_snapshot() AS snap) s
-			` + head + `
-			LEFT JOIN LATERAL (SELECT e.transaction_id, e.position, e.data, e.occurred_at FROM ` + ev + ` e
-				WHERE ` + markerPred + ` AND ((e.transaction_id, e.position) > ($1::xid8, $2::bigint)
-				  OR e.transaction_id = ANY ($3::xid8[]))
-				ORDER BY e.transaction_id, e.position LIMIT $4) r ON true`,
+		// Which of a tail page's events are still stored, after the
+		// projector's lock (events primary key, one probe per event): a
+		// DeleteRun may have removed some since the read.
+		stored: `SELECT position FROM ` + ev + ` WHERE position = ANY ($1::bigint[])`,
+		// Runstore.Reset's clearing of the read model (whole table).
+		deleteSnapshots: `DELETE FROM ` + schema + `.run_snapshots`,
 		// Runs, not STALE yet, holding a committed run event past the
 		// checkpoint that their snapshot does not hold and that is older than
 		// the resync threshold ($3 seconds): the lag trigger of a resync

@@ -2,6 +2,7 @@ package runstore
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/projection"
 )
 
 // StateStore is the State Store contract (contracts/state-store, v1.0).
@@ -104,8 +106,18 @@ type Config struct {
 	// the default, 10s.
 	ResyncLag time.Duration
 	// Logger receives the store's logs: runs marked STALE at Warn, resyncs
-	// at Info. Default: none.
+	// at Info, and the snapshot projector's (package projection). Default:
+	// none.
 	Logger *slog.Logger
+	// Projection holds the snapshot projector's other settings, those of
+	// its projection.Runner: the backoff after a failed batch (RetryMin,
+	// RetryMax), MaxAttempts before it is FAILED, Identity, the election
+	// and heartbeat intervals, NotifyDisabled and Metrics. Its BatchSize,
+	// PollInterval, MetadataContains, Reset, Logger and Logical are the
+	// store's (ProjectorBatch, PollInterval, the run-event marker, emptying
+	// run_snapshots, Logger, none) and ignored. Default nil: projection's
+	// defaults.
+	Projection *projection.Config
 }
 
 // Store is the PostgreSQL State Store: run events on an eventstore.Store.
@@ -188,7 +200,11 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 		metrics: newMetrics(),
 		log:     log,
 	}
-	s.proj = &SnapshotProjector{s: s}
+	proj, err := newProjector(s)
+	if err != nil {
+		return nil, fmt.Errorf("runstore: %w", err)
+	}
+	s.proj = proj
 	s.metrics.lagOf = s.proj.Lag
 	s.metrics.staleOf = s.countStale
 	return s, nil
