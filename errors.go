@@ -6,7 +6,11 @@
 // package cursor.
 package pgdcb
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/pgdcb/pgdcb/internal/errfmt"
+)
 
 // Sentinel errors. Typed errors carrying detail (which tag, which event, which
 // cursor) match them through errors.Is; use errors.As to read the detail.
@@ -52,6 +56,11 @@ var (
 	// ErrClosed: the store was closed (eventstore.Store.Close); the call was
 	// refused and nothing was sent.
 	ErrClosed = errors.New("pgdcb: store closed")
+	// ErrNotFound: the thing asked for by name or id does not exist (a
+	// projection's checkpoint, an effect, a command). Packages re-export it
+	// under their own names (projection.ErrNotFound, effects.ErrNotFound,
+	// commands.ErrCommandNotFound); their typed errors name what was missing.
+	ErrNotFound = errors.New("pgdcb: not found")
 	// ErrInvalidArgument: a per-call argument or a Config field is out of range
 	// (for example a negative limit). Nothing was sent to the server.
 	ErrInvalidArgument = errors.New("pgdcb: invalid argument")
@@ -82,7 +91,7 @@ type OutcomeUnknownError struct {
 }
 
 func (e *OutcomeUnknownError) Error() string {
-	return "pgdcb: " + e.Op + ": outcome unknown (the write may or may not have committed): " + e.Err.Error()
+	return "pgdcb: " + e.Op + ": outcome unknown (the write may or may not have committed): " + errfmt.Trim(e.Err.Error())
 }
 
 // Unwrap returns the cause.

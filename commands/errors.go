@@ -6,16 +6,18 @@ import (
 
 	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 var (
 	// ErrInvalidCommand: the command is malformed (type, data, metadata, no
 	// handler). Nothing was run.
-	ErrInvalidCommand = errors.New("commands: invalid command")
+	ErrInvalidCommand = errors.New("pgdcb: commands: invalid command")
 	// ErrNoHandler: no handler is registered for the command's type.
-	ErrNoHandler = errors.New("commands: no handler for command type")
-	// ErrCommandNotFound: no commands row matches (tracing helpers).
-	ErrCommandNotFound = errors.New("commands: command not found")
+	ErrNoHandler = errors.New("pgdcb: commands: no handler for command type")
+	// ErrCommandNotFound: no commands row matches (tracing helpers). It is
+	// pgdcb.ErrNotFound.
+	ErrCommandNotFound = pgdcb.ErrNotFound
 )
 
 // InvalidCommandError says what is wrong with a command.
@@ -25,7 +27,7 @@ type InvalidCommandError struct {
 }
 
 func (e *InvalidCommandError) Error() string {
-	return fmt.Sprintf("commands: invalid command %s: %s", clip.Quote(e.Type), clip.Reason(e.Reason))
+	return fmt.Sprintf("pgdcb: commands: invalid command %s: %s", clip.Quote(e.Type), clip.Reason(e.Reason))
 }
 
 // Is makes errors.Is(err, ErrInvalidCommand) true.
@@ -41,7 +43,7 @@ type AttemptsExhaustedError struct {
 }
 
 func (e *AttemptsExhaustedError) Error() string {
-	return fmt.Sprintf("commands: %s: append condition failed on all %d attempts: %v", e.Type, e.Attempts, e.Err)
+	return fmt.Sprintf("pgdcb: commands: %s: all %d attempts failed: %s", e.Type, e.Attempts, errfmt.Trim(e.Err.Error()))
 }
 
 // Unwrap returns the last conflict.
@@ -60,7 +62,7 @@ type RejectedError struct {
 }
 
 func (e *RejectedError) Error() string {
-	return fmt.Sprintf("commands: %s rejected: %v", e.Type, e.Err)
+	return fmt.Sprintf("pgdcb: commands: %s rejected: %s", e.Type, errfmt.Trim(e.Err.Error()))
 }
 
 // Unwrap returns the handler's error.
@@ -76,7 +78,7 @@ type UnsupportedStoreError struct {
 }
 
 func (e *UnsupportedStoreError) Error() string {
-	return fmt.Sprintf("commands: %s needs the PostgreSQL store's commands table (store is %s)", e.Op, e.Store)
+	return fmt.Sprintf("pgdcb: commands: %s needs the PostgreSQL store's commands table (store is %s)", e.Op, e.Store)
 }
 
 // Is makes errors.Is(err, errors.ErrUnsupported) true.

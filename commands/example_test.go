@@ -60,5 +60,5 @@ func Example() {
 	// Output:
 	// 1 <nil>
 	// true true <nil>
-	// commands: ReserveSeat rejected: seat 12A is taken
+	// pgdcb: commands: ReserveSeat rejected: seat 12A is taken
 }

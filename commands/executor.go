@@ -18,6 +18,7 @@ import (
 	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
@@ -89,7 +90,7 @@ func (e *Executor) Register(cmdType string, h Handler) error {
 func (e *Executor) Store() eventstore.Interface { return e.store }
 
 // errDuplicateRow: the commands row's UNIQUE(command_id) refused the insert.
-var errDuplicateRow = errors.New("commands: duplicate command id")
+var errDuplicateRow = errors.New("pgdcb: commands: duplicate command id")
 
 // Execute decides the command and appends its events, retrying on conflicts
 // (see the package documentation). It returns the outcome, or:
@@ -197,7 +198,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)
 			if serr := retry.Sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
 				e.fail(typ, "error", serr)
-				return Outcome{}, fmt.Errorf("commands: %s: after %d attempts: %w", typ, attempt, serr)
+				return Outcome{}, errfmt.Errorf("pgdcb: commands: %s: after %d attempts: %w", typ, attempt, serr)
 			}
 			e.stats.retries.Add(1)
 			e.metrics.retried.WithLabelValues(typ).Inc()
@@ -279,7 +280,7 @@ func (e *Executor) prepare(cmd *Command) (Handler, error) {
 	if cmd.ID == uuid.Nil {
 		id, err := uuid.NewV7()
 		if err != nil {
-			return nil, fmt.Errorf("commands: new command id: %w", err)
+			return nil, errfmt.Errorf("pgdcb: commands: new command id: %w", err)
 		}
 		cmd.ID = id
 	}
@@ -302,7 +303,7 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 	}
 	tx, err := e.pg.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	if err != nil {
-		return Outcome{}, fmt.Errorf("commands: begin: %w", err)
+		return Outcome{}, errfmt.Errorf("pgdcb: commands: begin: %w", err)
 	}
 	defer func() { _ = tx.Rollback(context.WithoutCancel(ctx)) }()
 
@@ -339,7 +340,7 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 		if pgcode.Of(err) == pgcode.UniqueViolation {
 			return Outcome{}, errDuplicateRow
 		}
-		return Outcome{}, fmt.Errorf("commands: record command: %w", err)
+		return Outcome{}, errfmt.Errorf("pgdcb: commands: record command: %w", err)
 	}
 	if err := tx.Commit(ctx); err != nil {
 		if pgcode.Of(err) == pgcode.UniqueViolation {
@@ -348,7 +349,7 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 		// A lost connection or an ended context around COMMIT: it may have
 		// committed (pgdcb.ErrOutcomeUnknown); Execute retries through the
 		// command id.
-		return Outcome{}, fmt.Errorf("commands: %w", eventstore.OutcomeOf("commit", err))
+		return Outcome{}, errfmt.Errorf("pgdcb: commands: %w", eventstore.OutcomeOf("commit", err))
 	}
 	if len(out.Events) > 0 {
 		e.pg.Notify(ctx) // wake tailing readers now rather than at their next poll
@@ -387,7 +388,7 @@ func decide(ctx context.Context, cmd Command, h Handler, attempt int, r reader) 
 	events, cond, err := h.Decide(ctx, dc)
 	if err != nil {
 		if infrastructure(ctx, dc, err) {
-			return nil, cond, fmt.Errorf("commands: %s: decide: %w", cmd.Type, err)
+			return nil, cond, errfmt.Errorf("pgdcb: commands: %s: decide: %w", cmd.Type, err)
 		}
 		return nil, cond, &RejectedError{Type: cmd.Type, Attempt: attempt, Err: err}
 	}
@@ -399,7 +400,7 @@ func decide(ctx context.Context, cmd Command, h Handler, attempt int, r reader) 
 func tagCommand(cmd Command, events []eventstore.Event, cond appendif.Condition) ([]eventstore.Event, appendif.Condition, error) {
 	idTag, err := tags.New(CommandIDTagKey, cmd.ID.String())
 	if err != nil {
-		return nil, cond, fmt.Errorf("commands: %w", err)
+		return nil, cond, errfmt.Errorf("pgdcb: commands: %w", err)
 	}
 	tagged := make([]eventstore.Event, len(events))
 	for i, ev := range events {

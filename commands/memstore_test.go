@@ -57,7 +57,7 @@ func TestMemExecuteTracingNeedsPostgres(t *testing.T) {
 	require.ErrorAs(t, err, &us)
 	require.Equal(t, "Command", us.Op)
 	require.Equal(t, "*memstore.Store", us.Store)
-	require.EqualError(t, err, "commands: Command needs the PostgreSQL store's commands table (store is *memstore.Store)")
+	require.EqualError(t, err, "pgdcb: commands: Command needs the PostgreSQL store's commands table (store is *memstore.Store)")
 	_, _, err = ex.EventsOfCommand(ctx, out.CommandID)
 	require.ErrorIs(t, err, errors.ErrUnsupported)
 	_, err = ex.CommandOfEvent(ctx, out.Events[0].Position)

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -56,9 +57,9 @@ func scanRecord(row pgx.Row) (Record, error) {
 	)
 	if err := row.Scan(&r.TransactionID, &id, &r.Type, &r.Data, &meta, &at); err != nil {
 		if errors.Is(err, pgx.ErrNoRows) {
-			return Record{}, ErrCommandNotFound
+			return Record{}, fmt.Errorf("%w: no such command", ErrCommandNotFound)
 		}
-		return Record{}, fmt.Errorf("commands: read command: %w", err)
+		return Record{}, errfmt.Errorf("pgdcb: commands: read command: %w", err)
 	}
 	if id.Valid {
 		r.CommandID = id.Bytes
@@ -108,11 +109,11 @@ func (e *Executor) EventsOfCommand(ctx context.Context, id uuid.UUID) (Record, [
 func (e *Executor) eventsOfCommand(ctx context.Context, id uuid.UUID) ([]eventstore.StoredEvent, error) {
 	idTag, err := tags.New(CommandIDTagKey, id.String())
 	if err != nil {
-		return nil, fmt.Errorf("commands: read events: %w", err)
+		return nil, errfmt.Errorf("pgdcb: commands: read events: %w", err)
 	}
 	events, _, err := e.store.ReadAll(ctx, query.New(query.Item{Tags: tags.MustParseSet(idTag.String())}), nil)
 	if err != nil {
-		return nil, fmt.Errorf("commands: read events: %w", err)
+		return nil, errfmt.Errorf("pgdcb: commands: read events: %w", err)
 	}
 	return events, nil
 }

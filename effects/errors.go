@@ -3,11 +3,14 @@ package effects
 import (
 	"errors"
 	"fmt"
+
+	"github.com/pgdcb/pgdcb"
 )
 
 // ErrNotFound: no effect has the given id (it was never requested, or
 // retention removed it).
-var ErrNotFound = errors.New("effects: effect not found")
+// It is pgdcb.ErrNotFound.
+var ErrNotFound = pgdcb.ErrNotFound
 
 // NotFoundError names the effect that was not found. It matches ErrNotFound.
 type NotFoundError struct {
@@ -15,7 +18,7 @@ type NotFoundError struct {
 }
 
 func (e *NotFoundError) Error() string {
-	return fmt.Sprintf("effects: effect %q not found", e.ID)
+	return fmt.Sprintf("pgdcb: effects: effect %q not found", e.ID)
 }
 
 // Is makes errors.Is(err, ErrNotFound) true.
@@ -28,9 +31,9 @@ type HandlerPanicError struct {
 }
 
 func (e *HandlerPanicError) Error() string {
-	return fmt.Sprintf("effects: handler for %q panicked: %v", e.Type, e.Value)
+	return fmt.Sprintf("pgdcb: effects: handler for %q panicked: %v", e.Type, e.Value)
 }
 
 // errLeaseExpired is the last error of an effect whose last attempt's lease
 // expired without a result (its worker died or outran the lease).
-var errLeaseExpired = errors.New("effects: lease expired without a result (the worker died or the handler outran Config.Lease)")
+var errLeaseExpired = errors.New("pgdcb: effects: lease expired without a result (the worker died or the handler outran Config.Lease)")

@@ -3,11 +3,11 @@ package effects
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // TypeLeaseExtended is appended by a worker whose handler still runs a third
@@ -23,7 +23,7 @@ type leaseExtendedData struct {
 // errLeaseLost ends a handler's context when the worker could not keep its
 // lease (another worker took the effect over, or the store was unreachable
 // until the lease ended).
-var errLeaseLost = errors.New("effects: lease lost while the handler ran")
+var errLeaseLost = errors.New("pgdcb: effects: lease lost while the handler ran")
 
 // keepLease extends the claim's lease while the handler runs (until done is
 // closed or ctx ends): a third of the way through the lease it appends
@@ -79,7 +79,7 @@ func (w *Worker) extend(ctx context.Context, claimed Effect, until time.Time) (o
 	m := eventstore.NewModel(effectQuery(claimed.ID), newEffects(), foldEffects)
 	cond, err := w.store.Project(ctx, m)
 	if err != nil {
-		return false, fmt.Errorf("effects: reading effect %s to extend its lease: %w", claimed.ID, err)
+		return false, errfmt.Errorf("pgdcb: effects: reading effect %s to extend its lease: %w", claimed.ID, err)
 	}
 	e := m.State.byID[claimed.ID]
 	if e == nil || e.State != StateExecuting || e.Attempts != claimed.Attempts || e.Worker != w.cfg.WorkerID {
@@ -91,7 +91,7 @@ func (w *Worker) extend(ctx context.Context, claimed Effect, until time.Time) (o
 		return w.extend(ctx, claimed, until) // read again: a takeover, or nothing of ours
 	}
 	if err != nil {
-		return false, fmt.Errorf("effects: extending the lease of effect %s: %w", claimed.ID, err)
+		return false, errfmt.Errorf("pgdcb: effects: extending the lease of effect %s: %w", claimed.ID, err)
 	}
 	w.stats.leaseExtensions.Add(1)
 	return true, nil

@@ -2,9 +2,9 @@ package effects
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
@@ -15,7 +15,7 @@ func (q *Queue) Effect(ctx context.Context, id string) (Effect, error) {
 	}
 	evs, _, err := q.store.ReadAll(ctx, effectQuery(id), nil)
 	if err != nil {
-		return Effect{}, fmt.Errorf("effects: effect %q: %w", id, err)
+		return Effect{}, errfmt.Errorf("pgdcb: effects: effect %q: %w", id, err)
 	}
 	f := newEffects()
 	for _, ev := range evs {
@@ -37,7 +37,7 @@ func (q *Queue) Pending(ctx context.Context, session string) ([]Effect, error) {
 	}
 	m := eventstore.NewModel(sessionQuery(session), newEffects(), foldEffects)
 	if _, err := q.store.Project(ctx, m); err != nil {
-		return nil, fmt.Errorf("effects: pending of session %q: %w", session, err)
+		return nil, errfmt.Errorf("pgdcb: effects: pending of session %q: %w", session, err)
 	}
 	var out []Effect
 	for _, e := range m.State.session[session] {
@@ -61,7 +61,7 @@ func (c Counts) Total() int { return c.Pending + c.Executing + c.Completed + c.F
 func (q *Queue) Counts(ctx context.Context) (Counts, error) {
 	f, err := q.all(ctx)
 	if err != nil {
-		return Counts{}, fmt.Errorf("effects: counts: %w", err)
+		return Counts{}, errfmt.Errorf("pgdcb: effects: counts: %w", err)
 	}
 	var c Counts
 	for _, e := range f.byID {

@@ -11,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -98,7 +99,7 @@ func (q *Queue) Request(ctx context.Context, r Request) (id string, created bool
 		case errors.Is(err, pgdcb.ErrIdempotent):
 			existing, _, rerr := q.store.ReadLast(ctx, dq)
 			if rerr != nil {
-				return "", false, fmt.Errorf("effects: request %q: reading the existing effect: %w", r.DedupeKey, rerr)
+				return "", false, errfmt.Errorf("pgdcb: effects: request %q: reading the existing effect: %w", r.DedupeKey, rerr)
 			}
 			if existing == nil { // removed by retention meanwhile
 				continue
@@ -110,7 +111,7 @@ func (q *Queue) Request(ctx context.Context, r Request) (id string, created bool
 			q.cfg.Logger.WarnContext(ctx, "effects: request outcome unknown, retrying", "dedupe_key", r.DedupeKey, "err", err)
 			continue
 		default:
-			return "", false, fmt.Errorf("effects: request %q: %w", r.DedupeKey, err)
+			return "", false, errfmt.Errorf("pgdcb: effects: request %q: %w", r.DedupeKey, err)
 		}
 	}
 }

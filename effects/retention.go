@@ -2,9 +2,9 @@ package effects
 
 import (
 	"context"
-	"fmt"
 	"time"
 
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
 )
 
@@ -23,7 +23,7 @@ import (
 func (q *Queue) Purge(ctx context.Context, finishedBefore time.Time) (purged int, events int64, err error) {
 	f, err := q.all(ctx)
 	if err != nil {
-		return 0, 0, fmt.Errorf("effects: purge: %w", err)
+		return 0, 0, errfmt.Errorf("pgdcb: effects: purge: %w", err)
 	}
 	stmt := "SELECT " + ident.Schema(q.store) + ".delete_events_tagged($1)"
 	for _, e := range f.byID {
@@ -32,7 +32,7 @@ func (q *Queue) Purge(ctx context.Context, finishedBefore time.Time) (purged int
 		}
 		var n int64
 		if err := q.store.Pool().QueryRow(ctx, stmt, idTag(e.ID).String()).Scan(&n); err != nil {
-			return purged, events, fmt.Errorf("effects: purge effect %s: %w", e.ID, err)
+			return purged, events, errfmt.Errorf("pgdcb: effects: purge effect %s: %w", e.ID, err)
 		}
 		purged++
 		events += n

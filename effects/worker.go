@@ -10,6 +10,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
 )
@@ -157,7 +158,7 @@ func (w *Worker) catchUp(ctx context.Context) error {
 	for {
 		evs, c, err := w.store.ReadAll(ctx, allQuery(), &eventstore.ReadOptions{After: &w.after, Limit: w.cfg.BatchSize})
 		if err != nil {
-			return fmt.Errorf("effects: reading effect events: %w", err)
+			return errfmt.Errorf("pgdcb: effects: reading effect events: %w", err)
 		}
 		for _, ev := range evs {
 			w.index.apply(ev)
@@ -184,7 +185,7 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 	m := eventstore.NewModel(sessionQuery(session), newEffects(), foldEffects)
 	cond, err := w.store.Project(ctx, m)
 	if err != nil {
-		return false, fmt.Errorf("effects: reading session %q: %w", session, err)
+		return false, errfmt.Errorf("pgdcb: effects: reading session %q: %w", session, err)
 	}
 	w.index.reset(session, m.State)
 	e := m.State.head(session)
@@ -239,7 +240,7 @@ func (w *Worker) claimError(ctx context.Context, e *Effect, err error) error {
 		w.cfg.Logger.WarnContext(ctx, "effects: claim outcome unknown", "effect_id", e.ID, "err", err)
 		return nil
 	}
-	return fmt.Errorf("effects: claiming effect %s: %w", e.ID, err)
+	return errfmt.Errorf("pgdcb: effects: claiming effect %s: %w", e.ID, err)
 }
 
 func (w *Worker) runHandler(ctx context.Context, leaseUntil time.Time, e Effect) (err error) {
@@ -271,7 +272,7 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 		m := eventstore.NewModel(effectQuery(claimed.ID), newEffects(), foldEffects)
 		cond, err := w.store.Project(ctx, m)
 		if err != nil {
-			return fmt.Errorf("effects: reading effect %s to record attempt %d: %w", claimed.ID, claimed.Attempts, err)
+			return errfmt.Errorf("pgdcb: effects: reading effect %s to record attempt %d: %w", claimed.ID, claimed.Attempts, err)
 		}
 		e := m.State.byID[claimed.ID]
 		if e == nil || e.Attempts != claimed.Attempts || e.Worker != w.cfg.WorkerID {
@@ -311,7 +312,7 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 		case (errors.Is(err, pgdcb.ErrConditionFailed) || errors.Is(err, pgdcb.ErrOutcomeUnknown)) && ctx.Err() == nil && try < 10:
 			continue // read again: our result, a takeover, or retry
 		default:
-			return fmt.Errorf("effects: recording attempt %d of effect %s: %w", e.Attempts, e.ID, err)
+			return errfmt.Errorf("pgdcb: effects: recording attempt %d of effect %s: %w", e.Attempts, e.ID, err)
 		}
 	}
 }

@@ -378,7 +378,7 @@ func TestPanickingHandlerFailsTheAttempt(t *testing.T) {
 	e, err := q.Effect(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, effects.StateFailed, e.State)
-	require.Equal(t, `effects: handler for "job" panicked: kaboom`, e.LastError)
+	require.Equal(t, `pgdcb: effects: handler for "job" panicked: kaboom`, e.LastError)
 }
 
 // TestLeaseIsExtendedWhileTheHandlerRuns: a handler running for several

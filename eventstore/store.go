@@ -19,6 +19,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
@@ -276,5 +277,5 @@ func errf(op string, err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("pgdcb: %s: %w", op, translate(op, err))
+	return errfmt.Wrap(op, translate(op, err))
 }

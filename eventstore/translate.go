@@ -10,6 +10,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 )
 
@@ -21,7 +22,7 @@ func translate(op string, err error) error {
 	}
 	switch pgErr.Code {
 	case pgcode.NotReadCommitted, pgcode.NotFirstWrite:
-		return fmt.Errorf("%w: %s", pgdcb.ErrTransactionState, pgErr.Message)
+		return fmt.Errorf("%w: %s", pgdcb.ErrTransactionState, errfmt.Trim(pgErr.Message))
 	case pgcode.UniqueViolation:
 		if pgErr.ConstraintName == "events_event_id" {
 			id := pgErr.Detail
@@ -42,7 +43,7 @@ func translate(op string, err error) error {
 			return &InvalidEventError{Index: -1, Reason: "refused by the server: " + clip.String(pgErr.Message)}
 		}
 	case pgcode.UndefinedFunction, pgcode.UndefinedTable, pgcode.InvalidSchemaName:
-		return fmt.Errorf("%w: %s", pgdcb.ErrNotMigrated, pgErr.Message)
+		return fmt.Errorf("%w: %s", pgdcb.ErrNotMigrated, errfmt.Trim(pgErr.Message))
 	}
 	return err
 }

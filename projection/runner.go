@@ -22,6 +22,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
@@ -229,13 +230,13 @@ func newRunner(store *eventstore.Store, name string, q query.Query, cfg *Config)
 		return nil, err
 	}
 	if q.IsEmpty() {
-		return nil, fmt.Errorf("pgdcb: projection.New %q: %w: the query is empty (it matches nothing)", name, pgdcb.ErrInvalidQuery)
+		return nil, errfmt.Errorf("pgdcb: projection.New %q: %w: the query is empty (it matches nothing)", name, pgdcb.ErrInvalidQuery)
 	}
 	if err := q.Validate(); err != nil {
-		return nil, fmt.Errorf("pgdcb: projection.New %q: %w", name, err)
+		return nil, errfmt.Errorf("pgdcb: projection.New %q: %w", name, err)
 	}
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("pgdcb: projection.New %q: %w", name, err)
+		return nil, errfmt.Errorf("pgdcb: projection.New %q: %w", name, err)
 	}
 	r := &Runner{store: store, name: name, q: q, cfg: cfg.withDefaults()}
 	r.k1, r.k2 = LockKey(store.Schema(), name)

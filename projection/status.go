@@ -8,8 +8,10 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
 )
 
@@ -27,7 +29,8 @@ const (
 )
 
 // ErrNotFound: no checkpoint of that name exists (the projection never ran).
-var ErrNotFound = errors.New("pgdcb: projection: no such checkpoint")
+// It is pgdcb.ErrNotFound.
+var ErrNotFound = pgdcb.ErrNotFound
 
 // Status is a checkpoint row: where a projection (or outbox publisher) is and
 // how it is doing.
@@ -61,7 +64,7 @@ func GetStatus(ctx context.Context, store *eventstore.Store, name string) (Statu
 	)
 	err := row.Scan(&st.Name, &st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.ErrorCount, &st.LastError, &st.Leader, &hb, &st.UpdatedAt)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return Status{}, fmt.Errorf("%w: %q", ErrNotFound, name)
+		return Status{}, errfmt.Errorf("pgdcb: projection: no such checkpoint %q: %w", name, ErrNotFound)
 	}
 	if err != nil {
 		return Status{}, fmt.Errorf("pgdcb: projection: status of %q: %w", name, err)

@@ -14,6 +14,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
@@ -76,7 +77,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 		ev.RunSeq = last + 1
 		data, err := json.Marshal(ev)
 		if err != nil {
-			return AppendResult{}, fmt.Errorf("runstore: encode event: %w", err)
+			return AppendResult{}, errfmt.Errorf("pgdcb: runstore: encode event: %w", err)
 		}
 		res, err := s.es.AppendIf(ctx, []eventstore.Event{{
 			Type:     ev.EventType,
@@ -102,7 +103,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 					return AppendResult{}, fmt.Errorf("%w: %s", ErrEventIDConflict, ev.EventID)
 				}
 				// Deleted by retention between the check and this read.
-				return AppendResult{}, fmt.Errorf("runstore: duplicate of an event deleted meanwhile: %w", err)
+				return AppendResult{}, errfmt.Errorf("pgdcb: runstore: duplicate of an event deleted meanwhile: %w", err)
 			}
 			if uncertain != nil {
 				// This call's own earlier attempt committed (or a duplicate
@@ -140,7 +141,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 			}
 			after = &c
 		default:
-			return AppendResult{}, fmt.Errorf("runstore: append: %w", err)
+			return AppendResult{}, errfmt.Errorf("pgdcb: runstore: append: %w", err)
 		}
 	}
 }
@@ -149,7 +150,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 // matches ErrOutcomeUnknown and pgdcb.ErrOutcomeUnknown.
 func outcomeUnknown(ev CanonicalEngineEvent, attempts int, err error) error {
 	return &sentinelError{ErrOutcomeUnknown, &pgdcb.OutcomeUnknownError{
-		Op:  fmt.Sprintf("runstore: append to run %q (idempotency key %q) after %d attempts", ev.RunID, ev.IdempotencyKey, attempts),
+		Op:  fmt.Sprintf("pgdcb: runstore: append to run %q (idempotency key %q) after %d attempts", ev.RunID, ev.IdempotencyKey, attempts),
 		Err: err}}
 }
 
@@ -161,11 +162,11 @@ func (s *Store) lastSeq(ctx context.Context, runID string) (int64, cursor.Cursor
 		seq      int64
 	)
 	if err := s.es.Pool().QueryRow(ctx, s.sql.lastSeq, runID).Scan(&snapText, &c.TransactionID, &c.Position, &seq); err != nil {
-		return 0, cursor.Cursor{}, fmt.Errorf("runstore: read last runSeq: %w", err)
+		return 0, cursor.Cursor{}, errfmt.Errorf("pgdcb: runstore: read last runSeq: %w", err)
 	}
 	snap, err := cursor.ParseSnapshot(snapText)
 	if err != nil {
-		return 0, cursor.Cursor{}, fmt.Errorf("runstore: read last runSeq: %w", err)
+		return 0, cursor.Cursor{}, errfmt.Errorf("pgdcb: runstore: read last runSeq: %w", err)
 	}
 	c.Snapshot = snap
 	return seq, c, nil
@@ -178,7 +179,7 @@ func (s *Store) existingSeq(ctx context.Context, idemTags tags.Set) (int64, bool
 		return 0, false, nil
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("runstore: read duplicate's runSeq: %w", err)
+		return 0, false, errfmt.Errorf("pgdcb: runstore: read duplicate's runSeq: %w", err)
 	}
 	return seq, true, nil
 }

@@ -11,22 +11,22 @@ import (
 var (
 	// ErrInvalidInput: an argument was refused (see ValidationError). Nothing
 	// was written.
-	ErrInvalidInput = errors.New("runstore: invalid input")
+	ErrInvalidInput = errors.New("pgdcb: runstore: invalid input")
 	// ErrEventIDConflict: an event with the same eventId but another
 	// (runId, idempotencyKey) is already stored. Nothing was written.
-	ErrEventIDConflict = errors.New("runstore: eventId already used by another event")
+	ErrEventIDConflict = errors.New("pgdcb: runstore: eventId already used by another event")
 	// ErrCorruptEvent: a stored runstore event could not be decoded.
-	ErrCorruptEvent = errors.New("runstore: stored event cannot be decoded")
+	ErrCorruptEvent = errors.New("pgdcb: runstore: stored event cannot be decoded")
 	// ErrOutcomeUnknown: AppendEvent could not tell whether the event was
 	// stored (the connection was lost around its commit and retries could
 	// not settle it before ctx ended). Appending the same event again settles
 	// it: stored once, either way. (This store's error also matches
 	// pgdcb.ErrOutcomeUnknown.)
-	ErrOutcomeUnknown = errors.New("runstore: append outcome unknown")
+	ErrOutcomeUnknown = errors.New("pgdcb: runstore: append outcome unknown")
 	// ErrContention: AppendEvent lost the race for the run's next runSeq to
 	// other writers of the run Config.MaxAppendAttempts times. Nothing was
 	// written. (This store's error also matches pgdcb.ErrConditionFailed.)
-	ErrContention = errors.New("runstore: append lost the race for the next runSeq too often")
+	ErrContention = errors.New("pgdcb: runstore: append lost the race for the next runSeq too often")
 )
 
 // sentinelError makes err match a sentinel of the package too, keeping its
@@ -55,7 +55,7 @@ type ValidationError struct {
 }
 
 func (e *ValidationError) Error() string {
-	return fmt.Sprintf("runstore: invalid %s: %s", e.Field, clip.Reason(e.Reason))
+	return fmt.Sprintf("pgdcb: runstore: invalid %s: %s", e.Field, clip.Reason(e.Reason))
 }
 
 // Is makes errors.Is(err, ErrInvalidInput) true.

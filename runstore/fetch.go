@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // FetchEvents implements StateStore: the run's events after opts.AfterSeq in
@@ -29,7 +30,7 @@ type querier interface {
 func (s *Store) fetch(ctx context.Context, db querier, runID string, afterSeq int64, limit int) ([]CanonicalEngineEvent, error) {
 	rows, err := db.Query(ctx, s.sql.fetch, runID, afterSeq, limit)
 	if err != nil {
-		return nil, fmt.Errorf("runstore: fetch events: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: fetch events: %w", err)
 	}
 	defer rows.Close()
 	out := make([]CanonicalEngineEvent, 0, min(limit, 256))
@@ -39,7 +40,7 @@ func (s *Store) fetch(ctx context.Context, db querier, runID string, afterSeq in
 			at   time.Time
 		)
 		if err := rows.Scan(&data, &at); err != nil {
-			return nil, fmt.Errorf("runstore: fetch events: %w", err)
+			return nil, errfmt.Errorf("pgdcb: runstore: fetch events: %w", err)
 		}
 		ev, err := decodeEvent(data, at)
 		if err != nil {
@@ -48,7 +49,7 @@ func (s *Store) fetch(ctx context.Context, db querier, runID string, afterSeq in
 		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("runstore: fetch events: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: fetch events: %w", err)
 	}
 	return out, nil
 }

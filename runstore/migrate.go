@@ -3,12 +3,12 @@ package runstore
 import (
 	"context"
 	"embed"
-	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/migrate"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -46,7 +46,7 @@ func Migrate(ctx context.Context, pool *pgxpool.Pool, schema string) ([]int, err
 		return nil, err
 	}
 	if err := pgdcbsql.CheckCurrent(ctx, pool, schema); err != nil {
-		return nil, fmt.Errorf("pgdcb: migrate runstore: %w", err)
+		return nil, errfmt.Wrap("migrate runstore", err)
 	}
 	return line().Migrate(ctx, pool, schema, q)
 }
@@ -59,7 +59,7 @@ func MigrateTx(ctx context.Context, tx pgx.Tx, schema string) ([]int, error) {
 		return nil, err
 	}
 	if err := pgdcbsql.CheckCurrentTx(ctx, tx, schema); err != nil {
-		return nil, fmt.Errorf("pgdcb: migrate runstore: %w", err)
+		return nil, errfmt.Wrap("migrate runstore", err)
 	}
 	return line().MigrateTx(ctx, tx, schema, q)
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -137,7 +138,7 @@ func (p *SnapshotProjector) ProcessBatch(ctx context.Context) (int, error) {
 func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 	head, err := p.s.es.Head(ctx)
 	if err != nil {
-		return fmt.Errorf("runstore: catch up: %w", err)
+		return errfmt.Errorf("pgdcb: runstore: catch up: %w", err)
 	}
 	for {
 		st, err := p.r.Step(ctx)
@@ -157,12 +158,12 @@ func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 			case ctx.Err() != nil:
 				return ctx.Err()
 			case errors.Is(err, projection.ErrNotActive):
-				return fmt.Errorf("runstore: catch up: %w", err)
+				return errfmt.Errorf("pgdcb: runstore: catch up: %w", err)
 			}
 			continue
 		}
 		if st.State != projection.Active {
-			return fmt.Errorf("runstore: catch up: %w: the snapshot projector %q is %s",
+			return errfmt.Errorf("pgdcb: runstore: catch up: %w: the snapshot projector %q is %s",
 				projection.ErrNotActive, p.r.Name(), st.State)
 		}
 		cur := st.Batch.Cursor
@@ -190,7 +191,7 @@ func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
 	switch {
 	case errors.Is(err, projection.ErrNotFound):
 	case err != nil:
-		return Lag{}, fmt.Errorf("runstore: projector lag: %w", err)
+		return Lag{}, errfmt.Errorf("pgdcb: runstore: projector lag: %w", err)
 	default:
 		after = st.Cursor
 	}
@@ -200,7 +201,7 @@ func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 	case err != nil:
-		return Lag{}, fmt.Errorf("runstore: projector lag: %w", err)
+		return Lag{}, errfmt.Errorf("pgdcb: runstore: projector lag: %w", err)
 	default:
 		l.Lag = max(now.Sub(oldest), 0)
 	}
@@ -232,7 +233,7 @@ func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventst
 	// Serialises the batch with DeleteRun without giving the transaction an
 	// xid; the events a DeleteRun removed since the tail read are dropped.
 	if _, err := tx.Exec(ctx, s.sql.projectorLock, s.es.Schema(), s.cfg.ProjectorName); err != nil {
-		return fmt.Errorf("runstore: projector lock: %w", err)
+		return errfmt.Errorf("pgdcb: runstore: projector lock: %w", err)
 	}
 	rows, err := p.present(ctx, tx, b.Events)
 	if err != nil {
@@ -313,11 +314,11 @@ func (p *SnapshotProjector) present(ctx context.Context, tx pgx.Tx, evs []events
 	}
 	rows, err := tx.Query(ctx, p.s.sql.stored, positions)
 	if err != nil {
-		return nil, fmt.Errorf("runstore: projector read: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: projector read: %w", err)
 	}
 	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
 	if err != nil {
-		return nil, fmt.Errorf("runstore: projector read: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: projector read: %w", err)
 	}
 	stored := make(map[int64]bool, len(kept))
 	for _, k := range kept {
@@ -351,7 +352,7 @@ func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail curs
 	evs, next, err := p.s.es.ReadAllTx(ctx, tx, query.All(), &eventstore.ReadOptions{
 		After: &from, Limit: p.s.cfg.ProjectorBatch, MetadataContains: json.RawMessage(marker)})
 	if err != nil {
-		return nil, fmt.Errorf("runstore: projector read beyond the horizon: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: projector read beyond the horizon: %w", err)
 	}
 	rows := make([]runRow, len(evs))
 	for i, e := range evs {
@@ -419,7 +420,7 @@ func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, rows []runRow,
 		if changed || (reason != "" && !known) {
 			data, err := json.Marshal(snap)
 			if err != nil {
-				return fmt.Errorf("runstore: projector encode snapshot: %w", err)
+				return errfmt.Errorf("pgdcb: runstore: projector encode snapshot: %w", err)
 			}
 			b.Queue(s.sql.upsertSnapshot, id, snap.Status, snap.LastEventSeq, data,
 				timeOrNil(snap.StartedAt), timeOrNil(snap.CompletedAt))
@@ -433,7 +434,7 @@ func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, rows []runRow,
 		return nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("runstore: projector upsert snapshots: %w", err)
+		return errfmt.Errorf("pgdcb: runstore: projector upsert snapshots: %w", err)
 	}
 	return nil
 }
@@ -443,7 +444,7 @@ func (p *SnapshotProjector) loadSnapshots(ctx context.Context, tx pgx.Tx, runs [
 	stale := map[string]bool{}
 	rows, err := tx.Query(ctx, p.s.sql.loadSnapshots, runs)
 	if err != nil {
-		return nil, nil, fmt.Errorf("runstore: projector load snapshots: %w", err)
+		return nil, nil, errfmt.Errorf("pgdcb: runstore: projector load snapshots: %w", err)
 	}
 	defer rows.Close()
 	for rows.Next() {
@@ -453,7 +454,7 @@ func (p *SnapshotProjector) loadSnapshots(ctx context.Context, tx pgx.Tx, runs [
 			isStale bool
 		)
 		if err := rows.Scan(&id, &data, &isStale); err != nil {
-			return nil, nil, fmt.Errorf("runstore: projector load snapshots: %w", err)
+			return nil, nil, errfmt.Errorf("pgdcb: runstore: projector load snapshots: %w", err)
 		}
 		var snap RunSnapshot
 		if err := json.Unmarshal(data, &snap); err != nil {
@@ -463,7 +464,7 @@ func (p *SnapshotProjector) loadSnapshots(ctx context.Context, tx pgx.Tx, runs [
 		stale[id] = isStale
 	}
 	if err := rows.Err(); err != nil {
-		return nil, nil, fmt.Errorf("runstore: projector load snapshots: %w", err)
+		return nil, nil, errfmt.Errorf("pgdcb: runstore: projector load snapshots: %w", err)
 	}
 	return snaps, stale, nil
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // Resync (contract §4.2, §5.2): "non-contiguous observation or lag > 10s"
@@ -62,7 +62,7 @@ func (s *Store) StaleRuns(ctx context.Context) ([]StaleRun, error) {
 func (p *SnapshotProjector) staleRuns(ctx context.Context, db querier) ([]StaleRun, error) {
 	rows, err := db.Query(ctx, p.s.sql.staleRuns, resyncRuns)
 	if err != nil {
-		return nil, fmt.Errorf("runstore: stale runs: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: stale runs: %w", err)
 	}
 	out, err := pgx.CollectRows(rows, func(r pgx.CollectableRow) (StaleRun, error) {
 		var (
@@ -76,7 +76,7 @@ func (p *SnapshotProjector) staleRuns(ctx context.Context, db querier) ([]StaleR
 		return sr, err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("runstore: stale runs: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: stale runs: %w", err)
 	}
 	return out, nil
 }
@@ -102,11 +102,11 @@ func (p *SnapshotProjector) markLagging(ctx context.Context, tx pgx.Tx, checkpoi
 	rows, err := tx.Query(ctx, s.sql.lagging, checkpoint.TransactionID, checkpoint.Position,
 		s.cfg.ResyncLag.Seconds(), resyncRuns)
 	if err != nil {
-		return fmt.Errorf("runstore: projector lagging runs: %w", err)
+		return errfmt.Errorf("pgdcb: runstore: projector lagging runs: %w", err)
 	}
 	runs, err := pgx.CollectRows(rows, pgx.RowTo[string])
 	if err != nil {
-		return fmt.Errorf("runstore: projector lagging runs: %w", err)
+		return errfmt.Errorf("pgdcb: runstore: projector lagging runs: %w", err)
 	}
 	b := &pgx.Batch{}
 	for _, id := range runs {
@@ -119,7 +119,7 @@ func (p *SnapshotProjector) markLagging(ctx context.Context, tx pgx.Tx, checkpoi
 		return nil
 	}
 	if err := tx.SendBatch(ctx, b).Close(); err != nil {
-		return fmt.Errorf("runstore: projector mark lagging runs: %w", err)
+		return errfmt.Errorf("pgdcb: runstore: projector mark lagging runs: %w", err)
 	}
 	return nil
 }
@@ -165,7 +165,7 @@ func (p *SnapshotProjector) resync(ctx context.Context, runs []StaleRun) error {
 		if errors.Is(err, ErrCorruptEvent) {
 			return err
 		}
-		return fmt.Errorf("runstore: projector resync: %w", err)
+		return errfmt.Errorf("pgdcb: runstore: projector resync: %w", err)
 	}
 	for _, r := range runs {
 		s.metrics.resyncs.WithLabelValues(r.Reason).Inc()
@@ -185,7 +185,7 @@ func mustJSON(v any) []byte {
 func (s *Store) countStale(ctx context.Context) (int64, error) {
 	var n int64
 	if err := s.es.Pool().QueryRow(ctx, s.sql.countStale).Scan(&n); err != nil {
-		return 0, fmt.Errorf("runstore: count stale runs: %w", err)
+		return 0, errfmt.Errorf("pgdcb: runstore: count stale runs: %w", err)
 	}
 	return n, nil
 }

@@ -3,11 +3,11 @@ package runstore
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"io"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
@@ -38,7 +38,7 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
 		return err
 	})
 	if err != nil {
-		return 0, fmt.Errorf("runstore: delete run %q: %w", runID, err)
+		return 0, errfmt.Errorf("pgdcb: runstore: delete run %q: %w", runID, err)
 	}
 	s.cache.drop(runID)
 	return n, nil
@@ -63,7 +63,7 @@ func (s *Store) ExportRun(ctx context.Context, runID string, w io.Writer) (int64
 		}
 		for _, ev := range evs {
 			if err := enc.Encode(ev); err != nil {
-				return n, fmt.Errorf("runstore: export run %q: %w", runID, err)
+				return n, errfmt.Errorf("pgdcb: runstore: export run %q: %w", runID, err)
 			}
 			n++
 			after = ev.RunSeq

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // Run statuses of the default reducer.
@@ -214,7 +215,7 @@ func (s *Store) GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, er
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("runstore: get snapshot: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: get snapshot: %w", err)
 	}
 	var snap RunSnapshot
 	if err := json.Unmarshal(data, &snap); err != nil {

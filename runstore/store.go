@@ -2,7 +2,6 @@ package runstore
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"time"
@@ -10,6 +9,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 )
@@ -202,7 +202,7 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	}
 	proj, err := newProjector(s)
 	if err != nil {
-		return nil, fmt.Errorf("runstore: %w", err)
+		return nil, errfmt.Errorf("pgdcb: runstore: %w", err)
 	}
 	s.proj = proj
 	s.metrics.lagOf = s.proj.Lag

@@ -274,6 +274,7 @@ func TestAppendStdinConditions(t *testing.T) {
 	// A duplicate event id: exit 5.
 	r = sh(`{"type":"Opened","data":{},"id":"0190f5b2-0000-7000-8000-000000000001"}`, "append", "-stdin")
 	require.Equal(t, 5, r.code, r.stderr)
+	require.True(t, strings.HasPrefix(r.stderr, "pgdcb: append: operation already applied: event id"), "the op once: %s", r.stderr)
 
 	for _, bad := range []string{"", "{nope", `{"type":"X","tags":["Bad Tag"]}`, `{"type":"X","id":"nope"}`} {
 		t.Run(fmt.Sprintf("stdin %q", bad), func(t *testing.T) {

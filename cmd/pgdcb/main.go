@@ -47,6 +47,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
@@ -185,7 +186,15 @@ type opError struct {
 	err error
 }
 
-func (e *opError) Error() string { return e.op + ": " + e.err.Error() }
+// Error names op once: a library error that already starts with it (after
+// its "pgdcb: ") is not given it again ("append: append: …" was a message).
+func (e *opError) Error() string {
+	inner := errfmt.Trim(e.err.Error())
+	if strings.HasPrefix(inner, e.op+": ") {
+		return inner
+	}
+	return e.op + ": " + inner
+}
 func (e *opError) Unwrap() error { return e.err }
 
 func wrap(op string, err error) error {

@@ -95,13 +95,13 @@ func TestScenarioFailures(t *testing.T) {
 		}, "event 0: unexpected StudentSubscribed [course=c1 student=s1]"},
 		"an error instead": {func(tb testing.TB) {
 			commandstest.Given(tb).When(subscribe("c1", "s1")).Then(subscribed("c1", "s1"))
-		}, "commandstest: When failed: commands: Subscribe rejected: course is full"},
+		}, "commandstest: When failed: pgdcb: commands: Subscribe rejected: course is full"},
 		"success instead of an error": {func(tb testing.TB) {
 			commandstest.Given(tb, courseDefined("c1", 2)).When(subscribe("c1", "s1")).ThenError(errCourseFull)
 		}, "commandstest: When succeeded (1 events), want an error matching course is full"},
 		"another error": {func(tb testing.TB) {
 			commandstest.Given(tb).When(subscribe("c1", "s1")).ThenError(errAlreadySubscribed)
-		}, "commandstest: When failed with commands: Subscribe rejected: course is full, want an error matching student already subscribed"},
+		}, "commandstest: When failed with pgdcb: commands: Subscribe rejected: course is full, want an error matching student already subscribed"},
 		"an error that appended": {func(tb testing.TB) {
 			fx := commandstest.New(tb, nil)
 			fx.Given().WhenFunc(func(ctx context.Context) (commands.Outcome, error) {
