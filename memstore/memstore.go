@@ -33,6 +33,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -87,7 +88,7 @@ func New(cfg *Config) (*Store, error) {
 		MaxBatchBytes: c.MaxBatchBytes,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgdcb: memstore.New: %w", err)
+		return nil, errfmt.Errorf("pgdcb: memstore.New: %w", err)
 	}
 	if c.Now == nil {
 		c.Now = time.Now
@@ -129,7 +130,7 @@ func (s *Store) append(ctx context.Context, events []eventstore.Event, cond *app
 		return eventstore.AppendResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return eventstore.AppendResult{}, fmt.Errorf("pgdcb: append: %w", err)
+		return eventstore.AppendResult{}, errfmt.Errorf("pgdcb: append: %w", err)
 	}
 	s.mu.Lock()
 	res, err := s.appendLocked(events, cond)

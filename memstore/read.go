@@ -2,11 +2,11 @@ package memstore
 
 import (
 	"context"
-	"fmt"
 
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -31,7 +31,7 @@ func (s *Store) read(ctx context.Context, q query.Query, o eventstore.ReadOption
 		return nil, cursor.Cursor{}, invalidLimit("ReadOptions.Limit", o.Limit)
 	}
 	if err := ctx.Err(); err != nil {
-		return nil, cursor.Cursor{}, fmt.Errorf("pgdcb: read: %w", err)
+		return nil, cursor.Cursor{}, errfmt.Errorf("pgdcb: read: %w", err)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -80,7 +80,7 @@ func (s *Store) ReadLast(ctx context.Context, q query.Query) (*eventstore.Stored
 // eventstore.Store.Head).
 func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
 	if err := ctx.Err(); err != nil {
-		return cursor.Cursor{}, fmt.Errorf("pgdcb: head: %w", err)
+		return cursor.Cursor{}, errfmt.Errorf("pgdcb: head: %w", err)
 	}
 	s.mu.RLock()
 	defer s.mu.RUnlock()
@@ -108,7 +108,7 @@ func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor
 		return eventstore.TailBatch{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return eventstore.TailBatch{}, fmt.Errorf("pgdcb: read: %w", err)
+		return eventstore.TailBatch{}, errfmt.Errorf("pgdcb: read: %w", err)
 	}
 	s.mu.RLock()
 	// The head is the log's last event, whatever the limit cut the page to.

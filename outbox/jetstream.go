@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
 )
 
@@ -105,7 +106,7 @@ func NewJetStreamPublisher(js jetstream.JetStream, cfg *JetStreamConfig) (*JetSt
 		cfgcheck.Int("MaxInFlight", c.MaxInFlight, 1),
 		cfgcheck.Duration("AckTimeout", c.AckTimeout, DefaultAckTimeout),
 	); err != nil {
-		return nil, fmt.Errorf("pgdcb: outbox.NewJetStreamPublisher: %w", err)
+		return nil, errfmt.Errorf("pgdcb: outbox.NewJetStreamPublisher: %w", err)
 	}
 	if c.SubjectPrefix == "" {
 		c.SubjectPrefix = "pgdcb"

@@ -3,7 +3,6 @@ package outbox
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // logKey is an event's place in log order.
@@ -173,7 +173,7 @@ func (r *reconciler) held(ctx context.Context, subject string, msgs []outMsg, fo
 		r.mu.Lock()
 		delete(r.streams, subject) // the stream may have been recreated
 		r.mu.Unlock()
-		return logKey{}, fmt.Errorf("pgdcb: outbox: reading the last message of subject %q: %w", subject, err)
+		return logKey{}, errfmt.Errorf("pgdcb: outbox: reading the last message of subject %q: %w", subject, err)
 	}
 	last, ours := keyOfRaw(raw, msgs[0].m)
 	if !ours {
@@ -209,7 +209,7 @@ func (r *reconciler) held(ctx context.Context, subject string, msgs []outMsg, fo
 			continue // deleted
 		}
 		if err != nil {
-			return logKey{}, fmt.Errorf("pgdcb: outbox: reading message %d of the stream of subject %q: %w", seq, subject, err)
+			return logKey{}, errfmt.Errorf("pgdcb: outbox: reading message %d of the stream of subject %q: %w", seq, subject, err)
 		}
 		if m.Subject != subject {
 			continue
@@ -257,14 +257,14 @@ func (r *reconciler) stream(ctx context.Context, subject string) (jetstream.Stre
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgdcb: outbox: finding the stream of subject %q: %w", subject, err)
+		return nil, errfmt.Errorf("pgdcb: outbox: finding the stream of subject %q: %w", subject, err)
 	}
 	err = r.request(ctx, func(ctx context.Context) (err error) {
 		st, err = r.js.Stream(ctx, name)
 		return err
 	})
 	if err != nil {
-		return nil, fmt.Errorf("pgdcb: outbox: opening stream %q: %w", name, err)
+		return nil, errfmt.Errorf("pgdcb: outbox: opening stream %q: %w", name, err)
 	}
 	r.mu.Lock()
 	r.streams[subject] = st

@@ -15,6 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -160,7 +161,7 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		cfgcheck.Duration("PublishTimeout", c.PublishTimeout, DefaultPublishTimeout),
 		cfgcheck.Duration("StallAfter", c.StallAfter, DefaultStallAfter),
 	); err != nil {
-		return nil, fmt.Errorf("pgdcb: outbox.New: %w", err)
+		return nil, errfmt.Errorf("pgdcb: outbox.New: %w", err)
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = DefaultBatchSize
@@ -183,7 +184,7 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		defer cancel()
 		r.delivery.begin(time.Now())
 		if err := pub.Publish(ctx, msgs); err != nil {
-			return fmt.Errorf("pgdcb: outbox %q: publish: %w", r.name, err)
+			return errfmt.Errorf("pgdcb: outbox %q: publish: %w", r.name, err)
 		}
 		r.delivery.acked(time.Now())
 		return nil

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/migrate"
 )
 
@@ -143,7 +144,7 @@ func Grant(ctx context.Context, pool *pgxpool.Pool, schema, role string) error {
 		return checkLeftovers(ctx, tx, q, schema, role)
 	})
 	if err != nil {
-		return fmt.Errorf("pgdcb: grant %s on schema %s: %w", r, q, err)
+		return errfmt.Errorf("pgdcb: grant %s on schema %s: %w", r, q, err)
 	}
 	return nil
 }

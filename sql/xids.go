@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // TransactionIDsAheadError says that the log holds transaction ids the server
@@ -46,7 +47,7 @@ func CheckTransactionIDs(ctx context.Context, pool *pgxpool.Pool, schema string)
 			ORDER BY transaction_id DESC, position DESC LIMIT 1), '0')::text::numeric,
 		pg_snapshot_xmax(pg_current_snapshot())::text::numeric`).Scan(&stored, &next)
 	if err != nil {
-		return fmt.Errorf("pgdcb: checking transaction ids: %w", err)
+		return errfmt.Errorf("pgdcb: checking transaction ids: %w", err)
 	}
 	if stored >= next {
 		return &TransactionIDsAheadError{Schema: schema, Stored: stored, Next: next}
@@ -96,7 +97,7 @@ func RebaseTransactionIDs(ctx context.Context, pool *pgxpool.Pool, schema string
 			UNION SELECT transaction_id FROM `+q+`.checkpoints WHERE transaction_id <> '0') d),
 		pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&ids, &next)
 	if err != nil {
-		return res, fmt.Errorf("pgdcb: rebase: counting transaction ids: %w", err)
+		return res, errfmt.Errorf("pgdcb: rebase: counting transaction ids: %w", err)
 	}
 	// The rebase's own transaction must get an id above ids+2; leave room
 	// for the transactions other sessions start meanwhile.
@@ -110,7 +111,7 @@ func RebaseTransactionIDs(ctx context.Context, pool *pgxpool.Pool, schema string
 		return tx.QueryRow(ctx, `SELECT `+q+`.rebase_transaction_ids()`).Scan(&res.IDs)
 	})
 	if err != nil {
-		return res, fmt.Errorf("pgdcb: rebase: %w", err)
+		return res, errfmt.Errorf("pgdcb: rebase: %w", err)
 	}
 	return res, nil
 }
@@ -131,7 +132,7 @@ func burnTransactionIDs(ctx context.Context, conn *pgx.Conn, n int64) error {
 			err = cerr
 		}
 		if err != nil {
-			return fmt.Errorf("pgdcb: rebase: advancing the transaction counter: %w", err)
+			return errfmt.Errorf("pgdcb: rebase: advancing the transaction counter: %w", err)
 		}
 		n -= k
 	}

@@ -3,11 +3,11 @@ package subscription
 import (
 	"context"
 	"errors"
-	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // HorizonHolder is the backend running the oldest transaction of the pool's
@@ -47,7 +47,7 @@ func OldestTransaction(ctx context.Context, pool *pgxpool.Pool) (h HorizonHolder
 		return HorizonHolder{}, false, nil
 	}
 	if err != nil {
-		return HorizonHolder{}, false, fmt.Errorf("pgdcb: subscription: oldest transaction: %w", err)
+		return HorizonHolder{}, false, errfmt.Errorf("pgdcb: subscription: oldest transaction: %w", err)
 	}
 	return h, true, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
 	"github.com/pgdcb/pgdcb/logical"
@@ -160,13 +161,13 @@ func New(store eventstore.Interface, q query.Query, cfg *Config) (*Subscription,
 		return nil, errors.New("pgdcb: subscription.New: nil store")
 	}
 	if q.IsEmpty() {
-		return nil, fmt.Errorf("pgdcb: subscription.New: %w: the query is empty (it matches nothing)", pgdcb.ErrInvalidQuery)
+		return nil, errfmt.Errorf("pgdcb: subscription.New: %w: the query is empty (it matches nothing)", pgdcb.ErrInvalidQuery)
 	}
 	if err := q.Validate(); err != nil {
-		return nil, fmt.Errorf("pgdcb: subscription.New: %w", err)
+		return nil, errfmt.Errorf("pgdcb: subscription.New: %w", err)
 	}
 	if err := cfg.validate(); err != nil {
-		return nil, fmt.Errorf("pgdcb: subscription.New: %w", err)
+		return nil, errfmt.Errorf("pgdcb: subscription.New: %w", err)
 	}
 	return &Subscription{store: store, q: q, cfg: cfg.withDefaults()}, nil
 }

@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // ErrNotRunning: WaitFor was waiting (or was called) after Run returned; the
@@ -81,7 +82,7 @@ func (s *Subscription) WaitFor(ctx context.Context, target cursor.Cursor) error 
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgdcb: subscription: waiting for %s (at %s): %w", target, cur, ctx.Err())
+			return errfmt.Errorf("pgdcb: subscription: waiting for %s (at %s): %w", target, cur, ctx.Err())
 		case <-changed:
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
 // Placeholder is replaced by the quoted schema name in every text a Line
@@ -155,14 +156,14 @@ type DB interface {
 func (l *Line) Migrate(ctx context.Context, pool *pgxpool.Pool, schema, q string) ([]int, error) {
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", l.Op, err)
+		return nil, errfmt.Errorf("%s: %w", l.Op, err)
 	}
 	defer conn.Release()
 
 	// A session lock, so concurrent migrators of the same schema run one after
 	// another; released below even when a step fails.
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", LockKey(schema)); err != nil {
-		return nil, fmt.Errorf("%s: lock: %w", l.Op, err)
+		return nil, errfmt.Errorf("%s: lock: %w", l.Op, err)
 	}
 	defer func() {
 		// The caller's ctx may be done; unlock must still run or the pooled
@@ -184,7 +185,7 @@ func (l *Line) Migrate(ctx context.Context, pool *pgxpool.Pool, schema, q string
 // transaction-level advisory lock (held until tx ends).
 func (l *Line) MigrateTx(ctx context.Context, tx pgx.Tx, schema, q string) ([]int, error) {
 	if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock($1)", LockKey(schema)); err != nil {
-		return nil, fmt.Errorf("%s: lock: %w", l.Op, err)
+		return nil, errfmt.Errorf("%s: lock: %w", l.Op, err)
 	}
 	return l.apply(ctx, tx, q, func(f func(tx pgx.Tx) error) error { return f(tx) })
 }
@@ -194,7 +195,7 @@ func (l *Line) MigrateTx(ctx context.Context, tx pgx.Tx, schema, q string) ([]in
 func (l *Line) apply(ctx context.Context, db DB, q string, inTx func(func(pgx.Tx) error) error) ([]int, error) {
 	for _, stmt := range l.bootstrap(q) {
 		if _, err := db.Exec(ctx, stmt); err != nil {
-			return nil, fmt.Errorf("%s: prepare %s: %w", l.Op, q, err)
+			return nil, errfmt.Errorf("%s: prepare %s: %w", l.Op, q, err)
 		}
 	}
 	applied, err := l.applied(ctx, db, q)
@@ -219,7 +220,7 @@ func (l *Line) apply(ctx context.Context, db DB, q string, inTx func(func(pgx.Tx
 			return err
 		})
 		if err != nil {
-			return done, fmt.Errorf("%s %s: step %03d_%s: %w", l.Op, q, m.Version, m.Name, err)
+			return done, errfmt.Errorf("%s %s: step %03d_%s: %w", l.Op, q, m.Version, m.Name, err)
 		}
 		done = append(done, m.Version)
 	}
@@ -246,7 +247,7 @@ func (l *Line) apply(ctx context.Context, db DB, q string, inTx func(func(pgx.Tx
 		return nil
 	})
 	if err != nil {
-		return done, fmt.Errorf("%s %s: %w", l.Op, q, err)
+		return done, errfmt.Errorf("%s %s: %w", l.Op, q, err)
 	}
 	return done, nil
 }
@@ -365,7 +366,7 @@ func (l *Line) applied(ctx context.Context, db DB, q string) (map[int]appliedSte
 	// it was added.
 	rows, err := db.Query(ctx, "SELECT version, applied_at, coalesce(to_jsonb(m)->>'checksum', '') FROM "+q+"."+l.Table+" m")
 	if err != nil {
-		return nil, fmt.Errorf("pgdcb: read %s: %w", l.Table, err)
+		return nil, errfmt.Errorf("pgdcb: read %s: %w", l.Table, err)
 	}
 	out := map[int]appliedStep{}
 	for rows.Next() {
@@ -384,7 +385,7 @@ func (l *Line) applied(ctx context.Context, db DB, q string) (map[int]appliedSte
 func (l *Line) Status(ctx context.Context, db DB, q string) ([]Status, error) {
 	var exists bool
 	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+"."+l.Table).Scan(&exists); err != nil {
-		return nil, fmt.Errorf("pgdcb: migration status: %w", err)
+		return nil, errfmt.Errorf("pgdcb: migration status: %w", err)
 	}
 	applied := map[int]appliedStep{}
 	if exists {
@@ -425,12 +426,12 @@ func (l *Line) CheckCurrent(ctx context.Context, db DB, schema, q string) error 
 	}
 	var exists bool
 	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+"."+FunctionTable).Scan(&exists); err != nil {
-		return fmt.Errorf("pgdcb: migration status: %w", err)
+		return errfmt.Errorf("pgdcb: migration status: %w", err)
 	}
 	stale := l.Functions
 	if exists {
 		if stale, err = l.staleFunctions(ctx, db, q); err != nil {
-			return fmt.Errorf("pgdcb: migration status: %w", err)
+			return errfmt.Errorf("pgdcb: migration status: %w", err)
 		}
 	}
 	if len(stale) > 0 {
