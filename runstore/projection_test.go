@@ -107,3 +107,33 @@ func TestProjectorContinuesAnEarlierCheckpoint(t *testing.T) {
 	require.Equal(t, int64(3), got.EventCount)
 	require.Equal(t, 1.0, counter(t, reg, "pgdcb_runstore_projector_events_total"), "only the event after the checkpoint was read")
 }
+
+// CatchUp beside a running projector waits for the run events only: with the
+// leader elsewhere and other traffic after the last run event, it returns
+// once the leader applied that event. Before, it waited for the leader's
+// checkpoint to pass the head of the log, which the leader moves past other
+// events only at its heartbeat (here an hour: CatchUp ran into its deadline).
+func TestCatchUpBesideARunningProjector(t *testing.T) {
+	t.Parallel()
+	rs := newStore(t, &runstore.Config{PollInterval: 20 * time.Millisecond,
+		Projection: &projection.Config{HeartbeatInterval: time.Hour}})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rs.Projector().Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	require.Eventually(t, func() bool { // the runner leads: it wrote its first heartbeat
+		st, err := rs.Projector().Status(ctx)
+		return err == nil && !st.HeartbeatAt.IsZero()
+	}, time.Minute, 5*time.Millisecond)
+
+	_, err := rs.AppendEvent(ctx, runEvent("r1", "k1"))
+	require.NoError(t, err)
+	appendOther(t, rs.EventStore(), 5, 0)
+	cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ccancel()
+	require.NoError(t, rs.CatchUp(cctx))
+	snap := requireCurrent(t, rs, "r1")
+	require.Equal(t, int64(1), snap.LastEventSeq)
+}

@@ -136,8 +136,12 @@ func (p *SnapshotProjector) ProcessBatch(ctx context.Context) (int, error) {
 // instance leads, it waits for that one's checkpoint. It fails with an error
 // matching projection.ErrNotActive when the projector is PAUSED or FAILED.
 func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
-	head, err := p.s.es.Head(ctx)
-	if err != nil {
+	// The target is the last run event committed before the call, not the
+	// head of the log: a leader elsewhere moves its checkpoint past other
+	// events only at its heartbeat.
+	var head cursor.Cursor
+	err := p.s.es.Pool().QueryRow(ctx, p.s.sql.lastRunEvent).Scan(&head.TransactionID, &head.Position)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 		return errfmt.Errorf("pgdcb: runstore: catch up: %w", err)
 	}
 	for {

@@ -12,6 +12,7 @@ const markerPred = `e.metadata @> '{"runstore": "v1"}'`
 type statements struct {
 	lastSeq, fetch, existingSeq, getSnapshot, deleteRun, deleteSnapshot string
 	loadSnapshots, upsertSnapshot, lag, stored, deleteSnapshots         string
+	lastRunEvent                                                        string
 	projectorLock, lagging, markStale, staleRuns                        string
 	clearStale, countStale, insertPending                               string
 }
@@ -76,6 +77,10 @@ func newStatements(schema string) statements {
 		// projector's lock (events primary key, one probe per event): a
 		// DeleteRun may have removed some since the read.
 		stored: `SELECT position FROM ` + ev + ` WHERE position = ANY ($1::bigint[])`,
+		// The last run event of the log (events_runstore_log_order backward,
+		// one row): CatchUp's target.
+		lastRunEvent: `SELECT e.transaction_id, e.position FROM ` + ev + ` e WHERE ` + markerPred + `
+			ORDER BY e.transaction_id DESC, e.position DESC LIMIT 1`,
 		// Runstore.Reset's clearing of the read model (whole table).
 		deleteSnapshots: `DELETE FROM ` + schema + `.run_snapshots`,
 		// Runs, not STALE yet, holding a committed run event past the
