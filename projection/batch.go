@@ -3,12 +3,12 @@ package projection
 import (
 	"context"
 	"errors"
-	"fmt"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/wake"
 	"github.com/pgdcb/pgdcb/query"
@@ -41,7 +41,7 @@ func NewBatchRunner(store *eventstore.Store, name string, q query.Query, h Batch
 		return nil, errors.New("pgdcb: projection.NewBatchRunner: nil handler")
 	}
 	if cfg != nil && cfg.Logical != nil {
-		return nil, fmt.Errorf("pgdcb: projection.NewBatchRunner %q: %w", name,
+		return nil, errfmt.Errorf("pgdcb: projection.NewBatchRunner %q: %w", name,
 			&pgdcb.InvalidArgumentError{Name: "Config.Logical", Reason: "not supported with a BatchHandler"})
 	}
 	r, err := newRunner(store, name, q, cfg)
@@ -79,8 +79,13 @@ type StepResult struct {
 // projection up to date on demand instead of running Run, or beside it. A
 // failed batch is recorded as Run records it (FAILED after MaxAttempts) and
 // its error returned. Unlike Run's idle batches, a step that only moves the
-// cursor writes the checkpoint at once.
+// cursor writes the checkpoint at once. Not in logical mode (Config.Logical):
+// that is refused with a *pgdcb.InvalidArgumentError.
 func (r *Runner) Step(ctx context.Context) (StepResult, error) {
+	if r.cfg.Logical != nil {
+		return StepResult{}, errfmt.Errorf("pgdcb: projection %q: step: %w", r.name,
+			&pgdcb.InvalidArgumentError{Name: "Config.Logical", Reason: "Step reads the tail; a logical projection runs with Run only"})
+	}
 	pool := r.store.Pool()
 	if !r.ensured.Load() {
 		if err := ensure(ctx, pool, ident.Schema(r.store), r.name); err != nil {
@@ -90,12 +95,12 @@ func (r *Runner) Step(ctx context.Context) (StepResult, error) {
 	}
 	pc, err := pool.Acquire(ctx)
 	if err != nil {
-		return StepResult{}, fmt.Errorf("pgdcb: projection %q: step: %w", r.name, err)
+		return StepResult{}, errfmt.Errorf("pgdcb: projection %q: step: %w", r.name, err)
 	}
 	var got bool
 	if err := pc.QueryRow(ctx, `SELECT pg_try_advisory_lock($1, $2)`, r.k1, r.k2).Scan(&got); err != nil {
 		pc.Release()
-		return StepResult{}, fmt.Errorf("pgdcb: projection %q: step: %w", r.name, err)
+		return StepResult{}, errfmt.Errorf("pgdcb: projection %q: step: %w", r.name, err)
 	}
 	if !got {
 		pc.Release()
