@@ -612,7 +612,7 @@ type HandlerError struct {
 }
 
 func (e *HandlerError) Error() string {
-	return fmt.Sprintf("pgdcb: projection %q: handler failed after cursor %s: %v", e.Name, e.Cursor, e.Err)
+	return fmt.Sprintf("pgdcb: projection %q: handler failed after cursor %s: %s", e.Name, e.Cursor, errfmt.Trim(e.Err.Error()))
 }
 
 func (e *HandlerError) Unwrap() error { return e.Err }

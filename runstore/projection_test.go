@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -49,6 +50,7 @@ func TestProjectorFailsAndResumes(t *testing.T) {
 	}, 30*time.Second, 5*time.Millisecond, "the projector never became FAILED: %+v", st)
 	require.Equal(t, 3, st.ErrorCount)
 	require.Contains(t, st.LastError, "cannot be decoded")
+	require.Equal(t, 1, strings.Count(st.LastError, "pgdcb:"), "one prefix: %s", st.LastError)
 	select {
 	case err := <-done:
 		t.Fatalf("Run returned on a failed batch: %v", err)
