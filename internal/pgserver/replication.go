@@ -1,0 +1,82 @@
+package pgserver
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// WALPosition returns the server's current WAL position: on a primary the
+// end of the WAL written so far (pg_current_wal_lsn), on a standby the end of
+// the WAL replayed (pg_last_wal_replay_lsn), as PostgreSQL's text form of a
+// pg_lsn. Pass a primary's position to a standby's WaitReplay to wait until
+// everything the primary had committed before it is visible there.
+func (s *Server) WALPosition(ctx context.Context) (string, error) {
+	var lsn string
+	err := s.queryRow(ctx, `SELECT (CASE WHEN pg_is_in_recovery() THEN pg_last_wal_replay_lsn()
+		ELSE pg_current_wal_insert_lsn() END)::text`, nil, &lsn)
+	if err != nil {
+		return "", fmt.Errorf("pgserver: WALPosition: %w", err)
+	}
+	return lsn, nil
+}
+
+// WaitReplay returns once the standby has replayed the WAL up to lsn (a
+// pg_lsn in text form, e.g. from the primary's WALPosition), polling every
+// 10ms until ctx ends. A standby with an apply delay makes commits visible
+// only when replayed, so this includes the delay. On a server that is not in
+// recovery (a primary, or a promoted standby) it returns at once.
+func (s *Server) WaitReplay(ctx context.Context, lsn string) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var done bool
+		err := s.queryRow(ctx, `SELECT NOT pg_is_in_recovery()
+			OR coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)`, []any{lsn}, &done)
+		if err == nil && done {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if err != nil {
+				return fmt.Errorf("pgserver: WaitReplay %s: %w (last error: %v)", lsn, ctx.Err(), err)
+			}
+			return fmt.Errorf("pgserver: WaitReplay %s: %w", lsn, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
+// Promote ends a standby's recovery and makes it a primary
+// (pg_promote(wait => true)), returning once it accepts writes. Any server
+// can be asked; a server that is not in recovery is an error of PostgreSQL's.
+func (s *Server) Promote(ctx context.Context) error {
+	var ok bool
+	if err := s.queryRow(ctx, `SELECT pg_promote(true, 60)`, nil, &ok); err != nil {
+		return fmt.Errorf("pgserver: Promote: %w", err)
+	}
+	if !ok {
+		return fmt.Errorf("pgserver: Promote: the standby did not finish promotion within 60s")
+	}
+	return nil
+}
+
+// InRecovery reports whether the server is a standby (pg_is_in_recovery).
+func (s *Server) InRecovery(ctx context.Context) (bool, error) {
+	var r bool
+	if err := s.queryRow(ctx, `SELECT pg_is_in_recovery()`, nil, &r); err != nil {
+		return false, fmt.Errorf("pgserver: InRecovery: %w", err)
+	}
+	return r, nil
+}
+
+func (s *Server) queryRow(ctx context.Context, sql string, args []any, dest ...any) error {
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return err
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	return conn.QueryRow(ctx, sql, args...).Scan(dest...)
+}

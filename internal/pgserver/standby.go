@@ -1,0 +1,105 @@
+//go:build unix
+
+package pgserver
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+)
+
+// StandbyOptions tune [Server.StartStandby]. The zero value is a standby that
+// replays as fast as it can.
+type StandbyOptions struct {
+	// ApplyDelay is the standby's recovery_min_apply_delay: each commit
+	// becomes visible there this long after it committed on the primary (a
+	// lag injected on purpose, in whole milliseconds). Default 0: no delay.
+	ApplyDelay time.Duration
+	// Settings are extra server settings of the standby, as
+	// Options.Settings (they override the throwaway defaults and
+	// ApplyDelay). Default: none.
+	Settings map[string]string
+	// StartTimeout bounds the base backup and the start. Default: 60s.
+	StartTimeout time.Duration
+}
+
+// StartStandby makes a streaming hot standby of a throwaway cluster: a base
+// backup taken with `pg_basebackup -R -X stream` over loopback, started on a
+// free port of 127.0.0.1 with the same binaries and defaults. The standby is
+// itself a throwaway cluster (Crash, Stop, Start, Close work on it) that also
+// answers [Server.WaitReplay] and [Server.Promote]. Close it before the
+// primary. Only for a throwaway cluster (else a *NotThrowawayError).
+func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (_ *Server, err error) {
+	p, ok := s.ctl.(*cluster)
+	if !ok {
+		return nil, &NotThrowawayError{Op: "StartStandby", Source: s.source}
+	}
+	if opts.ApplyDelay < 0 {
+		return nil, errors.New("pgserver: StartStandby: negative ApplyDelay")
+	}
+	timeout := opts.StartTimeout
+	if timeout <= 0 {
+		timeout = 60 * time.Second
+	}
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	set := map[string]string{
+		"hot_standby":                 "on",
+		"recovery_min_apply_delay":    fmt.Sprintf("%dms", opts.ApplyDelay.Milliseconds()),
+		"hot_standby_feedback":        "off",
+		"max_standby_streaming_delay": "-1",
+	}
+	for k, v := range opts.Settings {
+		set[k] = v
+	}
+	settings, err := settingArgs(set)
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
+	}
+
+	dir, err := os.MkdirTemp(tempBase(p.cred), "pgdcb-pg-standby-")
+	if err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			_ = os.RemoveAll(dir)
+		}
+	}()
+	if p.cred != nil {
+		if err := os.Chown(dir, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
+			return nil, fmt.Errorf("chown %s to the postgres user: %w", dir, err)
+		}
+	}
+	data := filepath.Join(dir, "data")
+	bb := exec.CommandContext(ctx, filepath.Join(filepath.Dir(p.bin.postgres), "pg_basebackup"),
+		"-D", data, "-R", "-X", "stream", "-c", "fast", "--no-sync",
+		"-d", p.dsn())
+	bb.Dir = dir
+	bb.Env = childEnv()
+	bb.SysProcAttr = procAttr(p.cred)
+	if out, err := bb.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("pgserver: StartStandby: pg_basebackup: %w: %s", err, tail(out))
+	}
+	for attempt := 1; ; attempt++ {
+		port, err := freePort()
+		if err != nil {
+			return nil, err
+		}
+		c := &cluster{bin: p.bin, dir: dir, data: data, port: port, cred: p.cred,
+			settings: append(append([]string(nil), p.settings...), settings...), startTimeout: timeout}
+		bindFailed, err := c.launch(ctx)
+		if err == nil {
+			st := &Server{dsn: c.dsn(), source: SourceThrowaway, dir: dir, ctl: c}
+			st.closeFn = c.close
+			return st, nil
+		}
+		if !bindFailed || attempt == 3 {
+			return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
+		}
+	}
+}
