@@ -60,7 +60,7 @@ func (m *Model[S]) Apply(ev StoredEvent) { m.State = m.Fold(m.State, ev) }
 // folding Config.SnapshotEvery of its events past its snapshot, Project
 // stores a new one in the background.
 func (s *Store) Project(ctx context.Context, projectors ...Projector) (appendif.Condition, error) {
-	return s.project(ctx, s.pool, projectors)
+	return s.project(ctx, s.ReadPool(), projectors)
 }
 
 // ProjectTx is Project in the caller's transaction.

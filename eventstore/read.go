@@ -65,7 +65,7 @@ func (e *Events) Cursor() (c cursor.Cursor, ok bool) { return e.cursor, e.done }
 // Read streams the events matching q (see package query) in log order. All
 // events come from one snapshot.
 func (s *Store) Read(ctx context.Context, q query.Query, opts *ReadOptions) *Events {
-	return s.tracedRead(ctx, s.pool, ReadOpRead, q, opts)
+	return s.tracedRead(ctx, s.ReadPool(), ReadOpRead, q, opts)
 }
 
 // ReadTx is Read in the caller's transaction (its snapshot rules apply: under
@@ -101,7 +101,7 @@ func collect(es *Events) ([]StoredEvent, cursor.Cursor, error) {
 // cursor: an AppendIf with FailIf(q, &cursor) fails if a newer matching event
 // appears (the gapless-number pattern).
 func (s *Store) ReadLast(ctx context.Context, q query.Query) (*StoredEvent, cursor.Cursor, error) {
-	return readLast(s.tracedRead(ctx, s.pool, ReadOpReadLast, q, &ReadOptions{Limit: 1, Backwards: true}))
+	return readLast(s.tracedRead(ctx, s.ReadPool(), ReadOpReadLast, q, &ReadOptions{Limit: 1, Backwards: true}))
 }
 
 // ReadLastTx is ReadLast in the caller's transaction.
@@ -120,7 +120,7 @@ func readLast(es *Events) (*StoredEvent, cursor.Cursor, error) {
 // Head returns a cursor at the end of the log, carrying the current snapshot:
 // as an After it means "every event visible now was seen".
 func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
-	return s.head(ctx, s.pool)
+	return s.head(ctx, s.ReadPool())
 }
 
 // HeadTx is Head in the caller's transaction.
@@ -133,7 +133,8 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 	defer func() { t.endRead(ReadOpHead, err) }()
 	var snapText string
 	var c cursor.Cursor
-	if err := db.QueryRow(ctx, s.sql.head).Scan(&snapText, &c.TransactionID, &c.Position); err != nil {
+	var pf proof
+	if err := db.QueryRow(ctx, s.sql.head).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest(true)...)...); err != nil {
 		return cursor.Cursor{}, errf("head", err)
 	}
 	snap, err := cursor.ParseSnapshot(snapText)
@@ -141,7 +142,7 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 		return cursor.Cursor{}, errf("head", err)
 	}
 	c.Snapshot = snap
-	return c, nil
+	return pf.cursor(c), nil
 }
 
 // readSQL is one statement: the snapshot and the head of the log (one row,
@@ -196,6 +197,13 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	// horizon, a backward scan of events_log_order from the horizon, one row.
 	// A tailing cursor never moves past it (see TailBatch.Cursor).
 	durable, durableJoin := `'0'::xid8, 0::bigint, '0'::xid8, 0, ''`, ""
+	// A decision read proves its cursor on a standby (provenJoin); a
+	// tailing read's cursor is the durable point, below the horizon, which
+	// is the standby's xmin there already (internal/horizon).
+	proven, provenSQL := `false, NULL::bigint[], false, '0'::xid8, 0::bigint`, ""
+	if !tail {
+		proven, provenSQL = provenColumns, provenJoin(s.sql.events, "s.snap", "h.transaction_id")
+	}
 	if tail {
 		durable = `coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns
 		durableJoin = horizon.Join("s.snap", "h.transaction_id") + `
@@ -203,10 +211,10 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 			WHERE transaction_id < hz.horizon
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true`
 	}
-	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + durable + `, r.*
+	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + durable + `, ` + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
-			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + durableJoin + `
+			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + durableJoin + provenSQL + `
 		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + from + `
 			WHERE ` + where + `
 			ORDER BY e.transaction_id ` + dir + `, e.position ` + dir + limit + `) r ON true`
@@ -270,6 +278,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			n        int
 			last     StoredEvent
 			traced   = s.traceOf(ctx)
+			pf       proof
 		)
 		for rows.Next() {
 			// The header columns repeat on every row; scan them once.
@@ -279,7 +288,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 				dx, dp = &es.durable.TransactionID, &es.durable.Position
 				hz, hpid, hdb = &es.horizon, &es.holder.PID, &es.holder.Database
 			}
-			ev, ok, err := scanEventRow(rows, snapDest, hx, hp, dx, dp, hz, hpid, hdb)
+			ev, ok, err := scanEventRow(rows, append([]any{snapDest, hx, hp, dx, dp, hz, hpid, hdb}, pf.dest(n == 0)...)...)
 			if err != nil {
 				yield(StoredEvent{}, errf("read", err))
 				return
@@ -304,11 +313,11 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			return
 		}
 		head.Snapshot = snap
-		es.head = head
-		es.cursor = head
+		es.head = pf.cursor(head)
+		es.cursor = es.head
 		if o.Limit > 0 && n >= o.Limit && !o.Backwards && last.Position != 0 {
 			// Stopped by the limit: seen only up to the last event returned.
-			es.cursor = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: snap}
+			es.cursor = pf.cursor(cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: snap})
 		}
 		es.done = true
 	}

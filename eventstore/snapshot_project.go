@@ -212,14 +212,14 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, arg
 		where += " AND " + whereNotSeen(after, &a)
 	}
 	return `SELECT s.snap::text, s.epoch, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
-			coalesce(d.transaction_id, '0'), coalesce(d.position, 0), r.*
+			coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + provenColumns + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap,
 				(SELECT epoch FROM ` + s.schema + `.decision_snapshot_epoch) AS epoch) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + horizon.Join("s.snap", "h.transaction_id") + `
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			WHERE transaction_id < hz.horizon
-			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true
+			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true` + provenJoin(s.sql.events, "s.snap", "h.transaction_id") + `
 		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + s.sql.events + ` e
 			WHERE ` + where + `
 			ORDER BY e.transaction_id, e.position) r ON true`, a
@@ -245,6 +245,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 		passedDurable  bool
 		captureFailure error
 		traced         = s.traceOf(ctx)
+		pf             proof
 	)
 	capture := func() {
 		passedDurable = true
@@ -273,7 +274,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 			snapDest, ep, hx, hp = &snapText, &epoch, &head.TransactionID, &head.Position
 			dx, dp = &durable.TransactionID, &durable.Position
 		}
-		ev, ok, err := scanEventRow(rows, snapDest, ep, hx, hp, dx, dp)
+		ev, ok, err := scanEventRow(rows, append([]any{snapDest, ep, hx, hp, dx, dp}, pf.dest(n == 0)...)...)
 		if err != nil {
 			return c, nil, false, errf("project", err)
 		}
@@ -318,6 +319,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 		return c, nil, false, errf("project", err)
 	}
 	head.Snapshot = snap
+	head = pf.cursor(head)
 	if captureFailure != nil {
 		if save {
 			return c, nil, false, captureFailure

@@ -49,10 +49,12 @@ func newStatements(schema string) statements {
 			$16::text[]::xid8[], $17::bigint[], $18::text[]) g`,
 		// The last event in log order: a backward scan of events_log_order,
 		// one row, in the same statement (same snapshot) as pg_current_snapshot().
-		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)
+		// On a standby, with what the standby can prove (provenJoin).
+		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + provenColumns + `
 			FROM (SELECT pg_current_snapshot() AS snap) s
 			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + schema + `.events
-				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true`,
+				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` +
+			provenJoin(schema+".events", "s.snap", "h.transaction_id"),
 		events:    schema + ".events",
 		eventCols: eventColumns,
 	}

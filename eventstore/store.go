@@ -111,6 +111,18 @@ type Config struct {
 	// leaves the call with pgdcb.ErrOutcomeUnknown. 0: the default, 5s; at
 	// most MaxSettleTimeout (5m).
 	SettleTimeout time.Duration
+	// ReadPool, when set, serves the reads that take no transaction: Read,
+	// ReadAll, ReadLast, Head, Project and ReadTail (and what is built on
+	// them). Point it at a streaming hot standby to take the reads off the
+	// primary (docs/REPLICAS.md): a decision read there is still exact (its
+	// cursor counts as seen only what the standby can prove, so an AppendIf
+	// after it fails whenever a matching event exists that the read did not
+	// return, whatever the lag) but may be stale, which shows as more
+	// conflicts. Append, AppendIf and their checks, snapshot writes,
+	// SaveSnapshot, Listen, notifications and CheckSchema always use the
+	// store's pool, which must be the primary. Default nil: every read uses
+	// the store's pool.
+	ReadPool *pgxpool.Pool
 	// SettleDisabled answers a failed send with pgdcb.ErrOutcomeUnknown at
 	// once, without settling (the behaviour before settling existed; for
 	// comparison). Default false: failed sends are settled.
@@ -249,6 +261,15 @@ func NotifyChannel(schema string) string { return "pgdcb_events_" + schema }
 
 // Pool returns the pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// ReadPool returns the pool the store's reads use: Config.ReadPool, else
+// the store's pool.
+func (s *Store) ReadPool() *pgxpool.Pool {
+	if s.cfg.ReadPool != nil {
+		return s.cfg.ReadPool
+	}
+	return s.pool
+}
 
 // Schema returns the (unquoted) schema name.
 func (s *Store) Schema() string { return s.cfg.Schema }

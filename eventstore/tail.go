@@ -60,7 +60,7 @@ type HorizonHolder struct {
 //
 // Subscriptions, projections and the outbox are built on it.
 func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
-	return s.readTail(ctx, s.pool, q, TailOptions{After: after, Limit: limit})
+	return s.readTail(ctx, s.ReadPool(), q, TailOptions{After: after, Limit: limit})
 }
 
 // TailOptions are the options of ReadTailWith.
@@ -82,7 +82,7 @@ type TailOptions struct {
 // events carrying its metadata marker) follows it with the same horizon and
 // cursor rules.
 func (s *Store) ReadTailWith(ctx context.Context, q query.Query, opts TailOptions) (TailBatch, error) {
-	return s.readTail(ctx, s.pool, q, opts)
+	return s.readTail(ctx, s.ReadPool(), q, opts)
 }
 
 // ReadTailWithTx is ReadTailWith in the caller's transaction (see

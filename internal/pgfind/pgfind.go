@@ -134,7 +134,12 @@ func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 // process (examples read it with os.Getenv), runs the tests, stops a
 // throwaway server and exits with the tests' code. It exits with code 1 when
 // there is no server.
-func Main(m *testing.M) {
+func Main(m *testing.M) { MainThen(m, nil) }
+
+// MainThen is Main calling then, when not nil, after the tests and before a
+// throwaway server is stopped (to stop what the tests started on it); its
+// error is printed.
+func MainThen(m *testing.M, then func() error) {
 	s, err := find()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "pgfind: %v\n", err)
@@ -145,6 +150,11 @@ func Main(m *testing.M) {
 		os.Exit(1)
 	}
 	code := m.Run()
+	if then != nil {
+		if err := then(); err != nil {
+			fmt.Fprintf(os.Stderr, "pgfind: %v\n", err)
+		}
+	}
 	if err := s.Close(); err != nil {
 		fmt.Fprintf(os.Stderr, "pgfind: %v\n", err)
 		if code == 0 {

@@ -63,6 +63,39 @@ func (s *Server) Promote(ctx context.Context) error {
 	return nil
 }
 
+// SetApplyDelay changes a standby's recovery_min_apply_delay (ALTER SYSTEM
+// and a reload), returning once a new session shows the new value. Commits
+// replayed after that are held back by d.
+func (s *Server) SetApplyDelay(ctx context.Context, d time.Duration) error {
+	want := fmt.Sprintf("%dms", d.Milliseconds())
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return fmt.Errorf("pgserver: SetApplyDelay: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, `ALTER SYSTEM SET recovery_min_apply_delay = '`+want+`'`); err != nil {
+		return fmt.Errorf("pgserver: SetApplyDelay: %w", err)
+	}
+	if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
+		return fmt.Errorf("pgserver: SetApplyDelay: %w", err)
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var got int64
+		// A new session reads the reloaded configuration.
+		err := s.queryRow(ctx, `SELECT setting::bigint FROM pg_settings WHERE name = 'recovery_min_apply_delay'`, nil, &got)
+		if err == nil && got == d.Milliseconds() {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgserver: SetApplyDelay %s: %w", want, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}
+
 // InRecovery reports whether the server is a standby (pg_is_in_recovery).
 func (s *Server) InRecovery(ctx context.Context) (bool, error) {
 	var r bool

@@ -20,8 +20,9 @@ type StandbyOptions struct {
 	// lag injected on purpose, in whole milliseconds). Default 0: no delay.
 	ApplyDelay time.Duration
 	// Settings are extra server settings of the standby, as
-	// Options.Settings (they override the throwaway defaults and
-	// ApplyDelay). Default: none.
+	// Options.Settings (they override the throwaway defaults; one for
+	// recovery_min_apply_delay would also override ApplyDelay and
+	// SetApplyDelay). Default: none.
 	Settings map[string]string
 	// StartTimeout bounds the base backup and the start. Default: 60s.
 	StartTimeout time.Duration
@@ -47,9 +48,10 @@ func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (_ *Serv
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	// Queries on the standby are never cancelled by replay (they delay it
+	// instead): a test's reads fail only for its own reasons.
 	set := map[string]string{
 		"hot_standby":                 "on",
-		"recovery_min_apply_delay":    fmt.Sprintf("%dms", opts.ApplyDelay.Milliseconds()),
 		"hot_standby_feedback":        "off",
 		"max_standby_streaming_delay": "-1",
 	}
@@ -84,6 +86,20 @@ func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (_ *Serv
 	bb.SysProcAttr = procAttr(p.cred)
 	if out, err := bb.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("pgserver: StartStandby: pg_basebackup: %w: %s", err, tail(out))
+	}
+	// The delay goes to postgresql.auto.conf (beside the primary_conninfo
+	// that -R wrote), not to the command line, so that SetApplyDelay (ALTER
+	// SYSTEM) can change it later.
+	auto, err := os.OpenFile(filepath.Join(data, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
+	}
+	_, err = fmt.Fprintf(auto, "recovery_min_apply_delay = '%dms'\n", opts.ApplyDelay.Milliseconds())
+	if cerr := auto.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
 	}
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()

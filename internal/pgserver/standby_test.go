@@ -59,6 +59,9 @@ func TestStandbyReplaysWithDelayAndPromotes(t *testing.T) {
 	_, err = sc.Exec(ctx, `INSERT INTO t VALUES (2)`)
 	require.Error(t, err, "a standby is read-only")
 
+	require.NoError(t, sb.SetApplyDelay(ctx, 0))
+	require.Equal(t, 0, queryInt(t, sb.DSN(), `SELECT setting::int FROM pg_settings WHERE name = 'recovery_min_apply_delay'`))
+
 	// Crash and restart the standby: it resumes streaming.
 	sc.Close(ctx)
 	require.NoError(t, sb.Crash(ctx))

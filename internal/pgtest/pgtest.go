@@ -56,10 +56,11 @@ func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 	return pgfind.NewPool(ctx, dsn)
 }
 
-// Main is pgfind.Main, for TestMain:
+// Main is pgfind.Main, for TestMain, closing the shared standby pair
+// (StandbyPair) after the tests:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) { pgfind.Main(m) }
+func Main(m *testing.M) { pgfind.MainThen(m, closePair) }
 
 // SchemaPrefix starts every name [Schema] returns.
 const SchemaPrefix = "pgdcb_test_"
@@ -70,12 +71,16 @@ const SchemaPrefix = "pgdcb_test_"
 // connection of its own if anybody created it.
 func Schema(tb testing.TB) string {
 	tb.Helper()
+	return schemaOn(tb, DSN(tb))
+}
+
+func schemaOn(tb testing.TB, dsn string) string {
+	tb.Helper()
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
 		tb.Fatalf("pgtest: %v", err)
 	}
 	name := SchemaPrefix + hex.EncodeToString(b[:])
-	dsn := DSN(tb)
 	tb.Cleanup(func() {
 		if err := dropSchema(dsn, name); err != nil {
 			tb.Errorf("pgtest: dropping schema %s: %v", name, err)

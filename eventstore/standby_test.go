@@ -1,0 +1,347 @@
+package eventstore_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	appendif "github.com/pgdcb/pgdcb/append"
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/racecheck"
+	"github.com/pgdcb/pgdcb/query"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+)
+
+// standbyStores returns, in a fresh schema on the pair's primary, a store
+// that reads on the primary and one whose reads go to the standby
+// (Config.ReadPool), with the pools; the standby has replayed the schema.
+func standbyStores(t *testing.T, pair *pgtest.Pair, cfg *eventstore.Config) (onPrimary, onStandby *eventstore.Store, pp, sp *pgxpool.Pool) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pp, sp = pair.Pools(t)
+	schema := pair.Schema(t)
+	_, err := pgdcbsql.Migrate(ctx, pp, schema)
+	require.NoError(t, err)
+	c := eventstore.Config{}
+	if cfg != nil {
+		c = *cfg
+	}
+	c.Schema = schema
+	onPrimary, err = eventstore.New(pp, &c)
+	require.NoError(t, err)
+	c.ReadPool = sp
+	onStandby, err = eventstore.New(pp, &c)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = onStandby.Close(context.Background()); _ = onPrimary.Close(context.Background()) })
+	require.NoError(t, pair.Sync(ctx))
+	return onPrimary, onStandby, pp, sp
+}
+
+// withApplyDelay sets the shared standby's apply delay for the test and puts
+// it back to 0 after.
+func withApplyDelay(t *testing.T, pair *pgtest.Pair, d time.Duration) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	require.NoError(t, pair.Standby.SetApplyDelay(ctx, d))
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		require.NoError(t, pair.Standby.SetApplyDelay(ctx, 0))
+	})
+}
+
+// The trap, kept as a negative control: with a transaction open on the
+// primary, the standby's pg_current_snapshot() lists no running id and
+// pg_visible_in_snapshot calls it visible although its rows are not. A cursor
+// built naively from that snapshot lets an AppendIf commit blind over the
+// transaction's event once it commits; the cursor of a read on the standby
+// store does not.
+func TestStandbySnapshotTrap(t *testing.T) {
+	pair := pgtest.StandbyPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	onPrimary, onStandby, pp, sp := standbyStores(t, pair, nil)
+	q := query.Tagged(nil, "seat=s1")
+
+	// The open transaction: an append of a matching event, not committed.
+	open, err := pp.Begin(ctx)
+	require.NoError(t, err)
+	defer open.Rollback(context.WithoutCancel(ctx))
+	_, err = onPrimary.AppendTx(ctx, open, []eventstore.Event{eventstore.MustEvent("SeatTaken", nil, "seat=s1")})
+	require.NoError(t, err)
+	var x uint64
+	require.NoError(t, open.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x))
+	// A later, committed transaction: the standby's snapshot then spans x.
+	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", nil, "other=o1")})
+	require.NoError(t, err)
+	require.NoError(t, pair.Sync(ctx))
+
+	var primarySnap, standbySnap string
+	require.NoError(t, pp.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&primarySnap))
+	var visible bool
+	var rows int
+	require.NoError(t, sp.QueryRow(ctx, `SELECT s::text, pg_visible_in_snapshot($1::text::xid8, s),
+			(SELECT count(*) FROM `+pgx.Identifier{onStandby.Schema(), "events"}.Sanitize()+` WHERE transaction_id = $1::text::xid8)
+		FROM pg_current_snapshot() s`, fmt.Sprint(x)).Scan(&standbySnap, &visible, &rows))
+	t.Logf("open transaction %d: primary snapshot %s, standby snapshot %s", x, primarySnap, standbySnap)
+	ps, err := cursor.ParseSnapshot(primarySnap)
+	require.NoError(t, err)
+	require.Contains(t, ps.Xip, x, "the primary lists the open transaction")
+	ss, err := cursor.ParseSnapshot(standbySnap)
+	require.NoError(t, err)
+	require.Empty(t, ss.Xip, "the standby's snapshot lists no running transaction")
+	require.Greater(t, ss.Xmax, x)
+	require.True(t, visible, "pg_visible_in_snapshot says the open transaction is visible on the standby")
+	require.Zero(t, rows, "although its rows are not")
+
+	// A naive standby cursor: the head of the log in that snapshot.
+	var head cursor.Cursor
+	require.NoError(t, sp.QueryRow(ctx, `SELECT transaction_id::text::bigint, position FROM `+
+		pgx.Identifier{onStandby.Schema(), "events"}.Sanitize()+` ORDER BY transaction_id DESC, position DESC LIMIT 1`).
+		Scan(&head.TransactionID, &head.Position))
+	naive := head
+	naive.Snapshot = ss
+	evs, ours, err := onStandby.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Empty(t, evs, "the standby read does not see the open transaction's event")
+	require.False(t, ours.Seen(x, 1<<62), "our cursor does not count the open transaction as seen")
+	hc, err := onStandby.Head(ctx)
+	require.NoError(t, err)
+	require.False(t, hc.Seen(x, 1<<62), "nor does Head's")
+
+	require.NoError(t, open.Commit(ctx))
+	_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "ours", "seat=s1")}, appendif.FailIf(q, &ours))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "our standby cursor: the append sees the event it did not read")
+	_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "head", "seat=s1")}, appendif.FailIf(q, &hc))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "Head on the standby: the same")
+	_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "naive", "seat=s1")}, appendif.FailIf(q, &naive))
+	require.NoError(t, err, "the naive cursor commits blind: this is the trap")
+	all, _, err := onPrimary.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Len(t, all, 2, "the seat was taken twice through the naive cursor")
+}
+
+// courseState is the capacity model of the standby races (JSON for
+// decision snapshots).
+type courseState struct {
+	Defined     bool `json:"defined"`
+	Capacity    int  `json:"capacity"`
+	Subscribers int  `json:"subscribers"`
+}
+
+// standbyRaceCounts are the outcomes of one workload.
+type standbyRaceCounts struct {
+	attempts, ok, conflicts, rejected int
+}
+
+func (c standbyRaceCounts) conflictRate() float64 {
+	if c.attempts == 0 {
+		return 0
+	}
+	return float64(c.conflicts) / float64(c.attempts)
+}
+
+// runCourseRace has writers decide on (course, student) pairs with Project
+// on s (two models, the course one with decision snapshots) and AppendIf on
+// the primary, and mixed conditional and unconditional writers on one
+// counter tag with ReadAll; it returns the outcomes of the conditional
+// appends.
+func runCourseRace(t *testing.T, s *eventstore.Store, courses, capacity, students, writers, rounds int) standbyRaceCounts {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	var (
+		mu   sync.Mutex
+		n    standbyRaceCounts
+		errs []error
+		wg   sync.WaitGroup
+	)
+	count := func(f func(*standbyRaceCounts)) { mu.Lock(); f(&n); mu.Unlock() }
+	counter := query.Tagged(nil, "counter=c")
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range rounds {
+				if err := func() error {
+					if w%4 == 3 { // the counter: conditional, or (every third round) plain
+						if rand.IntN(3) == 0 {
+							_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Bumped", nil, "counter=c")})
+							return err
+						}
+						_, cur, err := s.ReadAll(ctx, counter, nil)
+						if err != nil {
+							return err
+						}
+						count(func(n *standbyRaceCounts) { n.attempts++ })
+						_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Decided",
+							racecheck.DecisionRecord{Cursor: cur.String()}, "counter=c", fmt.Sprintf("writer=w%d", w))},
+							appendif.FailIf(counter, &cur))
+						return countOutcome(count, err)
+					}
+					course := fmt.Sprintf("course=c%d", rand.IntN(courses))
+					student := fmt.Sprintf("student=s%d", rand.IntN(students))
+					cm := eventstore.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, course), courseState{},
+						func(st courseState, e eventstore.StoredEvent) courseState {
+							if e.Type == "CourseDefined" {
+								st.Defined, st.Capacity = true, capacity
+							} else {
+								st.Subscribers++
+							}
+							return st
+						})
+					cm.Name, cm.Version = "course", 1
+					sm := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, student), []string{},
+						func(st []string, e eventstore.StoredEvent) []string {
+							c, _ := e.Tags.Get("course")
+							return append(st, c)
+						})
+					cond, err := s.Project(ctx, cm, sm)
+					if err != nil {
+						return err
+					}
+					already := false
+					for _, c := range sm.State {
+						already = already || "course="+c == course
+					}
+					if !cm.State.Defined || cm.State.Subscribers >= cm.State.Capacity || len(sm.State) >= 2 || already {
+						count(func(n *standbyRaceCounts) { n.rejected++ })
+						return nil
+					}
+					count(func(n *standbyRaceCounts) { n.attempts++ })
+					_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed",
+						racecheck.DecisionRecord{Cursor: cond.After.String()}, course, student)}, cond)
+					return countOutcome(count, err)
+				}(); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	require.NoError(t, errors.Join(errs...))
+	return n
+}
+
+func countOutcome(count func(func(*standbyRaceCounts)), err error) error {
+	switch {
+	case err == nil:
+		count(func(n *standbyRaceCounts) { n.ok++ })
+	case errors.Is(err, pgdcb.ErrConditionFailed):
+		count(func(n *standbyRaceCounts) { n.conflicts++ })
+	default:
+		return err
+	}
+	return nil
+}
+
+// verifyCourseRace replays the log on the primary: no course over capacity,
+// no student over the limit or twice in a course, and no committed decision
+// (course or counter) over an event its cursor did not see that sorts
+// before it.
+func verifyCourseRace(t *testing.T, onPrimary *eventstore.Store, capacity int) (decisions int) {
+	t.Helper()
+	ctx := context.Background()
+	all, _, err := onPrimary.ReadAll(ctx, query.All(), nil)
+	require.NoError(t, err)
+	perCourse, perStudent, pairs := map[string]int{}, map[string]int{}, map[string]int{}
+	for _, e := range all {
+		if e.Type != "StudentSubscribed" {
+			continue
+		}
+		c, _ := e.Tags.Get("course")
+		st, _ := e.Tags.Get("student")
+		perCourse[c]++
+		perStudent[st]++
+		pairs[c+"/"+st]++
+	}
+	for c, k := range perCourse {
+		require.LessOrEqual(t, k, capacity, "course %s over capacity", c)
+	}
+	for st, k := range perStudent {
+		require.LessOrEqual(t, k, 2, "student %s over the limit", st)
+	}
+	for p, k := range pairs {
+		require.Equal(t, 1, k, "subscription %s twice", p)
+	}
+	for _, e := range all {
+		var rec racecheck.DecisionRecord
+		if e.Type != "StudentSubscribed" || json.Unmarshal(e.Data, &rec) != nil || rec.Cursor == "" {
+			continue
+		}
+		cur, err := cursor.Parse(rec.Cursor)
+		require.NoError(t, err)
+		c, _ := e.Tags.Get("course")
+		st, _ := e.Tags.Get("student")
+		q := query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, "course="+c).
+			Or(query.Tagged([]string{"StudentSubscribed"}, "student="+st))
+		decisions++
+		for _, f := range all {
+			if f.Position == e.Position || !q.Matches(f.Type, f.Tags) || cur.Seen(f.TransactionID, f.Position) {
+				continue
+			}
+			require.Positive(t, cursor.Compare(f.TransactionID, f.Position, e.TransactionID, e.Position),
+				"decision %d committed over event %d that its read did not see", e.Position, f.Position)
+		}
+	}
+	decisions += racecheck.VerifyNoLostDecision(t, onPrimary, query.Tagged(nil, "counter=c"))
+	return decisions
+}
+
+// Decision reads on the standby at an apply delay of 0, 50 and 500 ms (and
+// on the primary, the baseline of the same run): no committed decision ever
+// missed an event, whatever the lag; the conflict rate per lag is logged
+// (docs/REPLICAS.md).
+func TestStandbyDecisionsExactUnderLag(t *testing.T) {
+	pair := pgtest.StandbyPair(t)
+	const courses, capacity, students, writers, rounds = 8, 3, 24, 8, 12
+	for _, lag := range []time.Duration{-1, 0, 50 * time.Millisecond, 500 * time.Millisecond} {
+		name := "primary"
+		if lag >= 0 {
+			name = fmt.Sprintf("standby-%dms", lag.Milliseconds())
+		}
+		t.Run(name, func(t *testing.T) {
+			onPrimary, onStandby, _, _ := standbyStores(t, pair, &eventstore.Config{SnapshotEvery: 2})
+			var defs []eventstore.Event
+			for c := range courses {
+				defs = append(defs, eventstore.MustEvent("CourseDefined", nil, fmt.Sprintf("course=c%d", c)))
+			}
+			_, err := onPrimary.Append(context.Background(), defs)
+			require.NoError(t, err)
+			s := onStandby
+			if lag < 0 {
+				s = onPrimary
+			} else {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				require.NoError(t, pair.Sync(ctx))
+				cancel()
+				withApplyDelay(t, pair, lag)
+			}
+			start := time.Now()
+			n := runCourseRace(t, s, courses, capacity, students, writers, rounds)
+			decisions := verifyCourseRace(t, onPrimary, capacity)
+			require.Positive(t, decisions, "some decisions committed and were replayed")
+			require.Equal(t, n.ok, decisions, "every committed conditional append was replayed")
+			t.Logf("%s: %d conditional appends, %d ok, %d conflicts (%.0f%%), %d rejected by the decision, in %v (shared, loaded machine)",
+				name, n.attempts, n.ok, n.conflicts, 100*n.conflictRate(), n.rejected, time.Since(start).Round(time.Millisecond))
+		})
+	}
+}
+
