@@ -147,4 +147,47 @@ func ExampleListenConn() {
 	fmt.Println("woken on the store's channel:", n.Channel == eventstore.NotifyChannel(schema))
 	// Output:
 	// woken on the store's channel: true
+// Reads on a standby, appends on the primary, and read-your-writes with
+// WaitFor. Here the "standby" pool is a second pool on the test server;
+// point it at a hot standby in production (docs/REPLICAS.md).
+func ExampleStore_WaitFor() {
+	ctx := context.Background()
+	dsn := os.Getenv("PGDCB_TEST_DATABASE_URL")
+	primary, err := pgxpool.New(ctx, dsn)
+	if err != nil {
+		panic(err)
+	}
+	defer primary.Close()
+	standby, err := pgxpool.New(ctx, dsn) // e.g. the standby's DSN
+	if err != nil {
+		panic(err)
+	}
+	defer standby.Close()
+	schema := fmt.Sprintf("pgdcb_example_%d", time.Now().UnixNano())
+	defer primary.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{schema}.Sanitize()+" CASCADE")
+	if _, err := pgdcbsql.Migrate(ctx, primary, schema); err != nil {
+		panic(err)
+	}
+	store, err := eventstore.New(primary, &eventstore.Config{Schema: schema, ReadPool: standby})
+	if err != nil {
+		panic(err)
+	}
+	defer store.Close(ctx)
+
+	res, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 10, "account=a1")})
+	if err != nil {
+		panic(err)
+	}
+	wctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := store.WaitFor(wctx, res.Cursor()); err != nil {
+		panic(err)
+	}
+	evs, _, err := store.ReadAll(ctx, query.Tagged(nil, "account=a1"), nil)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("the read shows the deposit:", len(evs) == 1)
+	// Output:
+	// the read shows the deposit: true
 }

@@ -63,7 +63,8 @@ func (e *Events) All() iter.Seq2[StoredEvent, error] { return e.seq }
 func (e *Events) Cursor() (c cursor.Cursor, ok bool) { return e.cursor, e.done }
 
 // Read streams the events matching q (see package query) in log order. All
-// events come from one snapshot.
+// events come from one snapshot. It runs on Config.ReadPool when set (a
+// standby: docs/REPLICAS.md), else on the store's pool.
 func (s *Store) Read(ctx context.Context, q query.Query, opts *ReadOptions) *Events {
 	return s.tracedRead(ctx, s.ReadPool(), ReadOpRead, q, opts)
 }
@@ -118,7 +119,8 @@ func readLast(es *Events) (*StoredEvent, cursor.Cursor, error) {
 }
 
 // Head returns a cursor at the end of the log, carrying the current snapshot:
-// as an After it means "every event visible now was seen".
+// as an After it means "every event visible now was seen". On a standby
+// (Config.ReadPool) it counts as seen only what the standby can prove.
 func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
 	return s.head(ctx, s.ReadPool())
 }

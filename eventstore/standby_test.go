@@ -18,6 +18,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/racecheck"
 	"github.com/pgdcb/pgdcb/query"
@@ -345,3 +346,109 @@ func TestStandbyDecisionsExactUnderLag(t *testing.T) {
 	}
 }
 
+// Failover to a standby that was behind: the standby stops receiving WAL,
+// the primary commits more events (lost with it), the primary crashes and
+// the standby is promoted; it hands out the lost events' transaction ids
+// again. A decision cursor taken on the old primary names a lost event:
+// AppendIf after it must not count the new events (which sort before it) as
+// seen. A cursor taken on the standby before the failover stays exact.
+func TestStandbyFailoverCursors(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pair, err := pgtest.StartPair(ctx, pgserver.Options{Settings: map[string]string{"synchronous_commit": "on"}},
+		pgserver.StandbyOptions{ApplyDelay: 500 * time.Millisecond})
+	if errors.Is(err, pgserver.ErrNoBinaries) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	defer pair.Close()
+	onPrimary, onStandby, pp, _ := standbyStores(t, pair, &eventstore.Config{NotifyDisabled: true})
+	q := query.Tagged(nil, "seat=s1")
+	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("SeatOffered", nil, "seat=s1")})
+	require.NoError(t, err)
+	require.NoError(t, pair.Sync(ctx))
+	_, onStandbyCur, err := onStandby.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+
+	// The standby stops receiving: what the primary commits now is lost.
+	sc, err := pgx.Connect(ctx, pair.Standby.DSN())
+	require.NoError(t, err)
+	_, err = sc.Exec(ctx, `ALTER SYSTEM SET primary_conninfo = ''`)
+	require.NoError(t, err)
+	_, err = sc.Exec(ctx, `SELECT pg_reload_conf()`)
+	require.NoError(t, err)
+	sc.Close(ctx)
+	require.Eventually(t, func() bool {
+		var n int
+		return pp.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication`).Scan(&n) == nil && n == 0
+	}, time.Minute, 20*time.Millisecond, "the walsender is gone")
+	for i := range 20 {
+		_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Lost", i, "other=o1")})
+		require.NoError(t, err)
+	}
+	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "lost", "seat=s1")})
+	require.NoError(t, err)
+	lostEvs, onOldPrimary, err := onPrimary.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Len(t, lostEvs, 2)
+
+	require.NoError(t, pair.Primary.Crash(ctx))
+	require.NoError(t, pair.Standby.Promote(ctx))
+	np, err := pgtest.NewPool(ctx, pair.Standby.DSN())
+	require.NoError(t, err)
+	defer np.Close()
+	s, err := eventstore.New(np, &eventstore.Config{Schema: onPrimary.Schema(), NotifyDisabled: true})
+	require.NoError(t, err)
+	defer s.Close(context.Background())
+	evs, _, err := s.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "the promoted standby lacks the lost event")
+
+	// A new matching event on the new primary takes an id the old primary
+	// had used: it sorts before the old primary's cursor.
+	res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "new", "seat=s1")})
+	require.NoError(t, err)
+	t.Logf("old primary's cursor at transaction %d; the new event got %d", onOldPrimary.TransactionID, res.TransactionID)
+	require.Less(t, res.TransactionID, onOldPrimary.TransactionID, "the failover hands out the old ids again (the test's premise)")
+
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "old-primary-cursor", "seat=s1")},
+		appendif.FailIf(q, &onOldPrimary))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "a cursor naming a lost event proves nothing seen")
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "standby-cursor", "seat=s1")},
+		appendif.FailIf(q, &onStandbyCur))
+	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "a standby cursor from before the failover: the new event is unseen")
+	// A fresh decision on the new primary works.
+	_, cur, err := s.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatReleased", nil, "seat=s1")}, appendif.FailIf(q, &cur))
+	require.NoError(t, err)
+}
+
+// Read-your-writes across the pair: with reads on a standby 300 ms behind,
+// WaitFor the append's cursor returns once a read there shows the event.
+func TestStandbyWaitForOwnWrite(t *testing.T) {
+	pair := pgtest.StandbyPair(t)
+	_, onStandby, _, _ := standbyStores(t, pair, nil)
+	withApplyDelay(t, pair, 300*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	q := query.Tagged(nil, "account=a1")
+	start := time.Now()
+	res, err := onStandby.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 10, "account=a1")})
+	require.NoError(t, err)
+	evs, _, err := onStandby.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	if time.Since(start) < 300*time.Millisecond {
+		require.Empty(t, evs, "the standby has not applied the commit yet")
+	}
+	require.NoError(t, onStandby.WaitFor(ctx, res.Cursor()))
+	require.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "WaitFor waited for the replay")
+	evs, _, err = onStandby.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 1, "after WaitFor the standby read shows the write")
+
+	short, cancel2 := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel2()
+	err = onStandby.WaitFor(short, cursor.Cursor{TransactionID: res.TransactionID + 1000, Position: 1 << 40})
+	require.ErrorIs(t, err, context.DeadlineExceeded, "a deadline bounds the wait")
+}

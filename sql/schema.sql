@@ -96,12 +96,12 @@ CREATE INDEX events_type_log_order ON pgdcb.events USING btree (type, transactio
 
 CREATE OR REPLACE FUNCTION pgdcb.append_events(p_types text[], p_tag_counts integer[], p_tags text[], p_data jsonb[], p_metadata jsonb[], p_event_ids uuid[], p_lock_keys bigint[], p_lock_excl boolean[], p_item_idem boolean[], p_item_type_counts integer[], p_item_types text[], p_item_tag_counts integer[], p_item_tags text[], p_after_tx xid8, p_after_pos bigint, p_after_snap pg_snapshot, OUT status text, OUT tx xid8, OUT positions bigint[], OUT conflict_position bigint)
 RETURNS record LANGUAGE plpgsql SECURITY DEFINER SET enable_seqscan TO 'off' SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ ... $function$; -- body: sql/functions/append_events.sql (sha256 14dc8cb9cc8d0188)
+AS $function$ ... $function$; -- body: sql/functions/append_events.sql (sha256 29644981cf6168e2)
 REVOKE ALL ON FUNCTION pgdcb.append_events(text[],integer[],text[],jsonb[],jsonb[],uuid[],bigint[],boolean[],boolean[],integer[],text[],integer[],text[],xid8,bigint,pg_snapshot) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgdcb.append_group(p_types text[], p_tag_counts integer[], p_tags text[], p_data jsonb[], p_metadata jsonb[], p_event_ids uuid[], p_member_events integer[], p_lock_keys bigint[], p_lock_excl boolean[], p_item_idem boolean[], p_item_type_counts integer[], p_item_types text[], p_item_tag_counts integer[], p_item_tags text[], p_member_items integer[], p_after_tx xid8[], p_after_pos bigint[], p_after_snap text[], OUT statuses text[], OUT tx xid8, OUT positions bigint[], OUT conflicts bigint[])
 RETURNS record LANGUAGE plpgsql SECURITY DEFINER SET enable_seqscan TO 'off' SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ ... $function$; -- body: sql/functions/append_group.sql (sha256 c9a929290265726c)
+AS $function$ ... $function$; -- body: sql/functions/append_group.sql (sha256 524753138f531714)
 REVOKE ALL ON FUNCTION pgdcb.append_group(text[],integer[],text[],jsonb[],jsonb[],uuid[],integer[],bigint[],boolean[],boolean[],integer[],text[],integer[],text[],integer[],xid8[],bigint[],text[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgdcb.delete_events_tagged(p_tag text)

@@ -74,7 +74,9 @@ func Schema(tb testing.TB) string {
 	return schemaOn(tb, DSN(tb))
 }
 
-func schemaOn(tb testing.TB, dsn string) string {
+// schemaOn is Schema on the server at dsn; the drop is skipped when
+// skipDrop says so at the end of the test (a server the test stopped).
+func schemaOn(tb testing.TB, dsn string, skipDrop ...func() bool) string {
 	tb.Helper()
 	var b [4]byte
 	if _, err := rand.Read(b[:]); err != nil {
@@ -82,6 +84,11 @@ func schemaOn(tb testing.TB, dsn string) string {
 	}
 	name := SchemaPrefix + hex.EncodeToString(b[:])
 	tb.Cleanup(func() {
+		for _, skip := range skipDrop {
+			if skip() {
+				return
+			}
+		}
 		if err := dropSchema(dsn, name); err != nil {
 			tb.Errorf("pgtest: dropping schema %s: %v", name, err)
 		}

@@ -118,8 +118,9 @@ func (p *Pair) Sync(ctx context.Context) error {
 }
 
 // Schema is pgtest.Schema on the pair's primary: a fresh name, dropped there
-// when the test ends (the drop replicates to the standby).
+// when the test ends (the drop replicates to the standby), unless the
+// primary is no longer running then (a test that crashed or closed it).
 func (p *Pair) Schema(tb testing.TB) string {
 	tb.Helper()
-	return schemaOn(tb, p.Primary.DSN())
+	return schemaOn(tb, p.Primary.DSN(), func() bool { return !p.Primary.Running() })
 }

@@ -102,7 +102,8 @@ END LOOP;
 {{end}}
 
 {{/* The decision's cursor, for a query with a cursor: the transactions in
-progress at its snapshot (.Snap) and whether it is recent (.Pos). */}}
+progress at its snapshot (.Snap), whether it is recent (.Pos), and whether
+its event (.Tx, .Pos) is in the log (else v_cursor becomes false). */}}
 {{define "cursor"}}
 v_xip := CASE WHEN {{.Snap}} IS NULL THEN '{}'::xid8[]
               ELSE ARRAY(SELECT pg_snapshot_xip({{.Snap}})) END;
@@ -110,6 +111,17 @@ v_xip := CASE WHEN {{.Snap}} IS NULL THEN '{}'::xid8[]
 -- cursor. Positions follow log order closely, so the identity sequence tells
 -- how many.
 v_recent := coalesce(pg_sequence_last_value('{{schema}}.events_position_seq'), 0) - {{.Pos}} <= 1000;
+-- A cursor names an event of the log. One naming an event this log does not
+-- have was taken on a server ahead of this one: after a failover to a standby
+-- that was behind, the ids after this log's last one are handed out again,
+-- and new events would sort at or before the cursor as if seen. Nothing is
+-- then proven seen: the check counts every matching event (a conflict when
+-- there is one; retention that deleted the cursor's event costs the same).
+-- One probe of events_log_order (the primary key's position alone would do).
+IF ({{.Tx}}, {{.Pos}}) > ('0'::xid8, 0::bigint) AND NOT EXISTS (SELECT FROM {{schema}}.events e
+        WHERE e.transaction_id = {{.Tx}} AND e.position = {{.Pos}}) THEN
+    v_cursor := false;
+END IF;
 {{end}}
 
 {{/* Item i's types and tags: the next entries of p_item_types and

@@ -82,7 +82,7 @@ BEGIN
     IF coalesce(array_length(p_item_idem, 1), 0) > 0 THEN
         v_cursor := (p_after_tx, p_after_pos) > ('0'::xid8, 0::bigint) OR p_after_snap IS NOT NULL;
         IF v_cursor THEN
-{{include "cursor" (args "Snap" "p_after_snap" "Pos" "p_after_pos") | indent 12}}
+{{include "cursor" (args "Snap" "p_after_snap" "Tx" "p_after_tx" "Pos" "p_after_pos") | indent 12}}
         END IF;
     END IF;
     FOR i IN 1 .. coalesce(array_length(p_item_idem, 1), 0) LOOP

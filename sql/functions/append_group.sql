@@ -113,7 +113,7 @@ BEGIN
         v_snap := p_after_snap[m]::pg_snapshot;
         v_cursor := (v_atx, v_apos) > ('0'::xid8, 0::bigint) OR v_snap IS NOT NULL;
         IF p_member_items[m] > 0 AND v_cursor THEN
-{{include "cursor" (args "Snap" "v_snap" "Pos" "v_apos") | indent 12}}
+{{include "cursor" (args "Snap" "v_snap" "Tx" "v_atx" "Pos" "v_apos") | indent 12}}
         END IF;
         FOR i IN v_ii + 1 .. v_ii + p_member_items[m] LOOP
 {{include "item_entries" . | indent 12}}
