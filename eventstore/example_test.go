@@ -147,6 +147,8 @@ func ExampleListenConn() {
 	fmt.Println("woken on the store's channel:", n.Channel == eventstore.NotifyChannel(schema))
 	// Output:
 	// woken on the store's channel: true
+}
+
 // Reads on a standby, appends on the primary, and read-your-writes with
 // WaitFor. Here the "standby" pool is a second pool on the test server;
 // point it at a hot standby in production (docs/REPLICAS.md).
