@@ -57,12 +57,13 @@ func main() {
 	interval := flag.Duration("interval", 5*time.Second, "print progress every interval (0: never)")
 	snapshots := flag.Bool("snapshots", true, "decide from decision snapshots (false: fold each wallet's whole history)")
 	snapshotEvery := flag.Int("snapshot-every", defaultSnapshotEvery, "write a wallet's snapshot once a decision folds this many events past its last one")
+	readDSN := flag.String("read-dsn", "", "a streaming hot standby of the database to send the store's reads (decisions too) to; appends stay on the primary (docs/REPLICAS.md)")
 	flag.Parse()
 	if *nWallets < 2 || *initial < 2 || *transfers < 1 || *clients < 1 || *interval < 0 || *snapshotEvery < 1 {
 		log.Fatalf("demo: need -wallets >= 2, -initial >= 2, -transfers >= 1, -clients >= 1, -interval >= 0 and -snapshot-every >= 1")
 	}
 	o := options{nWallets: *nWallets, initial: *initial, nTransfers: *transfers, clients: *clients,
-		keep: *keep, interval: *interval, snapshots: *snapshots, snapshotEvery: *snapshotEvery}
+		keep: *keep, interval: *interval, snapshots: *snapshots, snapshotEvery: *snapshotEvery, readDSN: *readDSN}
 	if err := run(o); err != nil {
 		log.Fatalf("demo: %v", err)
 	}
@@ -74,6 +75,7 @@ type options struct {
 	keep, snapshots               bool
 	interval                      time.Duration
 	snapshotEvery                 int
+	readDSN                       string // -read-dsn: a standby for the store's reads
 }
 
 // The defaults of -wallets and -transfers.
@@ -135,7 +137,22 @@ func run(o options) error {
 	if !o.keep {
 		defer pool.Exec(context.WithoutCancel(ctx), "DROP SCHEMA "+schema+" CASCADE") //nolint:errcheck
 	}
-	store, err := eventstore.New(pool, storeConfig(o, schema))
+	scfg := storeConfig(o, schema)
+	if o.readDSN != "" {
+		rcfg, err := pgxpool.ParseConfig(o.readDSN)
+		if err != nil {
+			return fmt.Errorf("-read-dsn: %w", err)
+		}
+		rcfg.MaxConns = int32(clients + 4)
+		readPool, err := pgxpool.NewWithConfig(ctx, rcfg)
+		if err != nil {
+			return err
+		}
+		defer readPool.Close()
+		scfg.ReadPool = readPool
+		fmt.Println("reads on the standby at -read-dsn; appends on the primary")
+	}
+	store, err := eventstore.New(pool, scfg)
 	if err != nil {
 		return err
 	}
@@ -226,6 +243,25 @@ func run(o options) error {
 	stopProgress()
 	after := svc.Executor().Stats()
 
+	// With reads on a standby, let it show the primary's last event first
+	// (read-your-writes: Store.WaitFor), so that the checks below read
+	// the whole log.
+	if o.readDSN != "" {
+		onPrimary, err := eventstore.New(pool, storeConfig(o, schema))
+		if err != nil {
+			return err
+		}
+		if last, _, err := onPrimary.ReadLast(ctx, query.All()); err != nil {
+			return err
+		} else if last != nil {
+			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+			err := store.WaitFor(wctx, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position})
+			cancel()
+			if err != nil {
+				return fmt.Errorf("waiting for the standby: %w", err)
+			}
+		}
+	}
 	// Let the read model catch up, then stop it.
 	if last, _, err := store.ReadLast(ctx, query.All()); err != nil {
 		return err

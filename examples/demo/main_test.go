@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
+	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 )
@@ -65,4 +66,14 @@ func TestSnapshotSummarySaysWhyNone(t *testing.T) {
 	o := options{snapshots: true, snapshotEvery: 20}
 	require.Contains(t, snapshotSummary(o, eventstore.SnapshotStats{}), "none written: no wallet's decision folded 20 events")
 	require.Equal(t, "off (-snapshots=false)", snapshotSummary(options{}, eventstore.SnapshotStats{}))
+}
+
+// The demo with -read-dsn on a streaming standby: decisions and reads there,
+// appends on the primary; its own checks (conservation, the read model) pass.
+func TestStandbyDemoReadDSN(t *testing.T) {
+	pair := pgtest.StandbyPair(t)
+	t.Setenv(pgserver.EnvVar, pair.Primary.DSN())
+	o := options{nWallets: 6, initial: 100, nTransfers: 60, clients: 4, snapshots: true,
+		snapshotEvery: defaultSnapshotEvery, readDSN: pair.Standby.DSN()}
+	require.NoError(t, run(o))
 }

@@ -71,8 +71,9 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	addr := fs.String("addr", ":8080", "listen address (host:port; port 0 picks a free one)")
 	schema := fs.String("schema", "wallet", "PostgreSQL schema of the event store (migrated at start)")
 	shutdownTimeout := fs.Duration("shutdown-timeout", 10*time.Second, "how long requests in flight may take to finish on SIGINT/SIGTERM")
+	readDSN := fs.String("read-dsn", "", "a streaming hot standby of the database to send the store's reads to (docs/REPLICAS.md); default: read on the primary")
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: walletd [-addr :8080] [-schema wallet] [-shutdown-timeout 10s]\n\n"+
+		fmt.Fprintf(fs.Output(), "usage: walletd [-addr :8080] [-schema wallet] [-shutdown-timeout 10s] [-read-dsn DSN]\n\n"+
 			"Serves the wallet HTTP API. The database is %s, else a local server.\n\n", pgserver.EnvVar)
 		fs.PrintDefaults()
 	}
@@ -111,7 +112,23 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	if err != nil {
 		return fmt.Errorf("migrating schema %s: %w", *schema, err)
 	}
-	store, err := eventstore.New(pool, &eventstore.Config{Schema: *schema, Logger: log})
+	storeCfg := &eventstore.Config{Schema: *schema, Logger: log}
+	if *readDSN != "" {
+		rcfg, err := pgxpool.ParseConfig(*readDSN)
+		if err != nil {
+			return fmt.Errorf("parsing -read-dsn: %w", err)
+		}
+		if !strings.Contains(*readDSN, "pool_max_conns") {
+			rcfg.MaxConns = defaultMaxConns
+		}
+		readPool, err := pgxpool.NewWithConfig(ctx, rcfg)
+		if err != nil {
+			return fmt.Errorf("connecting to -read-dsn: %w", err)
+		}
+		defer readPool.Close()
+		storeCfg.ReadPool = readPool
+	}
+	store, err := eventstore.New(pool, storeCfg)
 	if err != nil {
 		return err
 	}
