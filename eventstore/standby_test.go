@@ -28,7 +28,7 @@ import (
 // standbyStores returns, in a fresh schema on the pair's primary, a store
 // that reads on the primary and one whose reads go to the standby
 // (Config.ReadPool), with the pools; the standby has replayed the schema.
-func standbyStores(t *testing.T, pair *pgtest.Pair, cfg *eventstore.Config) (onPrimary, onStandby *eventstore.Store, pp, sp *pgxpool.Pool) {
+func standbyStores(t testing.TB, pair *pgtest.Pair, cfg *eventstore.Config) (onPrimary, onStandby *eventstore.Store, pp, sp *pgxpool.Pool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
