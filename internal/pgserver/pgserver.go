@@ -23,6 +23,9 @@
 // ([Server.Stop]) and started again on the same data directory and port
 // ([Server.Start], [Server.Restart]), for fault tests; on a server from any
 // other source these controls return a *NotThrowawayError.
+// [Server.StartStandby] makes a streaming hot standby of a throwaway cluster
+// (pg_basebackup -R on loopback, with an optional apply delay), which
+// [Server.WaitReplay] waits for and [Server.Promote] promotes.
 //
 // The package is quiet unless [Options.Logger] is set.
 package pgserver
