@@ -268,3 +268,46 @@ func TestWalletdBinarySIGTERM(t *testing.T) {
 	}
 	require.Contains(t, strings.Join(log, "\n"), "walletd stopped")
 }
+
+// walletd with -read-dsn on a streaming standby: decisions read there,
+// appends go to the primary. A decision on a read that has not caught up
+// can reject (a wallet not found yet), never commit blind; the client
+// retries such a rejection here.
+func TestStandbyReadDSN(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	pair, err := pgtest.StartPair(ctx, pgserver.Options{Settings: map[string]string{"synchronous_commit": "on"}}, pgserver.StandbyOptions{})
+	if errors.Is(err, pgserver.ErrNoBinaries) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	defer pair.Close()
+	t.Setenv(pgserver.EnvVar, pair.Primary.DSN())
+	logs := &syncBuffer{}
+	addrc := make(chan string, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-schema", "wallet", "-read-dsn", pair.Standby.DSN()}, logs,
+			func(addr string) { addrc <- addr })
+	}()
+	var base string
+	select {
+	case addr := <-addrc:
+		base = "http://" + addr
+	case err := <-done:
+		t.Fatalf("run returned before serving: %v\n%s", err, logs)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("walletd did not start\n%s", logs)
+	}
+	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"alice"}`).status)
+	key := uuid.NewString()
+	require.Eventually(t, func() bool {
+		return call(t, "POST", base+"/wallets/alice/deposits", `{"amount":100}`, "Idempotency-Key", key).status == 200
+	}, 30*time.Second, 10*time.Millisecond, "the deposit is accepted once the standby shows the wallet")
+	require.Eventually(t, func() bool {
+		g := call(t, "GET", base+"/wallets/alice", "")
+		return g.status == 200 && g.body["balance"] == float64(100)
+	}, 30*time.Second, 10*time.Millisecond, "the standby shows the deposit")
+	cancel()
+	require.NoError(t, <-done, "%s", logs)
+}
