@@ -241,10 +241,6 @@ func prepareLogicalLive(logicalMode, held bool) func(context.Context, *Env) (*Pl
 			}
 		}
 		var heldDeliv atomic.Int64 // handled while the holder was open
-		pace := &pacer{interval: time.Second / lagRate}
-		pace.next.Store(time.Now().UnixNano())
-		floorPace := &pacer{interval: time.Second / lagRate}
-		floorPace.next.Store(time.Now().UnixNano())
 		latMs := func() (p50, p99, mx float64, n int) {
 			mu.Lock()
 			c := append([]time.Duration(nil), samples...)
@@ -299,31 +295,11 @@ func prepareLogicalLive(logicalMode, held bool) func(context.Context, *Env) (*Pl
 			}
 			return err
 		})
+		op, floor := pacedAppends(lenv.Store, acks, &measuring, &nappend, stop)
 		return &Plan{
-			Start: func() { measuring.Store(true) },
-			Op: func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
-				if err := pace.wait(ctx); err != nil {
-					return 0, err
-				}
-				if _, err := lenv.Store.Append(ctx, []eventstore.Event{pacedEvent(pacedType, w, seq)}); err != nil {
-					_ = stop()
-					return 0, err
-				}
-				acks.mark(int64(w), seq, true, time.Now(), measuring.Load())
-				nappend.Add(1)
-				c.Successes.Add(1)
-				return 1, nil
-			},
-			Floor: func(ctx context.Context, w int, seq int64, _ *Counters) (int, error) {
-				if err := floorPace.wait(ctx); err != nil {
-					return 0, err
-				}
-				if _, err := lenv.Store.Append(ctx, []eventstore.Event{pacedEvent(pacedFloorType, w, seq)}); err != nil {
-					_ = stop()
-					return 0, err
-				}
-				return 1, nil
-			},
+			Start:     func() { measuring.Store(true) },
+			Op:        op,
+			Floor:     floor,
 			FloorName: "Append alone, same pace (an event the projection does not match)",
 			Check:     func(context.Context, *Counters) error { return finish() },
 			Notes: func(c *Counters, elapsed float64) string {

@@ -147,10 +147,6 @@ func preparePacedLive(held bool) func(context.Context, *Env) (*Plan, error) {
 			})
 			return stopErr
 		}
-		pace := &pacer{interval: time.Second / lagRate}
-		pace.next.Store(time.Now().UnixNano())
-		floorPace := &pacer{interval: time.Second / lagRate}
-		floorPace.next.Store(time.Now().UnixNano())
 		latMs := func() (p50, p99, mx float64, n int) {
 			mu.Lock()
 			c := append([]time.Duration(nil), samples...)
@@ -174,31 +170,11 @@ func preparePacedLive(held bool) func(context.Context, *Env) (*Plan, error) {
 		if held {
 			what = "a transaction holding an xid open in another database for the whole workload"
 		}
+		op, floor := pacedAppends(env.Store, acks, &measuring, &nappend, stop)
 		return &Plan{
-			Start: func() { measuring.Store(true) },
-			Op: func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
-				if err := pace.wait(ctx); err != nil {
-					return 0, err
-				}
-				if _, err := env.Store.Append(ctx, []eventstore.Event{pacedEvent(pacedType, w, seq)}); err != nil {
-					_ = stop()
-					return 0, err
-				}
-				acks.mark(int64(w), seq, true, time.Now(), measuring.Load())
-				nappend.Add(1)
-				c.Successes.Add(1)
-				return 1, nil
-			},
-			Floor: func(ctx context.Context, w int, seq int64, _ *Counters) (int, error) {
-				if err := floorPace.wait(ctx); err != nil {
-					return 0, err
-				}
-				if _, err := env.Store.Append(ctx, []eventstore.Event{pacedEvent(pacedFloorType, w, seq)}); err != nil {
-					_ = stop()
-					return 0, err
-				}
-				return 1, nil
-			},
+			Start:     func() { measuring.Store(true) },
+			Op:        op,
+			Floor:     floor,
 			FloorName: "Append alone, same pace (an event the subscription does not match)",
 			Check: func(context.Context, *Counters) error {
 				// Every appended event is delivered, once, in order, before the
@@ -231,4 +207,40 @@ func preparePacedLive(held bool) func(context.Context, *Env) (*Plan, error) {
 			},
 		}, nil
 	}
+}
+
+// pacedAppends returns the Op and Floor of the paced live-delivery rows: Op
+// appends a pacedType event at lagRate events/s in all and marks its ack
+// time in acks (recorded while measuring) and counts it in nappend; Floor
+// appends, at the same pace, an event the reader does not match. An append
+// error stops the reader (stop) and the run.
+func pacedAppends(store *eventstore.Store, acks *ackMeter, measuring *atomic.Bool, nappend *atomic.Int64, stop func() error) (op, floor OpFunc) {
+	pace := &pacer{interval: time.Second / lagRate}
+	pace.next.Store(time.Now().UnixNano())
+	floorPace := &pacer{interval: time.Second / lagRate}
+	floorPace.next.Store(time.Now().UnixNano())
+	op = func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
+		if err := pace.wait(ctx); err != nil {
+			return 0, err
+		}
+		if _, err := store.Append(ctx, []eventstore.Event{pacedEvent(pacedType, w, seq)}); err != nil {
+			_ = stop()
+			return 0, err
+		}
+		acks.mark(int64(w), seq, true, time.Now(), measuring.Load())
+		nappend.Add(1)
+		c.Successes.Add(1)
+		return 1, nil
+	}
+	floor = func(ctx context.Context, w int, seq int64, _ *Counters) (int, error) {
+		if err := floorPace.wait(ctx); err != nil {
+			return 0, err
+		}
+		if _, err := store.Append(ctx, []eventstore.Event{pacedEvent(pacedFloorType, w, seq)}); err != nil {
+			_ = stop()
+			return 0, err
+		}
+		return 1, nil
+	}
+	return op, floor
 }
