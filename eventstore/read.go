@@ -202,9 +202,9 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	// A decision read proves its cursor on a standby (provenJoin); a
 	// tailing read's cursor is the durable point, below the horizon, which
 	// is the standby's xmin there already (internal/horizon).
-	proven, provenSQL := `false, NULL::bigint[], false, '0'::xid8, 0::bigint`, ""
+	proven, provenSQL := noProofColumns, ""
 	if !tail {
-		proven, provenSQL = provenColumns, provenJoin(s.sql.events, "s.snap", "h.transaction_id")
+		proven, provenSQL = s.proofSQL("s.snap", "h.transaction_id")
 	}
 	if tail {
 		durable = `coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns

@@ -211,15 +211,16 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, arg
 	if !after.IsStart() {
 		where += " AND " + whereNotSeen(after, &a)
 	}
+	proven, provenSQL := s.proofSQL("s.snap", "h.transaction_id")
 	return `SELECT s.snap::text, s.epoch, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
-			coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + provenColumns + `, r.*
+			coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap,
 				(SELECT epoch FROM ` + s.schema + `.decision_snapshot_epoch) AS epoch) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + horizon.Join("s.snap", "h.transaction_id") + `
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			WHERE transaction_id < hz.horizon
-			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true` + provenJoin(s.sql.events, "s.snap", "h.transaction_id") + `
+			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true` + provenSQL + `
 		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + s.sql.events + ` e
 			WHERE ` + where + `
 			ORDER BY e.transaction_id, e.position) r ON true`, a

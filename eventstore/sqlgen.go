@@ -47,17 +47,22 @@ func newStatements(schema string) statements {
 			CASE WHEN t.busy IS NULL THEN $8::bigint[] END, $9::boolean[],
 			$10::boolean[], $11::integer[], $12::text[], $13::integer[], $14::text[], $15::integer[],
 			$16::text[]::xid8[], $17::bigint[], $18::text[]) g`,
-		// The last event in log order: a backward scan of events_log_order,
-		// one row, in the same statement (same snapshot) as pg_current_snapshot().
-		// On a standby, with what the standby can prove (provenJoin).
-		head: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + provenColumns + `
-			FROM (SELECT pg_current_snapshot() AS snap) s
-			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + schema + `.events
-				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` +
-			provenJoin(schema+".events", "s.snap", "h.transaction_id"),
+		// head: Store.headSQL (it depends on Config.ReadPool).
 		events:    schema + ".events",
 		eventCols: eventColumns,
 	}
+}
+
+// headSQL is Head's statement: the last event in log order, a backward scan
+// of events_log_order, one row, in the same statement (same snapshot) as
+// pg_current_snapshot(); with a read pool, with what a standby can prove
+// (proofSQL).
+func (s *Store) headSQL() string {
+	proven, join := s.proofSQL("s.snap", "h.transaction_id")
+	return `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + proven + `
+			FROM (SELECT pg_current_snapshot() AS snap) s
+			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
+				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + join
 }
 
 // args accumulates positional parameters.

@@ -53,7 +53,8 @@ const (
 // and relation pc: the last event before pv.cut_at (pc.cut_tx, pc.cut_pos,
 // NULL when none or no cut).
 //
-// Cost on a primary: one function call (the series is empty). On a standby:
+// Sent only by a store with a read pool (proofSQL). Cost on a primary: one
+// function call (the series is empty). On a standby:
 // one probe of events_log_order per id from xmin to the head (the range is
 // the transactions that ran during the read's window, short unless a long
 // transaction holds xmin back; bounded by provenMaxRange), and one backward
@@ -85,6 +86,21 @@ func provenJoin(events, snap, headTx string) string {
 		LEFT JOIN LATERAL (SELECT transaction_id AS cut_tx, position AS cut_pos FROM ` + events + `
 			WHERE transaction_id < pv.cut_at::text::xid8
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) pc ON true`
+}
+
+// noProofColumns stand for provenColumns in a read that proves nothing: a
+// store without Config.ReadPool reads on its primary, where the proof is
+// empty (pg_is_in_recovery() false) and its SQL is not sent.
+const noProofColumns = `false, NULL::bigint[], false, '0'::xid8, 0::bigint`
+
+// proofSQL returns the select list and the join of a decision read:
+// provenColumns and provenJoin when the store has a read pool (a standby may
+// serve the read), noProofColumns and nothing otherwise.
+func (s *Store) proofSQL(snap, headTx string) (columns, join string) {
+	if s.cfg.ReadPool == nil {
+		return noProofColumns, ""
+	}
+	return provenColumns, provenJoin(s.sql.events, snap, headTx)
 }
 
 // provenColumns is the select list of provenJoin, scanned by proof.dest.

@@ -190,6 +190,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	s.listenK1, s.listenK2 = ListenerLockKey(c.Schema)
 	s.born = time.Now()
 	s.sql = newStatements(q)
+	s.sql.head = s.headSQL()
 	return s, nil
 }
 
