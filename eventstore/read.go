@@ -12,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/horizon"
+	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -252,7 +253,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 				Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", o.Limit)})
 			return
 		}
-		if err := validateMetadataFilter("ReadOptions.MetadataContains", o.MetadataContains); err != nil {
+		if err := pgjson.ValidateObject("ReadOptions.MetadataContains", o.MetadataContains); err != nil {
 			yield(StoredEvent{}, err)
 			return
 		}

@@ -24,6 +24,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
 	"github.com/pgdcb/pgdcb/logical"
@@ -128,9 +129,8 @@ func (c *Config) validate() error {
 		return err
 	}
 	if len(c.MetadataContains) > 0 {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(c.MetadataContains, &obj); err != nil || obj == nil {
-			return &pgdcb.InvalidArgumentError{Name: "Config.MetadataContains", Reason: "must be a JSON object"}
+		if err := pgjson.ValidateObject("Config.MetadataContains", c.MetadataContains); err != nil {
+			return err
 		}
 		if c.Logical != nil {
 			return &pgdcb.InvalidArgumentError{Name: "Config.MetadataContains", Reason: "not supported with Config.Logical"}
