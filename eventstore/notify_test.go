@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/query"
 )
 
 func TestAppendNotifiesAfterCommit(t *testing.T) {
@@ -144,8 +145,18 @@ func TestNotifyCheckIsCached(t *testing.T) {
 	require.Eventually(t, func() bool { return eventstore.NoListenerCached(s) }, 30*time.Second, 5*time.Millisecond,
 		"the first append's check found no listener")
 
-	wakes := make(chan struct{}, 64)
-	go func() { _ = s.Listen(ctx, func() { wakes <- struct{}{} }) }()
+	// Each wake reports how many X events a read at that moment shows:
+	// a wake that came before an append committed does not cover it.
+	wakes := make(chan int, 64)
+	go func() {
+		_ = s.Listen(ctx, func() {
+			evs, _, err := s.ReadAll(ctx, query.Tagged([]string{"X"}, "k=v"), nil)
+			if err != nil {
+				evs = nil
+			}
+			wakes <- len(evs)
+		})
+	}()
 	select {
 	case <-wakes:
 	case <-time.After(30 * time.Second):
@@ -156,10 +167,12 @@ func TestNotifyCheckIsCached(t *testing.T) {
 	// come.
 	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 2, "k=v")})
 	require.NoError(t, err)
-	select {
-	case <-wakes:
-	case <-time.After(30 * time.Second):
-		t.Fatal("an append after the listener started woke nobody")
+	for seen := 0; seen < 2; {
+		select {
+		case seen = <-wakes:
+		case <-time.After(30 * time.Second):
+			t.Fatal("no wake after an append that committed after the listener started")
+		}
 	}
 	// Past the window, appends notify again.
 	require.Eventually(t, func() bool {
