@@ -20,15 +20,15 @@ const (
 // read pool sees that event and every event committed before it on the
 // primary (a standby makes commits visible in commit order). Only target's
 // point counts; the start of the log is reached at once. Without a read
-// pool it returns after one look (the primary shows its own commits).
+// pool it returns at once (the primary shows its own commits).
 //
 // It polls the read pool (2 ms, doubling up to 50 ms; one primary key probe
 // each) and returns ctx's error when ctx ends first: bound the wait with a
 // deadline. An event deleted by retention is never shown again: do not wait
 // for one.
 func (s *Store) WaitFor(ctx context.Context, target cursor.Cursor) error {
-	if target.TransactionID == 0 && target.Position == 0 {
-		return nil
+	if s.cfg.ReadPool == nil || (target.TransactionID == 0 && target.Position == 0) {
+		return nil // reads go to the primary, which shows its own commits
 	}
 	// events_pkey (position), one row.
 	sql := `SELECT EXISTS (SELECT FROM ` + s.sql.events + ` WHERE position = $2 AND transaction_id = $1::xid8)`
