@@ -349,7 +349,7 @@ func (e *Executor) attempt(ctx context.Context, cmd Command, h Handler, attempt 
 		// A lost connection or an ended context around COMMIT: it may have
 		// committed (pgdcb.ErrOutcomeUnknown); Execute retries through the
 		// command id.
-		return Outcome{}, errfmt.Errorf("pgdcb: commands: %w", eventstore.OutcomeOf("commit", err))
+		return Outcome{}, errfmt.Errorf("pgdcb: commands: %w", eventstore.MarkOutcomeUnknown("commit", err))
 	}
 	if len(out.Events) > 0 {
 		e.pg.Notify(ctx) // wake tailing readers now rather than at their next poll

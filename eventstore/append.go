@@ -79,9 +79,9 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 // Call Notify after the transaction commits to wake tailing readers at once;
 // without it they see the events at their next poll.
 //
-// The outcome is the transaction's: use CommitTx (or classify the error of
-// your own Commit with OutcomeOf) to learn whether a failed commit may have
-// committed. The store does not settle it (it does not own the COMMIT, and
+// The outcome is the transaction's: use CommitTx (or pass the error of your
+// own Commit through MarkOutcomeUnknown) to learn whether a failed commit may
+// have committed. The store does not settle it (it does not own the COMMIT, and
 // the transaction may have written other tables): give the events ids
 // (Event.ID) and, after an unknown commit, run the transaction again; the
 // append then fails with pgdcb.ErrIdempotent if the first one committed.

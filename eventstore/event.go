@@ -116,8 +116,9 @@ func (s *Store) validate(events []Event) error { return ValidateEvents(s.cfg, ev
 // string the server would refuse (invalid UTF-8, NUL), every JSON text jsonb
 // would refuse (see package internal/pgjson), the sizes against cfg's limits
 // (cfg as ResolveConfig returns it), duplicate event ids. It fails with an
-// *InvalidEventError. For other implementations of Interface, which must
-// refuse what the PostgreSQL store refuses.
+// *InvalidEventError. For implementers of Interface, which must refuse what
+// the PostgreSQL store refuses (see the package documentation, "Implementing
+// Interface").
 func ValidateEvents(cfg Config, events []Event) error {
 	if len(events) == 0 {
 		return &InvalidEventError{Index: -1, Field: "batch", Reason: "no events"}

@@ -18,6 +18,8 @@ import (
 // that an implementation keeps every guarantee of docs/CONCURRENCY.md.
 //
 // Every method has the meaning documented on *Store's method of the same name.
+// It is named as sort.Interface is: what a type must offer to be used as an
+// event store (see the package documentation, "Implementing Interface").
 type Interface interface {
 	// Append appends events unconditionally (see Store.Append).
 	Append(ctx context.Context, events []Event) (AppendResult, error)
@@ -51,8 +53,9 @@ var _ Interface = (*Store)(nil)
 // errReadTwice is the error of a second iteration of Events.All.
 var errReadTwice = errors.New("pgdcb: read: Events.All iterated twice (read again instead)")
 
-// NewEvents returns an Events for other implementations of Interface (the
-// PostgreSQL store builds its own). read runs when All is first iterated: it
+// NewEvents returns an Events for implementers of Interface (the
+// PostgreSQL store builds its own; see the package documentation,
+// "Implementing Interface"). read runs when All is first iterated: it
 // returns the matching events in the order All yields them and the decision
 // cursor (see Events.Cursor), or an error, which All yields alone. A second
 // iteration yields an error, as Store.Read's does.

@@ -31,15 +31,18 @@ import (
 // other error means the transaction did not commit. Use it to commit the
 // transaction of AppendTx or AppendIfTx.
 func CommitTx(ctx context.Context, tx pgx.Tx) error {
-	return OutcomeOf("commit", tx.Commit(ctx))
+	return MarkOutcomeUnknown("commit", tx.Commit(ctx))
 }
 
-// OutcomeOf classifies the error of a statement that was its own transaction,
-// or of a COMMIT, that was sent to the server: nil stays nil, a server error
-// of severity ERROR (the transaction certainly rolled back) is returned as is,
-// and any other error is wrapped in a *pgdcb.OutcomeUnknownError naming op.
-// Do not use it for errors raised before anything was sent.
-func OutcomeOf(op string, err error) error {
+// MarkOutcomeUnknown returns err marked as an unknown outcome when it may
+// hide a commit: err is the error of a statement that was its own
+// transaction, or of a COMMIT, that was sent to the server. nil stays nil, a
+// server error of severity ERROR (the transaction certainly rolled back) is
+// returned as is, and any other error is wrapped in a
+// *pgdcb.OutcomeUnknownError naming op (matching pgdcb.ErrOutcomeUnknown).
+// Do not use it for errors raised before anything was sent. (Tracers
+// classify errors with OutcomeOf.)
+func MarkOutcomeUnknown(op string, err error) error {
 	if err == nil || !unknownOutcome(err) {
 		return err
 	}

@@ -158,17 +158,17 @@ func TestAppendDefiniteFailuresAreNotUnknown(t *testing.T) {
 	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
 }
 
-// OutcomeOf and CommitTx: a server ERROR is certain, anything else is not.
-func TestOutcomeOfClassifies(t *testing.T) {
+// MarkOutcomeUnknown and CommitTx: a server ERROR is certain, anything else is not.
+func TestMarkOutcomeUnknownClassifies(t *testing.T) {
 	t.Parallel()
-	require.NoError(t, eventstore.OutcomeOf("commit", nil))
+	require.NoError(t, eventstore.MarkOutcomeUnknown("commit", nil))
 	certain := &pgconn.PgError{Severity: "ERROR", SeverityUnlocalized: "ERROR", Code: pgcode.UniqueViolation}
-	require.Same(t, error(certain), eventstore.OutcomeOf("commit", certain))
+	require.Same(t, error(certain), eventstore.MarkOutcomeUnknown("commit", certain))
 	fatal := &pgconn.PgError{Severity: "FATAL", SeverityUnlocalized: "FATAL", Code: pgcode.AdminShutdown}
-	require.ErrorIs(t, eventstore.OutcomeOf("commit", fatal), pgdcb.ErrOutcomeUnknown)
-	require.ErrorIs(t, eventstore.OutcomeOf("commit", fatal), fatal)
+	require.ErrorIs(t, eventstore.MarkOutcomeUnknown("commit", fatal), pgdcb.ErrOutcomeUnknown)
+	require.ErrorIs(t, eventstore.MarkOutcomeUnknown("commit", fatal), fatal)
 	eof := errors.New("unexpected EOF")
-	err := eventstore.OutcomeOf("commit", eof)
+	err := eventstore.MarkOutcomeUnknown("commit", eof)
 	require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
 	require.ErrorIs(t, err, eof)
 	require.Contains(t, err.Error(), "commit")

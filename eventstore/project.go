@@ -90,8 +90,9 @@ func (s *Store) project(ctx context.Context, db dbtx, projectors []Projector) (_
 // Fold is Project over a read: it reads the union of the projectors' queries
 // with read (forward, no limit, no cursor), hands each event to every
 // projector whose own query matches it, and returns FailIf(union, &cursor).
-// For other implementations of Interface (snapshots aside, which only spare
-// work: the results are the same).
+// For implementers of Interface (snapshots aside, which only spare work: the
+// results are the same; see the package documentation, "Implementing
+// Interface").
 func Fold(read func(query.Query) *Events, projectors ...Projector) (appendif.Condition, error) {
 	if len(projectors) == 0 {
 		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")

@@ -3,9 +3,25 @@
 //
 // A Store is safe for concurrent use. Every call that can block takes a context
 // first; each call has a …Tx twin that runs in the caller's pgx.Tx.
+//
+// # Implementing Interface
+//
+// Interface is the store's operations without PostgreSQL's …Tx forms (the
+// name follows sort.Interface and heap.Interface: the methods a type must
+// have to be used where an event store is expected). Package memstore
+// implements it in memory, and package eventstore/conformance checks an
+// implementation. An implementation that must refuse, order and fold as
+// *Store does uses these helpers, which an application has no need of:
+//
+//   - ResolveConfig: Config checked and with its defaults, the limits an
+//     implementation honours;
+//   - ValidateEvents: a batch checked as Append checks it;
+//   - NewEvents: the result of Read, from the implementation's events;
+//   - Fold: Project over the implementation's Read.
 package eventstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -178,10 +194,10 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgdcb: eventstore.New: nil pool")
 	}
-	c, err := ResolveConfig(cfg)
-	if err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	c := cfg.withDefaults()
 	q, err := pgdcbsql.Quote(c.Schema)
 	if err != nil {
 		return nil, err
@@ -196,12 +212,21 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 
 // ResolveConfig checks cfg as New does (a negative field or a byte limit
 // above MaxBytesLimit is refused with a *pgdcb.InvalidArgumentError) and
-// returns it with every default filled in; for other implementations of
-// Interface that honour the same limits (see ValidateEvents).
+// returns it with every default filled in. For implementers of Interface
+// (see the package documentation, "Implementing Interface").
 func ResolveConfig(cfg *Config) (Config, error) {
-	c := Config{}
-	if cfg != nil {
-		c = *cfg
+	if err := cfg.validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg.withDefaults(), nil
+}
+
+// validate refuses a negative number or duration, a SettleTimeout above
+// MaxSettleTimeout and a byte limit above MaxBytesLimit, with a
+// *pgdcb.InvalidArgumentError naming the field. New calls it first.
+func (c *Config) validate() error {
+	if c == nil {
+		return nil
 	}
 	if err := cfgcheck.NonNegative(
 		cfgcheck.Int("MaxBatchSize", c.MaxBatchSize, DefaultMaxBatchSize),
@@ -215,43 +240,46 @@ func ResolveConfig(cfg *Config) (Config, error) {
 		cfgcheck.Duration("SnapshotWriteTimeout", c.SnapshotWriteTimeout, DefaultSnapshotWriteTimeout),
 		cfgcheck.Duration("SettleTimeout", c.SettleTimeout, DefaultSettleTimeout),
 	); err != nil {
-		return Config{}, err
+		return err
 	}
 	if c.SettleTimeout > MaxSettleTimeout {
-		return Config{}, &pgdcb.InvalidArgumentError{Name: "Config.SettleTimeout",
+		return &pgdcb.InvalidArgumentError{Name: "Config.SettleTimeout",
 			Reason: fmt.Sprintf("must be at most MaxSettleTimeout %s (got %s)", MaxSettleTimeout, c.SettleTimeout)}
-	}
-	if c.SettleTimeout == 0 {
-		c.SettleTimeout = DefaultSettleTimeout
 	}
 	for _, f := range []struct {
 		name string
 		v    int
 	}{{"MaxEventBytes", c.MaxEventBytes}, {"MaxBatchBytes", c.MaxBatchBytes}} {
 		if f.v > MaxBytesLimit {
-			return Config{}, &pgdcb.InvalidArgumentError{Name: "Config." + f.name,
+			return &pgdcb.InvalidArgumentError{Name: "Config." + f.name,
 				Reason: fmt.Sprintf("must be at most MaxBytesLimit %d (got %d)", MaxBytesLimit, f.v)}
 		}
 	}
-	if c.Schema == "" {
-		c.Schema = pgdcbsql.DefaultSchema
+	return nil
+}
+
+// withDefaults returns a copy of c (nil: the zero Config) with every zero
+// field that has a default set to it. New calls it after validate.
+func (c *Config) withDefaults() Config {
+	var o Config
+	if c != nil {
+		o = *c
 	}
-	if c.MaxBatchSize == 0 {
-		c.MaxBatchSize = DefaultMaxBatchSize
+	o.Schema = cmp.Or(o.Schema, pgdcbsql.DefaultSchema)
+	o.MaxBatchSize = cmp.Or(o.MaxBatchSize, DefaultMaxBatchSize)
+	o.MaxLockKeys = cmp.Or(o.MaxLockKeys, DefaultMaxLockKeys)
+	o.MaxEventBytes = cmp.Or(o.MaxEventBytes, DefaultMaxEventBytes)
+	o.MaxBatchBytes = cmp.Or(o.MaxBatchBytes, max(DefaultMaxBatchBytes, o.MaxEventBytes))
+	o.GroupMaxAppends = cmp.Or(o.GroupMaxAppends, DefaultGroupMaxAppends)
+	o.GroupMaxEvents = cmp.Or(o.GroupMaxEvents, DefaultGroupMaxEvents)
+	o.GroupSenders = cmp.Or(o.GroupSenders, DefaultGroupSenders)
+	o.SnapshotEvery = cmp.Or(o.SnapshotEvery, DefaultSnapshotEvery)
+	o.SnapshotWriteTimeout = cmp.Or(o.SnapshotWriteTimeout, DefaultSnapshotWriteTimeout)
+	o.SettleTimeout = cmp.Or(o.SettleTimeout, DefaultSettleTimeout)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if c.MaxLockKeys == 0 {
-		c.MaxLockKeys = DefaultMaxLockKeys
-	}
-	if c.MaxEventBytes == 0 {
-		c.MaxEventBytes = DefaultMaxEventBytes
-	}
-	if c.MaxBatchBytes == 0 {
-		c.MaxBatchBytes = max(DefaultMaxBatchBytes, c.MaxEventBytes)
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
-	return c, nil
+	return o
 }
 
 // Config returns the store's configuration with every default filled in.

@@ -66,9 +66,10 @@ const (
 	OutcomeOK Outcome = "ok"
 )
 
-// OutcomeOfError classifies a call's error as the tracer reports it:
-// OutcomeOK for nil (an append's nil is OutcomeCommitted).
-func OutcomeOfError(err error) Outcome {
+// OutcomeOf returns the Outcome a tracer reports for a call's error:
+// OutcomeOK for nil (an append's nil is OutcomeCommitted). (To mark a
+// commit's error as an unknown outcome, see MarkOutcomeUnknown.)
+func OutcomeOf(err error) Outcome {
 	switch {
 	case err == nil:
 		return OutcomeOK
@@ -268,7 +269,7 @@ func (t *opTrace) endAppend(events int, res AppendResult, err error) {
 	if t == nil {
 		return
 	}
-	o := OutcomeOfError(err)
+	o := OutcomeOf(err)
 	if err == nil {
 		o = OutcomeCommitted
 	}
@@ -299,7 +300,7 @@ func (t *opTrace) endRead(op ReadOp, err error) {
 	if t == nil {
 		return
 	}
-	t.tracer.TraceReadEnd(t.ctx, TraceReadEndData{Op: op, Outcome: OutcomeOfError(err), Err: err,
+	t.tracer.TraceReadEnd(t.ctx, TraceReadEndData{Op: op, Outcome: OutcomeOf(err), Err: err,
 		Events: int(t.events.Load()), Duration: time.Since(t.start)})
 }
 

@@ -78,23 +78,42 @@ var _ eventstore.Interface = (*Store)(nil)
 
 // New returns an empty store.
 func New(cfg *Config) (*Store, error) {
-	var c Config
-	if cfg != nil {
-		c = *cfg
-	}
-	limits, err := eventstore.ResolveConfig(&eventstore.Config{
-		MaxBatchSize:  c.MaxBatchSize,
-		MaxEventBytes: c.MaxEventBytes,
-		MaxBatchBytes: c.MaxBatchBytes,
-	})
-	if err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, errfmt.Errorf("pgdcb: memstore.New: %w", err)
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
-	return &Store{limits: limits, now: c.Now, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
+	c := cfg.withDefaults()
+	return &Store{limits: *c.limits(), now: c.Now, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
 		listeners: make(map[chan struct{}]struct{})}, nil
+}
+
+// limits is c's limits as an eventstore.Config (nil for nil).
+func (c *Config) limits() *eventstore.Config {
+	if c == nil {
+		return nil
+	}
+	return &eventstore.Config{MaxBatchSize: c.MaxBatchSize, MaxEventBytes: c.MaxEventBytes, MaxBatchBytes: c.MaxBatchBytes}
+}
+
+// validate refuses what eventstore.New refuses in the same fields (see
+// eventstore.ResolveConfig). New calls it first, then withDefaults.
+func (c *Config) validate() error {
+	_, err := eventstore.ResolveConfig(c.limits())
+	return err
+}
+
+// withDefaults returns a copy of c (nil: the zero Config) with every zero
+// field set to its default: eventstore.Config's for the limits.
+func (c *Config) withDefaults() Config {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	l, _ := eventstore.ResolveConfig(o.limits()) // validated
+	o.MaxBatchSize, o.MaxEventBytes, o.MaxBatchBytes = l.MaxBatchSize, l.MaxEventBytes, l.MaxBatchBytes
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	return o
 }
 
 // MustNew is New that panics on error; for tests and examples.
