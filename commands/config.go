@@ -1,6 +1,7 @@
 package commands
 
 import (
+	"cmp"
 	"log/slog"
 	"time"
 
@@ -10,8 +11,8 @@ import (
 // Defaults of Config.
 const (
 	DefaultMaxAttempts = 10
-	DefaultBackoffBase = 2 * time.Millisecond
-	DefaultBackoffMax  = 100 * time.Millisecond
+	DefaultRetryMin    = 2 * time.Millisecond
+	DefaultRetryMax    = 100 * time.Millisecond
 )
 
 // Config configures an Executor. nil or the zero value means every default:
@@ -22,50 +23,43 @@ type Config struct {
 	// conflicts (pgdcb.ErrConditionFailed). 0: the default, 10. 1 disables
 	// retries.
 	MaxAttempts int
-	// BackoffBase is the wait before the second attempt; it doubles with each
-	// further attempt up to BackoffMax. Each wait is jittered uniformly in
-	// [d/2, d]. 0: the default, 2ms.
-	BackoffBase time.Duration
-	// BackoffMax caps the wait between attempts (a BackoffMax below
-	// BackoffBase is raised to it). 0: the default, 100ms.
-	BackoffMax time.Duration
+	// RetryMin and RetryMax bound the capped exponential backoff between
+	// attempts: RetryMin before the second, doubling with each further
+	// attempt up to RetryMax, each wait jittered uniformly in [d/2, d]. 0:
+	// the defaults, 2ms and 100ms (a RetryMax below RetryMin is raised to
+	// it).
+	RetryMin, RetryMax time.Duration
 	// Logger receives the executor's logs: unknown outcomes at Warn with the
 	// error under "err", conflicts decided again at Debug. Default: none.
 	Logger *slog.Logger
 }
 
 // validate refuses negative numbers and durations with a
-// *pgdcb.InvalidArgumentError naming the field. New calls it first.
+// *pgdcb.InvalidArgumentError naming the field. New calls it first, then
+// withDefaults.
 func (c *Config) validate() error {
 	if c == nil {
 		return nil
 	}
 	return cfgcheck.NonNegative(
 		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts),
-		cfgcheck.Duration("BackoffBase", c.BackoffBase, DefaultBackoffBase),
-		cfgcheck.Duration("BackoffMax", c.BackoffMax, DefaultBackoffMax),
+		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
 	)
 }
 
+// withDefaults returns a copy of c (nil: the zero Config) with every zero
+// field set to its default.
 func (c *Config) withDefaults() Config {
-	var out Config
+	var o Config
 	if c != nil {
-		out = *c
+		o = *c
 	}
-	if out.MaxAttempts <= 0 {
-		out.MaxAttempts = DefaultMaxAttempts
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, DefaultMaxAttempts)
+	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if out.BackoffBase <= 0 {
-		out.BackoffBase = DefaultBackoffBase
-	}
-	if out.BackoffMax <= 0 {
-		out.BackoffMax = DefaultBackoffMax
-	}
-	if out.BackoffMax < out.BackoffBase {
-		out.BackoffMax = out.BackoffBase
-	}
-	if out.Logger == nil {
-		out.Logger = slog.New(slog.DiscardHandler)
-	}
-	return out
+	return o
 }

@@ -17,8 +17,8 @@ func TestConfigRefusesNegatives(t *testing.T) {
 		cfg   Config
 	}{
 		{"MaxAttempts", Config{MaxAttempts: -1}},
-		{"BackoffBase", Config{BackoffBase: -time.Millisecond}},
-		{"BackoffMax", Config{BackoffMax: -1}},
+		{"RetryMin", Config{RetryMin: -time.Millisecond}},
+		{"RetryMax", Config{RetryMax: -1}},
 	} {
 		t.Run(c.field, func(t *testing.T) {
 			err := c.cfg.validate()

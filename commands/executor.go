@@ -146,7 +146,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 				e.fail(typ, "error", err)
 				return Outcome{}, unsettled(attempt)
 			}
-			if serr := retry.Sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
+			if serr := retry.Sleep(ctx, backoff(e.cfg.RetryMin, e.cfg.RetryMax, attempt)); serr != nil {
 				e.fail(typ, "error", serr)
 				return Outcome{}, unsettled(attempt)
 			}
@@ -196,7 +196,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			}
 			e.cfg.Logger.DebugContext(ctx, "command conflict, deciding again",
 				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)
-			if serr := retry.Sleep(ctx, backoff(e.cfg.BackoffBase, e.cfg.BackoffMax, attempt)); serr != nil {
+			if serr := retry.Sleep(ctx, backoff(e.cfg.RetryMin, e.cfg.RetryMax, attempt)); serr != nil {
 				e.fail(typ, "error", serr)
 				return Outcome{}, errfmt.Errorf("pgdcb: commands: %s: after %d attempts: %w", typ, attempt, serr)
 			}

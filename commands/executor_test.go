@@ -113,7 +113,7 @@ func TestExecuteRetriesOnConflict(t *testing.T) {
 	t.Parallel()
 	onEachStore(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		ex, s := b.newExecutor(t, &commands.Config{BackoffBase: 1, BackoffMax: 1})
+		ex, s := b.newExecutor(t, &commands.Config{RetryMin: 1, RetryMax: 1})
 		var calls atomic.Int32
 		out, err := ex.Execute(ctx, cmd("Increment", conflicting(s, "a", func(a int) bool { return a <= 2 }, &calls)))
 		require.NoError(t, err)
@@ -135,7 +135,7 @@ func TestExecuteGivesUpAfterMaxAttempts(t *testing.T) {
 	t.Parallel()
 	onEachStore(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		ex, s := b.newExecutor(t, &commands.Config{MaxAttempts: 3, BackoffBase: 1, BackoffMax: 1})
+		ex, s := b.newExecutor(t, &commands.Config{MaxAttempts: 3, RetryMin: 1, RetryMax: 1})
 		var calls atomic.Int32
 		id := uuid.New()
 		c := cmd("Increment", conflicting(s, "a", func(int) bool { return true }, &calls))
@@ -243,7 +243,7 @@ func TestExecuteSameIDConcurrently(t *testing.T) {
 	t.Parallel()
 	onEachStore(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
-		ex, s := b.newExecutor(t, &commands.Config{BackoffBase: 1, BackoffMax: 1})
+		ex, s := b.newExecutor(t, &commands.Config{RetryMin: 1, RetryMax: 1})
 		const n = 8
 		rounds := 50
 		if b.postgres {
@@ -403,7 +403,7 @@ func TestRegisteredHandlers(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ex, s := newExecutor(t, &commands.Config{MaxAttempts: 2, BackoffBase: 1, BackoffMax: 1})
+	ex, s := newExecutor(t, &commands.Config{MaxAttempts: 2, RetryMin: 1, RetryMax: 1})
 	id := uuid.New()
 	c := cmd("Increment", increment("a", 1))
 	c.ID = id

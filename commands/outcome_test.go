@@ -65,7 +65,7 @@ func terminateCommitting(ctx context.Context, s *eventstore.Store) <-chan int {
 // once, as this call's own outcome (not a duplicate). Before the fix the
 // executor returned the raw connection error.
 func TestExecuteRetriesAnUnknownCommitThroughItsID(t *testing.T) {
-	ex, s := newExecutor(t, &commands.Config{BackoffBase: time.Millisecond, BackoffMax: 5 * time.Millisecond})
+	ex, s := newExecutor(t, &commands.Config{RetryMin: time.Millisecond, RetryMax: 5 * time.Millisecond})
 	slowCommits(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -1,6 +1,7 @@
 package effects
 
 import (
+	"cmp"
 	"crypto/rand"
 	"encoding/hex"
 	"log/slog"
@@ -16,8 +17,8 @@ import (
 const (
 	DefaultLease        = 30 * time.Second
 	DefaultMaxAttempts  = 5
-	DefaultRetryBackoff = time.Second
-	DefaultMaxBackoff   = time.Minute
+	DefaultRetryMin     = time.Second
+	DefaultRetryMax     = time.Minute
 	DefaultPollInterval = time.Second
 	DefaultBatchSize    = 1000
 )
@@ -28,13 +29,13 @@ const (
 // *pgdcb.InvalidArgumentError.
 type Config struct {
 	// Handlers maps an effect type to the handler that executes it. A
-	// Worker claims only effects whose type it has a handler for; NewWorker
-	// refuses an empty map.
+	// Worker claims only effects whose type it has a handler for. No
+	// default: NewWorker refuses an empty map (a Queue ignores it).
 	Handlers map[string]Handler
-	// WorkerID names the worker in effect_started events. Two workers must
-	// never share an ID. Default "": the host name, the process id and 6
+	// Identity names the worker in effect_started events. Two workers must
+	// never share one. Default "": the host name, the process id and 6
 	// random hex digits.
-	WorkerID string
+	Identity string
 	// Lease is how long a claim holds an effect without news from its
 	// worker: while the handler runs, the worker extends it a third of the
 	// way through (effect_lease_extended); once it has passed, another worker
@@ -45,12 +46,11 @@ type Config struct {
 	// expired counts as one); the failure of the last one fails the effect
 	// for good. 0: the default, 5.
 	MaxAttempts int
-	// RetryBackoff is the wait after the first failed attempt; it doubles
-	// after each further failure, up to MaxBackoff. 0: the default, 1s.
-	RetryBackoff time.Duration
-	// MaxBackoff caps the wait between attempts (raised to RetryBackoff if
-	// below it). 0: the default, 1m.
-	MaxBackoff time.Duration
+	// RetryMin and RetryMax bound the capped exponential backoff after a
+	// failed attempt: RetryMin after the first, doubling after each further
+	// failure up to RetryMax. 0: the defaults, 1s and 1m (a RetryMax below
+	// RetryMin is raised to it).
+	RetryMin, RetryMax time.Duration
 	// PollInterval is the longest a worker waits before looking for work
 	// again when no notification wakes it. 0: the default, 1s.
 	PollInterval time.Duration
@@ -62,6 +62,9 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// validate refuses negative numbers and durations with a
+// *pgdcb.InvalidArgumentError naming the field. NewQueue and NewWorker call
+// it first, then withDefaults.
 func (c *Config) validate() error {
 	if c == nil {
 		return nil
@@ -69,49 +72,36 @@ func (c *Config) validate() error {
 	return cfgcheck.NonNegative(
 		cfgcheck.Duration("Lease", c.Lease, DefaultLease),
 		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts),
-		cfgcheck.Duration("RetryBackoff", c.RetryBackoff, DefaultRetryBackoff),
-		cfgcheck.Duration("MaxBackoff", c.MaxBackoff, DefaultMaxBackoff),
+		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
 		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
 		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
 	)
 }
 
+// withDefaults returns a copy of c (nil: the zero Config) with every zero
+// field that has a default set to it.
 func (c *Config) withDefaults() Config {
-	var out Config
+	var o Config
 	if c != nil {
-		out = *c
+		o = *c
 	}
-	if out.Lease == 0 {
-		out.Lease = DefaultLease
+	o.Lease = cmp.Or(o.Lease, DefaultLease)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, DefaultMaxAttempts)
+	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	if out.MaxAttempts == 0 {
-		out.MaxAttempts = DefaultMaxAttempts
+	if o.Identity == "" {
+		o.Identity = defaultIdentity()
 	}
-	if out.RetryBackoff == 0 {
-		out.RetryBackoff = DefaultRetryBackoff
-	}
-	if out.MaxBackoff == 0 {
-		out.MaxBackoff = DefaultMaxBackoff
-	}
-	if out.MaxBackoff < out.RetryBackoff {
-		out.MaxBackoff = out.RetryBackoff
-	}
-	if out.PollInterval == 0 {
-		out.PollInterval = DefaultPollInterval
-	}
-	if out.BatchSize == 0 {
-		out.BatchSize = DefaultBatchSize
-	}
-	if out.Logger == nil {
-		out.Logger = slog.New(slog.DiscardHandler)
-	}
-	if out.WorkerID == "" {
-		out.WorkerID = defaultWorkerID()
-	}
-	return out
+	return o
 }
 
-func defaultWorkerID() string {
+func defaultIdentity() string {
 	host, err := os.Hostname()
 	if err != nil || host == "" {
 		host = "worker"

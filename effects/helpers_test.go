@@ -109,7 +109,7 @@ func oneEffect(t testing.TB, payload json.RawMessage) (*eventstore.Store, *effec
 }
 
 // newWorkers returns n workers over the store with the same configuration
-// (each with a WorkerID of its own, unless cfg sets one).
+// (each with a Identity of its own, unless cfg sets one).
 func newWorkers(t testing.TB, s *eventstore.Store, n int, cfg *effects.Config) []*effects.Worker {
 	t.Helper()
 	var ws []*effects.Worker

@@ -82,10 +82,10 @@ func (w *Worker) extend(ctx context.Context, claimed Effect, until time.Time) (o
 		return false, errfmt.Errorf("pgdcb: effects: reading effect %s to extend its lease: %w", claimed.ID, err)
 	}
 	e := m.State.byID[claimed.ID]
-	if e == nil || e.State != StateExecuting || e.Attempts != claimed.Attempts || e.Worker != w.cfg.WorkerID {
+	if e == nil || e.State != StateExecuting || e.Attempts != claimed.Attempts || e.Worker != w.cfg.Identity {
 		return false, nil
 	}
-	ev := eventFor(e, TypeLeaseExtended, leaseExtendedData{Attempt: e.Attempts, Worker: w.cfg.WorkerID, LeaseUntil: until})
+	ev := eventFor(e, TypeLeaseExtended, leaseExtendedData{Attempt: e.Attempts, Worker: w.cfg.Identity, LeaseUntil: until})
 	_, err = w.store.AppendIf(ctx, []eventstore.Event{ev}, cond)
 	if errors.Is(err, pgdcb.ErrConditionFailed) {
 		return w.extend(ctx, claimed, until) // read again: a takeover, or nothing of ours

@@ -37,7 +37,7 @@ func (w *Worker) observeBacklog() {
 // its last look at the log (pgdcb_effects_backlog and
 // pgdcb_effects_oldest_unfinished_seconds; every worker of a store sees the
 // same effects, so take the max over workers). Each series carries the label
-// worker (Config.WorkerID), so the workers of one process register in one
+// worker (Config.Identity), so the workers of one process register in one
 // registry. docs/METRICS.md lists them.
 func (w *Worker) Collectors() []prometheus.Collector {
 	return []prometheus.Collector{newWorkerCollector(w)}
@@ -50,7 +50,7 @@ type workerCollector struct {
 }
 
 func newWorkerCollector(w *Worker) *workerCollector {
-	label := prometheus.Labels{"worker": w.cfg.WorkerID}
+	label := prometheus.Labels{"worker": w.cfg.Identity}
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("pgdcb", "effects", name), help, nil, label)
 	}

@@ -50,7 +50,7 @@ func TestWorkerCollectors(t *testing.T) {
 	_, _, err := q.Request(context.Background(), effects.Request{Type: "unhandled", Session: "d", DedupeKey: "u", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
-	w, err := effects.NewWorker(s, &effects.Config{WorkerID: "w-1", MaxAttempts: 1, PollInterval: 50 * time.Millisecond,
+	w, err := effects.NewWorker(s, &effects.Config{Identity: "w-1", MaxAttempts: 1, PollInterval: 50 * time.Millisecond,
 		Handlers: map[string]effects.Handler{"job": func(_ context.Context, e effects.Effect) error {
 			if e.ID == poison {
 				return errors.New("boom")
@@ -79,7 +79,7 @@ func TestWorkerCollectors(t *testing.T) {
 	require.Greater(t, m["pgdcb_effects_oldest_unfinished_seconds"], 0.0)
 
 	// A second worker registers in the same registry under its own label.
-	w2, err := effects.NewWorker(s, &effects.Config{WorkerID: "w-2", Handlers: map[string]effects.Handler{"x": func(context.Context, effects.Effect) error { return nil }}})
+	w2, err := effects.NewWorker(s, &effects.Config{Identity: "w-2", Handlers: map[string]effects.Handler{"x": func(context.Context, effects.Effect) error { return nil }}})
 	require.NoError(t, err)
 	for _, c := range w2.Collectors() {
 		require.NoError(t, reg.Register(c))

@@ -91,8 +91,8 @@ func TestConfigRefusesNegativeValues(t *testing.T) {
 	for name, cfg := range map[string]effects.Config{
 		"Config.Lease":        {Handlers: h, Lease: -1},
 		"Config.MaxAttempts":  {Handlers: h, MaxAttempts: -1},
-		"Config.RetryBackoff": {Handlers: h, RetryBackoff: -1},
-		"Config.MaxBackoff":   {Handlers: h, MaxBackoff: -1},
+		"Config.RetryMin":     {Handlers: h, RetryMin: -1},
+		"Config.RetryMax":     {Handlers: h, RetryMax: -1},
 		"Config.PollInterval": {Handlers: h, PollInterval: -1},
 		"Config.BatchSize":    {Handlers: h, BatchSize: -1},
 		"Config.Handlers":     {},

@@ -24,7 +24,7 @@ const recordTimeout = 10 * time.Second
 const sameSessionRuns = 16
 
 // Worker claims and executes effects. Run one or more per process; each
-// needs its own WorkerID (the default is unique).
+// needs its own Identity (the default is unique).
 type Worker struct {
 	store   *eventstore.Store
 	cfg     Config
@@ -58,7 +58,7 @@ func NewWorker(store *eventstore.Store, cfg *Config) (*Worker, error) {
 }
 
 // ID returns the worker's id, as recorded in effect_started.
-func (w *Worker) ID() string { return w.cfg.WorkerID }
+func (w *Worker) Identity() string { return w.cfg.Identity }
 
 // Run executes effects until ctx ends, then returns ctx's error. It follows
 // the effect events with reads after its last cursor (woken by the store's
@@ -89,7 +89,7 @@ func (w *Worker) Run(ctx context.Context) error {
 			}
 			failures++
 			d := retry.Delay(failures, 50*time.Millisecond, 5*time.Second)
-			w.cfg.Logger.WarnContext(ctx, "effects: worker step failed, retrying", "worker", w.cfg.WorkerID, "err", err, "retry_in", d)
+			w.cfg.Logger.WarnContext(ctx, "effects: worker step failed, retrying", "worker", w.cfg.Identity, "err", err, "retry_in", d)
 			if err := retry.Sleep(ctx, d); err != nil {
 				return err
 			}
@@ -207,7 +207,7 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 		return true, nil
 	}
 	leaseUntil := now.Add(w.cfg.Lease)
-	ev := eventFor(e, TypeStarted, startedData{Attempt: attempt, Worker: w.cfg.WorkerID, LeaseUntil: leaseUntil})
+	ev := eventFor(e, TypeStarted, startedData{Attempt: attempt, Worker: w.cfg.Identity, LeaseUntil: leaseUntil})
 	if _, err := w.store.AppendIf(ctx, []eventstore.Event{ev}, cond); err != nil {
 		return false, w.claimError(ctx, e, err)
 	}
@@ -216,7 +216,7 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 		w.stats.leaseTakeovers.Add(1)
 	}
 	claimed := *e
-	claimed.State, claimed.Attempts, claimed.Worker, claimed.LeaseUntil = StateExecuting, attempt, w.cfg.WorkerID, leaseUntil
+	claimed.State, claimed.Attempts, claimed.Worker, claimed.LeaseUntil = StateExecuting, attempt, w.cfg.Identity, leaseUntil
 	claimed.LastAttemptAt = now
 	herr := w.runHandler(ctx, leaseUntil, claimed)
 	if herr != nil && ctx.Err() != nil {
@@ -275,7 +275,7 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 			return errfmt.Errorf("pgdcb: effects: reading effect %s to record attempt %d: %w", claimed.ID, claimed.Attempts, err)
 		}
 		e := m.State.byID[claimed.ID]
-		if e == nil || e.Attempts != claimed.Attempts || e.Worker != w.cfg.WorkerID {
+		if e == nil || e.Attempts != claimed.Attempts || e.Worker != w.cfg.Identity {
 			w.stats.lostLeases.Add(1)
 			w.cfg.Logger.WarnContext(ctx, "effects: lease taken over, result not recorded", "effect_id", claimed.ID,
 				"attempt", claimed.Attempts, "err", herr)
@@ -287,12 +287,12 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 		var ev eventstore.Event
 		final := false
 		if herr == nil {
-			ev = eventFor(e, TypeCompleted, completedData{Attempt: e.Attempts, Worker: w.cfg.WorkerID})
+			ev = eventFor(e, TypeCompleted, completedData{Attempt: e.Attempts, Worker: w.cfg.Identity})
 		} else {
 			final = e.Attempts >= w.cfg.MaxAttempts
-			d := failedData{Attempt: e.Attempts, Worker: w.cfg.WorkerID, Error: herr.Error(), Final: final}
+			d := failedData{Attempt: e.Attempts, Worker: w.cfg.Identity, Error: herr.Error(), Final: final}
 			if !final {
-				d.RetryAt = time.Now().Add(retry.Jitter(retry.Delay(e.Attempts, w.cfg.RetryBackoff, w.cfg.MaxBackoff)))
+				d.RetryAt = time.Now().Add(retry.Jitter(retry.Delay(e.Attempts, w.cfg.RetryMin, w.cfg.RetryMax)))
 			}
 			ev = failedEvent(e, d)
 		}

@@ -221,7 +221,7 @@ func TestPoisonEffectFailsWithoutBlockingOtherSessions(t *testing.T) {
 		}
 		return nil
 	})
-	ws := newWorkers(t, s, 2, &effects.Config{MaxAttempts: 3, RetryBackoff: 200 * time.Millisecond, MaxBackoff: 400 * time.Millisecond,
+	ws := newWorkers(t, s, 2, &effects.Config{MaxAttempts: 3, RetryMin: 200 * time.Millisecond, RetryMax: 400 * time.Millisecond,
 		PollInterval: 50 * time.Millisecond, Handlers: map[string]effects.Handler{"job": h}})
 	stop := startWorkers(t, ws...)
 	waitFor(t, time.Minute, "the poison effect failed", func() (bool, string) {
@@ -279,7 +279,7 @@ func TestLateResultOfATakenOverLeaseIsNotRecorded(t *testing.T) {
 	e, err := q.Effect(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, 2, e.Attempts)
-	require.Equal(t, fast.ID(), e.Worker)
+	require.Equal(t, fast.Identity(), e.Worker)
 	require.Equal(t, int64(1), fast.Stats().LeaseTakeovers)
 	require.Zero(t, slow.Stats().Executed)
 	require.Equal(t, 2, l.runs[id], "ran twice: once per lease")

@@ -24,7 +24,7 @@ import (
 func newService(t testing.TB) *wallet.Service {
 	t.Helper()
 	st, _ := teststore.New(t, nil)
-	svc, err := wallet.New(st, &wallet.Config{Commands: &commands.Config{MaxAttempts: 50, BackoffBase: 1, BackoffMax: 2e6}})
+	svc, err := wallet.New(st, &wallet.Config{Commands: &commands.Config{MaxAttempts: 50, RetryMin: 1, RetryMax: 2e6}})
 	require.NoError(t, err)
 	return svc
 }
