@@ -191,7 +191,7 @@ func prepareLogicalLive(logicalMode, held bool) func(context.Context, *Env) (*Pl
 			}
 			return nil
 		}
-		cfg := &projection.Config{HeartbeatInterval: time.Second}
+		cfg := &projection.Config{ReaderConfig: projection.ReaderConfig{HeartbeatInterval: time.Second}}
 		mode := "tail reads (the default)"
 		if logicalMode {
 			cfg.Logical = &logical.Config{}

@@ -48,7 +48,7 @@ func counting(n *atomic.Int64) projection.Handler {
 }
 
 func runProjection(b *testing.B, store *eventstore.Store, name string, h projection.Handler, logicalMode bool) (stop func()) {
-	cfg := &projection.Config{BatchSize: 1000, PollInterval: 10 * time.Millisecond, HeartbeatInterval: time.Second}
+	cfg := &projection.Config{BatchSize: 1000, ReaderConfig: projection.ReaderConfig{PollInterval: 10 * time.Millisecond, HeartbeatInterval: time.Second}}
 	if logicalMode {
 		cfg.Logical = &logical.Config{}
 		useSlot(store, name)

@@ -67,9 +67,18 @@ func readModel(t *testing.T, store *eventstore.Store) (projection.Handler, func(
 }
 
 func projConfig() *projection.Config {
-	return &projection.Config{Logical: &logical.Config{}, BatchSize: 100, PollInterval: 50 * time.Millisecond,
-		ElectionInterval: 50 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
-		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: projection.RetryForever}
+	return &projection.Config{
+		Logical:   &logical.Config{},
+		BatchSize: 100,
+		ReaderConfig: projection.ReaderConfig{
+			PollInterval:      50 * time.Millisecond,
+			ElectionInterval:  50 * time.Millisecond,
+			HeartbeatInterval: 200 * time.Millisecond,
+			RetryMin:          20 * time.Millisecond,
+			RetryMax:          200 * time.Millisecond,
+			MaxAttempts:       projection.RetryForever,
+		},
+	}
 }
 
 // startRunner runs the projection until the test ends (or stop is called).

@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -23,12 +24,12 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 	}{
 		{"BatchSize", outbox.Config{BatchSize: -1}},
 		{"PublishTimeout", outbox.Config{PublishTimeout: -time.Second}},
-		{"PollInterval", outbox.Config{PollInterval: -1}},
-		{"ElectionInterval", outbox.Config{ElectionInterval: -1}},
-		{"HeartbeatInterval", outbox.Config{HeartbeatInterval: -1}},
-		{"RetryMin", outbox.Config{RetryMin: -1}},
-		{"RetryMax", outbox.Config{RetryMax: -1}},
-		{"MaxAttempts", outbox.Config{MaxAttempts: -1}},
+		{"PollInterval", outbox.Config{ReaderConfig: projection.ReaderConfig{PollInterval: -1}}},
+		{"ElectionInterval", outbox.Config{ReaderConfig: projection.ReaderConfig{ElectionInterval: -1}}},
+		{"HeartbeatInterval", outbox.Config{ReaderConfig: projection.ReaderConfig{HeartbeatInterval: -1}}},
+		{"RetryMin", outbox.Config{ReaderConfig: projection.ReaderConfig{RetryMin: -1}}},
+		{"RetryMax", outbox.Config{ReaderConfig: projection.ReaderConfig{RetryMax: -1}}},
+		{"MaxAttempts", outbox.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: -1}}},
 		{"StallAfter", outbox.Config{StallAfter: -time.Second}},
 	} {
 		t.Run(c.field, func(t *testing.T) {
@@ -39,7 +40,7 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 			require.Equal(t, "Config."+c.field, ia.Name)
 		})
 	}
-	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{MaxAttempts: outbox.RetryForever})
+	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: outbox.RetryForever}})
 	require.NoError(t, err)
 }
 

@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -65,7 +66,7 @@ func ExampleJetStreamPublisher() {
 		panic(err)
 	}
 	relay, err := outbox.New(store, outbox.Topic{Name: "orders", Query: query.Tagged([]string{"OrderPlaced"})}, "nats", pub,
-		&outbox.Config{PollInterval: 50 * time.Millisecond, StallAfter: 5 * time.Second})
+		&outbox.Config{StallAfter: 5 * time.Second, ReaderConfig: projection.ReaderConfig{PollInterval: 50 * time.Millisecond}})
 	if err != nil {
 		panic(err)
 	}

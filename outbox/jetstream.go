@@ -1,6 +1,7 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -36,7 +37,9 @@ const (
 
 // Defaults of JetStreamConfig.
 const (
-	DefaultAckTimeout = 5 * time.Second
+	DefaultAckTimeout    = 5 * time.Second
+	DefaultMaxInFlight   = 1
+	DefaultSubjectPrefix = "pgdcb"
 )
 
 // Bounds of the pause between two attempts inside one Publish call (after a
@@ -55,11 +58,12 @@ type JetStreamConfig struct {
 	// each subject of a batch: one request per distinct subject, so a
 	// subject per event makes it as costly as the publish itself.
 	Subject func(m Message) string
-	// SubjectPrefix is used by the default Subject. Default "pgdcb".
+	// SubjectPrefix is used by the default Subject. Default "pgdcb"
+	// (DefaultSubjectPrefix).
 	SubjectPrefix string
-	// MaxInFlight is how many messages may await their ack at once. 1 (the
-	// default) publishes one message at a time: strict log order in the
-	// stream even when the broker refuses a message in the middle of a
+	// MaxInFlight is how many messages may await their ack at once. 0: the
+	// default, 1, which publishes one message at a time: strict log order in
+	// the stream even when the broker refuses a message in the middle of a
 	// batch. Larger values pipeline the batch for throughput; then a refused
 	// message followed by accepted ones is stored again after them on retry
 	// (the accepted ones are deduplicated), so order holds only while the
@@ -73,6 +77,39 @@ type JetStreamConfig struct {
 	// Logger receives the publisher's logs: failed publish attempts at Warn
 	// with the error under "err". Default: none.
 	Logger *slog.Logger
+}
+
+// validate refuses negative numbers and durations with a
+// *pgdcb.InvalidArgumentError naming the field. NewJetStreamPublisher calls
+// it first, then withDefaults.
+func (c *JetStreamConfig) validate() error {
+	if c == nil {
+		return nil
+	}
+	return cfgcheck.NonNegative(
+		cfgcheck.Int("MaxInFlight", c.MaxInFlight, DefaultMaxInFlight),
+		cfgcheck.Duration("AckTimeout", c.AckTimeout, DefaultAckTimeout),
+	)
+}
+
+// withDefaults returns a copy of c (nil: the zero JetStreamConfig) with
+// every zero field set to its default.
+func (c *JetStreamConfig) withDefaults() JetStreamConfig {
+	var o JetStreamConfig
+	if c != nil {
+		o = *c
+	}
+	o.SubjectPrefix = cmp.Or(o.SubjectPrefix, DefaultSubjectPrefix)
+	if o.Subject == nil {
+		prefix := o.SubjectPrefix
+		o.Subject = func(m Message) string { return prefix + "." + m.Topic }
+	}
+	o.MaxInFlight = cmp.Or(o.MaxInFlight, DefaultMaxInFlight)
+	o.AckTimeout = cmp.Or(o.AckTimeout, DefaultAckTimeout)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
 }
 
 // JetStreamPublisher publishes to NATS JetStream, each message with
@@ -98,32 +135,10 @@ func NewJetStreamPublisher(js jetstream.JetStream, cfg *JetStreamConfig) (*JetSt
 	if js == nil {
 		return nil, errors.New("pgdcb: outbox.NewJetStreamPublisher: nil JetStream")
 	}
-	var c JetStreamConfig
-	if cfg != nil {
-		c = *cfg
-	}
-	if err := cfgcheck.NonNegative(
-		cfgcheck.Int("MaxInFlight", c.MaxInFlight, 1),
-		cfgcheck.Duration("AckTimeout", c.AckTimeout, DefaultAckTimeout),
-	); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, errfmt.Errorf("pgdcb: outbox.NewJetStreamPublisher: %w", err)
 	}
-	if c.SubjectPrefix == "" {
-		c.SubjectPrefix = "pgdcb"
-	}
-	if c.Subject == nil {
-		prefix := c.SubjectPrefix
-		c.Subject = func(m Message) string { return prefix + "." + m.Topic }
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = 1
-	}
-	if c.AckTimeout == 0 {
-		c.AckTimeout = DefaultAckTimeout
-	}
-	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
-	}
+	c := cfg.withDefaults()
 	p := &JetStreamPublisher{js: js, nc: js.Conn(), cfg: c}
 	p.rec.init(js, c.Logger, c.AckTimeout)
 	return p, nil

@@ -165,12 +165,14 @@ func run(t *testing.T, r *outbox.Relay) (stop func()) {
 }
 
 var fast = &outbox.Config{
-	BatchSize:         50,
-	PollInterval:      20 * time.Millisecond,
-	ElectionInterval:  50 * time.Millisecond,
-	HeartbeatInterval: 50 * time.Millisecond,
-	RetryMin:          time.Millisecond,
-	RetryMax:          20 * time.Millisecond,
+	BatchSize: 50,
+	ReaderConfig: projection.ReaderConfig{
+		PollInterval:      20 * time.Millisecond,
+		ElectionInterval:  50 * time.Millisecond,
+		HeartbeatInterval: 50 * time.Millisecond,
+		RetryMin:          time.Millisecond,
+		RetryMax:          20 * time.Millisecond,
+	},
 }
 
 func TestJetStreamExactlyOnce(t *testing.T) {

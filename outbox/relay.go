@@ -1,10 +1,10 @@
 package outbox
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"regexp"
 	"strconv"
 	"sync"
@@ -18,7 +18,6 @@ import (
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
-	"github.com/pgdcb/pgdcb/subscription"
 )
 
 // ErrInvalidTopic: a topic or publisher name is not 1..64 characters of
@@ -78,33 +77,44 @@ type Config struct {
 	// attempts) makes Status.Stalled true and the stalled gauge 1. 0: the
 	// default, 10s.
 	StallAfter time.Duration
-	// PollInterval: see projection.Config. 0: the default, 1s.
-	PollInterval time.Duration
-	// NotifyDisabled: polling only. Default false.
-	NotifyDisabled bool
-	// ElectionInterval: see projection.Config. 0: the default, 1s.
-	ElectionInterval time.Duration
-	// HeartbeatInterval: how often heartbeat_at is written while running.
-	// 0: the default, 5s.
-	HeartbeatInterval time.Duration
-	// RetryMin and RetryMax bound the backoff between failed attempts.
-	// 0: the defaults, 100ms and 30s.
-	RetryMin, RetryMax time.Duration
-	// MaxAttempts consecutive failed deliveries make the relay FAILED; it then
-	// waits for Resume and continues from the same checkpoint. 0: the
-	// default, 10. RetryForever: retry for ever, never FAILED.
-	MaxAttempts int
-	// Identity names this process in the checkpoint: UTF-8 without NUL.
-	// Default "<hostname>/<pid>".
-	Identity string
-	// Metrics records batches, errors, lag and leadership. Default none.
-	Metrics *subscription.Metrics
+	// ReaderConfig holds the settings of the relay's projection.Runner,
+	// passed on whole, with projection's defaults: polling, election, the
+	// backoff between failed deliveries (RetryMin, RetryMax), MaxAttempts
+	// failed deliveries in a row before the relay is FAILED (it then waits
+	// for Resume and continues from the same checkpoint), Identity, Metrics
+	// and Logger.
+	projection.ReaderConfig
 	// DeliveryMetrics reports the last ack, the publish in flight and the
 	// stalled condition. Default none.
 	DeliveryMetrics *Metrics
-	// Logger receives the relay's logs: failures at Warn or Error with the
-	// error under "err", routine events at Debug. Default: none.
-	Logger *slog.Logger
+}
+
+// validate refuses negative numbers and durations among the relay's own
+// fields, with a *pgdcb.InvalidArgumentError naming the field; projection.New
+// checks ReaderConfig's under the same names. New calls it first.
+func (c *Config) validate() error {
+	if c == nil {
+		return nil
+	}
+	return cfgcheck.NonNegative(
+		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
+		cfgcheck.Duration("PublishTimeout", c.PublishTimeout, DefaultPublishTimeout),
+		cfgcheck.Duration("StallAfter", c.StallAfter, DefaultStallAfter),
+	)
+}
+
+// withDefaults returns a copy of c (nil: the zero Config) with the relay's
+// own zero fields set to their defaults (projection.New fills
+// ReaderConfig's). New calls it after validate.
+func (c *Config) withDefaults() Config {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
+	o.StallAfter = cmp.Or(o.StallAfter, DefaultStallAfter)
+	return o
 }
 
 // Relay delivers one topic through one publisher.
@@ -151,27 +161,10 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 	if err := topic.Query.Validate(); err != nil {
 		return nil, fmt.Errorf("%w: topic %q: %w", ErrInvalidTopic, topic.Name, err)
 	}
-	var c Config
-	if cfg != nil {
-		c = *cfg
-	}
-	// The fields passed on are checked by projection.New, under the same names.
-	if err := cfgcheck.NonNegative(
-		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
-		cfgcheck.Duration("PublishTimeout", c.PublishTimeout, DefaultPublishTimeout),
-		cfgcheck.Duration("StallAfter", c.StallAfter, DefaultStallAfter),
-	); err != nil {
+	if err := cfg.validate(); err != nil {
 		return nil, errfmt.Errorf("pgdcb: outbox.New: %w", err)
 	}
-	if c.BatchSize == 0 {
-		c.BatchSize = DefaultBatchSize
-	}
-	if c.PublishTimeout == 0 {
-		c.PublishTimeout = DefaultPublishTimeout
-	}
-	if c.StallAfter == 0 {
-		c.StallAfter = DefaultStallAfter
-	}
+	c := cfg.withDefaults()
 	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub, metrics: c.DeliveryMetrics}
 	r.delivery.stallAfter = c.StallAfter
 	prefix := store.Schema() + "-"
@@ -189,19 +182,8 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		r.delivery.acked(time.Now())
 		return nil
 	}
-	runner, err := projection.New(store, r.name, topic.Query, handler, &projection.Config{
-		BatchSize:         c.BatchSize,
-		PollInterval:      c.PollInterval,
-		NotifyDisabled:    c.NotifyDisabled,
-		ElectionInterval:  c.ElectionInterval,
-		HeartbeatInterval: c.HeartbeatInterval,
-		RetryMin:          c.RetryMin,
-		RetryMax:          c.RetryMax,
-		MaxAttempts:       c.MaxAttempts,
-		Identity:          c.Identity,
-		Metrics:           c.Metrics,
-		Logger:            c.Logger,
-	})
+	runner, err := projection.New(store, r.name, topic.Query, handler,
+		&projection.Config{BatchSize: c.BatchSize, ReaderConfig: c.ReaderConfig})
 	if err != nil {
 		return nil, err
 	}

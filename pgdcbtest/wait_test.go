@@ -64,7 +64,7 @@ func TestWaitForProjection(t *testing.T) {
 			count += len(evs)
 			mu.Unlock()
 			return nil
-		}, &projection.Config{PollInterval: 20 * time.Millisecond})
+		}, &projection.Config{ReaderConfig: projection.ReaderConfig{PollInterval: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)

@@ -64,7 +64,7 @@ func BenchmarkProjectionCatchUp(b *testing.B) {
 			return nil
 		}
 		r, err := projection.New(s, "bench"+strconv.Itoa(i), query.Tagged([]string{"P"}), h,
-			&projection.Config{BatchSize: 1000, PollInterval: 10 * time.Millisecond})
+			&projection.Config{BatchSize: 1000, ReaderConfig: projection.ReaderConfig{PollInterval: 10 * time.Millisecond}})
 		require.NoError(b, err)
 		cctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)

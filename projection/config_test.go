@@ -25,14 +25,14 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		cfg         projection.Config
 	}{
 		{"BatchSize", "BatchSize", projection.Config{BatchSize: -1}},
-		{"PollInterval", "PollInterval", projection.Config{PollInterval: -time.Second}},
-		{"ElectionInterval", "ElectionInterval", projection.Config{ElectionInterval: -1}},
-		{"HeartbeatInterval", "HeartbeatInterval", projection.Config{HeartbeatInterval: -1}},
-		{"RetryMin", "RetryMin", projection.Config{RetryMin: -1}},
-		{"RetryMax", "RetryMax", projection.Config{RetryMax: -1}},
-		{"MaxAttempts", "MaxAttempts", projection.Config{MaxAttempts: -1}},
-		{"Identity not UTF-8", "Identity", projection.Config{Identity: "host\xff"}},
-		{"Identity with NUL", "Identity", projection.Config{Identity: "host\x00"}},
+		{"PollInterval", "PollInterval", projection.Config{ReaderConfig: projection.ReaderConfig{PollInterval: -time.Second}}},
+		{"ElectionInterval", "ElectionInterval", projection.Config{ReaderConfig: projection.ReaderConfig{ElectionInterval: -1}}},
+		{"HeartbeatInterval", "HeartbeatInterval", projection.Config{ReaderConfig: projection.ReaderConfig{HeartbeatInterval: -1}}},
+		{"RetryMin", "RetryMin", projection.Config{ReaderConfig: projection.ReaderConfig{RetryMin: -1}}},
+		{"RetryMax", "RetryMax", projection.Config{ReaderConfig: projection.ReaderConfig{RetryMax: -1}}},
+		{"MaxAttempts", "MaxAttempts", projection.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: -1}}},
+		{"Identity not UTF-8", "Identity", projection.Config{ReaderConfig: projection.ReaderConfig{Identity: "host\xff"}}},
+		{"Identity with NUL", "Identity", projection.Config{ReaderConfig: projection.ReaderConfig{Identity: "host\x00"}}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			_, err := projection.New(s, "p", query.All(), h, &c.cfg)
@@ -42,7 +42,7 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 			require.Equal(t, "Config."+c.field, ia.Name)
 		})
 	}
-	_, err := projection.New(s, "p", query.All(), h, &projection.Config{MaxAttempts: -1})
+	_, err := projection.New(s, "p", query.All(), h, &projection.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: -1}})
 	require.Contains(t, err.Error(), "RetryForever", "the error says how to never give up")
 }
 

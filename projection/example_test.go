@@ -56,11 +56,11 @@ func ExampleRunner() {
 			return nil
 		},
 		&projection.Config{
-			PollInterval: 50 * time.Millisecond,
 			Reset: func(ctx context.Context, tx pgx.Tx) error {
 				_, err := tx.Exec(ctx, `TRUNCATE `+schema+`.course_sizes`)
 				return err
 			},
+			ReaderConfig: projection.ReaderConfig{PollInterval: 50 * time.Millisecond},
 		})
 	if err != nil {
 		panic(err)

@@ -27,11 +27,13 @@ import (
 )
 
 var fast = &projection.Config{
-	PollInterval:      20 * time.Millisecond,
-	ElectionInterval:  50 * time.Millisecond,
-	HeartbeatInterval: 100 * time.Millisecond,
-	RetryMin:          time.Millisecond,
-	RetryMax:          10 * time.Millisecond,
+	ReaderConfig: projection.ReaderConfig{
+		PollInterval:      20 * time.Millisecond,
+		ElectionInterval:  50 * time.Millisecond,
+		HeartbeatInterval: 100 * time.Millisecond,
+		RetryMin:          time.Millisecond,
+		RetryMax:          10 * time.Millisecond,
+	},
 }
 
 func start(t *testing.T, r *projection.Runner) (stop func()) {

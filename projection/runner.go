@@ -1,6 +1,7 @@
 package projection
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,6 +64,30 @@ type Config struct {
 	// BatchSize is the most events per batch (and per transaction). 0: the
 	// default, 500.
 	BatchSize int
+	// ReaderConfig holds the settings every reader built on a Runner shares
+	// (outbox.Config embeds it too): polling, election, retries, identity,
+	// metrics and logs.
+	ReaderConfig
+	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
+	Reset ResetFunc
+	// MetadataContains, when set, narrows the projection to the events
+	// (matching the query) whose metadata contains this JSON object
+	// (eventstore.TailOptions.MetadataContains): for a part of the log that
+	// no query of types and tags names. Not with Logical. Default none.
+	MetadataContains json.RawMessage
+	// Logical, when set, feeds the projection from logical decoding (package
+	// logical): events in commit order from a replication slot of its own, so
+	// that an open transaction in the same database does not delay it. The
+	// server needs wal_level=logical and a role with REPLICATION
+	// (docs/SUBSCRIPTIONS.md "Logical decoding mode"). Handlers are
+	// unchanged. Default nil: tail reads.
+	Logical *logical.Config
+}
+
+// ReaderConfig is the part of Config that the readers built on a Runner
+// (outbox.Config, runstore.Config.Projection) share with it and pass on
+// whole. Its zero value means every default, as Config's does.
+type ReaderConfig struct {
 	// PollInterval is how often the log is read when no notification came
 	// (and how quickly PAUSED/FAILED → ACTIVE is noticed). 0: the default, 1s.
 	PollInterval time.Duration
@@ -79,37 +104,25 @@ type Config struct {
 	// failed batch. 0: the defaults, 100ms and 30s (a RetryMax below
 	// RetryMin is raised to it).
 	RetryMin, RetryMax time.Duration
-	// MaxAttempts is how many consecutive failures make the projection
-	// FAILED (it then waits for Resume). 0: the default, 10. RetryForever:
-	// never FAILED, retry for ever.
+	// MaxAttempts is how many consecutive failed batches make the reader
+	// FAILED (it then waits for Resume and continues from the same
+	// checkpoint). 0: the default, 10. RetryForever: never FAILED, retry for
+	// ever.
 	MaxAttempts int
 	// Identity names this process in the checkpoint's leader column: UTF-8
 	// without NUL. Default "<hostname>/<pid>".
 	Identity string
-	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
-	Reset ResetFunc
-	// MetadataContains, when set, narrows the projection to the events
-	// (matching the query) whose metadata contains this JSON object
-	// (eventstore.TailOptions.MetadataContains): for a part of the log that
-	// no query of types and tags names. Not with Logical. Default none.
-	MetadataContains json.RawMessage
-	// Logical, when set, feeds the projection from logical decoding (package
-	// logical): events in commit order from a replication slot of its own, so
-	// that an open transaction in the same database does not delay it. The
-	// server needs wal_level=logical and a role with REPLICATION
-	// (docs/SUBSCRIPTIONS.md "Logical decoding mode"). Handlers are
-	// unchanged. Default nil: tail reads.
-	Logical *logical.Config
 	// Metrics records batches, errors, lag and leadership. Default none.
 	Metrics *subscription.Metrics
-	// Logger receives the projection's logs: failures (batches, elections,
+	// Logger receives the reader's logs: failures (batches, elections,
 	// lost leadership) at Warn or Error with the error under "err", routine
 	// events at Debug. Default: none.
 	Logger *slog.Logger
 }
 
 // validate refuses negative numbers and durations, and an Identity the
-// server cannot store.
+// server cannot store, with a *pgdcb.InvalidArgumentError naming the field.
+// New calls it first, then withDefaults.
 func (c *Config) validate() error {
 	if c == nil {
 		return nil
@@ -147,27 +160,12 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		o = *c
 	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = subscription.DefaultPollInterval
-	}
-	if o.ElectionInterval <= 0 {
-		o.ElectionInterval = DefaultElectionInterval
-	}
-	if o.HeartbeatInterval <= 0 {
-		o.HeartbeatInterval = DefaultHeartbeatInterval
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = DefaultRetryMin
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = DefaultRetryMax
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = o.RetryMin
-	}
+	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	o.PollInterval = cmp.Or(o.PollInterval, subscription.DefaultPollInterval)
+	o.ElectionInterval = cmp.Or(o.ElectionInterval, DefaultElectionInterval)
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, DefaultHeartbeatInterval)
+	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
 	switch {
 	case o.MaxAttempts == 0:
 		o.MaxAttempts = DefaultMaxAttempts

@@ -26,7 +26,7 @@ import (
 func TestProjectorFailsAndResumes(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, &runstore.Config{PollInterval: 20 * time.Millisecond,
-		Projection: &projection.Config{RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, MaxAttempts: 3}})
+		Projection: &projection.ReaderConfig{RetryMin: 5 * time.Millisecond, RetryMax: 20 * time.Millisecond, MaxAttempts: 3}})
 	es := rs.EventStore()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -118,7 +118,7 @@ func TestProjectorContinuesAnEarlierCheckpoint(t *testing.T) {
 func TestCatchUpBesideARunningProjector(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, &runstore.Config{PollInterval: 20 * time.Millisecond,
-		Projection: &projection.Config{HeartbeatInterval: time.Hour}})
+		Projection: &projection.ReaderConfig{HeartbeatInterval: time.Hour}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	runCtx, stop := context.WithCancel(ctx)

@@ -67,7 +67,7 @@ func newProjector(s *Store) (*SnapshotProjector, error) {
 	p := &SnapshotProjector{s: s}
 	var pc projection.Config
 	if s.cfg.Projection != nil {
-		pc = *s.cfg.Projection
+		pc.ReaderConfig = *s.cfg.Projection
 	}
 	pc.BatchSize = s.cfg.ProjectorBatch
 	pc.PollInterval = s.cfg.PollInterval
@@ -77,7 +77,6 @@ func newProjector(s *Store) (*SnapshotProjector, error) {
 		return err
 	}
 	pc.Logger = s.log
-	pc.Logical = nil
 	r, err := projection.NewBatchRunner(s.es, s.cfg.ProjectorName, query.All(), (*projectorHandler)(p), &pc)
 	if err != nil {
 		return nil, err

@@ -1,6 +1,7 @@
 package runstore
 
 import (
+	"cmp"
 	"context"
 	"io"
 	"log/slog"
@@ -112,12 +113,10 @@ type Config struct {
 	// Projection holds the snapshot projector's other settings, those of
 	// its projection.Runner: the backoff after a failed batch (RetryMin,
 	// RetryMax), MaxAttempts before it is FAILED, Identity, the election
-	// and heartbeat intervals, NotifyDisabled and Metrics. Its BatchSize,
-	// PollInterval, MetadataContains, Reset, Logger and Logical are the
-	// store's (ProjectorBatch, PollInterval, the run-event marker, emptying
-	// run_snapshots, Logger, none) and ignored. Default nil: projection's
-	// defaults.
-	Projection *projection.Config
+	// and heartbeat intervals, NotifyDisabled and Metrics. Its PollInterval
+	// and Logger are the store's (PollInterval, Logger) and ignored. Default
+	// nil: projection's defaults.
+	Projection *projection.ReaderConfig
 }
 
 // Store is the PostgreSQL State Store: run events on an eventstore.Store.
@@ -145,60 +144,17 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	if es == nil {
 		return nil, invalid("eventstore", "nil *eventstore.Store")
 	}
-	c := Config{}
-	if cfg != nil {
-		c = *cfg
+	if err := cfg.validate(); err != nil {
+		return nil, err
 	}
-	if err := cfgcheck.NonNegative(
-		cfgcheck.Int("MaxFetchLimit", c.MaxFetchLimit, DefaultMaxFetchLimit),
-		cfgcheck.Int("SeqCacheSize", c.SeqCacheSize, DefaultSeqCacheSize).Note("set SeqCacheDisabled to run without the cache"),
-		cfgcheck.Int("MaxAppendAttempts", c.MaxAppendAttempts, DefaultMaxAppendAttempts),
-		cfgcheck.Int("ProjectorBatch", c.ProjectorBatch, DefaultProjectorBatch),
-		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
-		cfgcheck.Duration("ResyncLag", c.ResyncLag, DefaultResyncLag),
-	); err != nil {
-		ia := err.(*pgdcb.InvalidArgumentError)
-		return nil, &ValidationError{Field: ia.Name, Reason: ia.Reason, Err: ia}
-	}
-	if err := checkText(c.ProjectorName); err != nil {
-		ia := &pgdcb.InvalidArgumentError{Name: "Config.ProjectorName", Reason: err.Error()}
-		return nil, &ValidationError{Field: ia.Name, Reason: ia.Reason, Err: ia}
-	}
-	if c.Reducer == nil {
-		c.Reducer = DefaultReducer
-	}
-	if c.MaxFetchLimit == 0 {
-		c.MaxFetchLimit = DefaultMaxFetchLimit
-	}
-	if c.SeqCacheSize == 0 {
-		c.SeqCacheSize = DefaultSeqCacheSize
-	}
-	if c.MaxAppendAttempts == 0 {
-		c.MaxAppendAttempts = DefaultMaxAppendAttempts
-	}
-	if c.ProjectorName == "" {
-		c.ProjectorName = DefaultProjectorName
-	}
-	if c.ProjectorBatch == 0 {
-		c.ProjectorBatch = DefaultProjectorBatch
-	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultPollInterval
-	}
-	if c.ResyncLag == 0 {
-		c.ResyncLag = DefaultResyncLag
-	}
-	log := c.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	c := cfg.withDefaults()
 	s := &Store{
 		es:      es,
 		cfg:     c,
 		sql:     newStatements(ident.Schema(es)),
 		cache:   newSeqCache(c.SeqCacheSize, c.SeqCacheDisabled),
 		metrics: newMetrics(),
-		log:     log,
+		log:     c.Logger,
 	}
 	proj, err := newProjector(s)
 	if err != nil {
@@ -208,6 +164,56 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	s.metrics.lagOf = s.proj.Lag
 	s.metrics.staleOf = s.countStale
 	return s, nil
+}
+
+// validate refuses negative numbers and durations and a ProjectorName the
+// server cannot store, with a *ValidationError naming "Config.<Field>" that
+// wraps a *pgdcb.InvalidArgumentError. New calls it first.
+func (c *Config) validate() error {
+	if c == nil {
+		return nil
+	}
+	err := cfgcheck.NonNegative(
+		cfgcheck.Int("MaxFetchLimit", c.MaxFetchLimit, DefaultMaxFetchLimit),
+		cfgcheck.Int("SeqCacheSize", c.SeqCacheSize, DefaultSeqCacheSize).Note("set SeqCacheDisabled to run without the cache"),
+		cfgcheck.Int("MaxAppendAttempts", c.MaxAppendAttempts, DefaultMaxAppendAttempts),
+		cfgcheck.Int("ProjectorBatch", c.ProjectorBatch, DefaultProjectorBatch),
+		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
+		cfgcheck.Duration("ResyncLag", c.ResyncLag, DefaultResyncLag),
+	)
+	if err == nil {
+		if terr := checkText(c.ProjectorName); terr != nil {
+			err = &pgdcb.InvalidArgumentError{Name: "Config.ProjectorName", Reason: terr.Error()}
+		}
+	}
+	if err == nil {
+		return nil
+	}
+	ia := err.(*pgdcb.InvalidArgumentError)
+	return &ValidationError{Field: ia.Name, Reason: ia.Reason, Err: ia}
+}
+
+// withDefaults returns a copy of c (nil: the zero Config) with every zero
+// field that has a default set to it. New calls it after validate.
+func (c *Config) withDefaults() Config {
+	var o Config
+	if c != nil {
+		o = *c
+	}
+	if o.Reducer == nil {
+		o.Reducer = DefaultReducer
+	}
+	o.MaxFetchLimit = cmp.Or(o.MaxFetchLimit, DefaultMaxFetchLimit)
+	o.SeqCacheSize = cmp.Or(o.SeqCacheSize, DefaultSeqCacheSize)
+	o.MaxAppendAttempts = cmp.Or(o.MaxAppendAttempts, DefaultMaxAppendAttempts)
+	o.ProjectorName = cmp.Or(o.ProjectorName, DefaultProjectorName)
+	o.ProjectorBatch = cmp.Or(o.ProjectorBatch, DefaultProjectorBatch)
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.ResyncLag = cmp.Or(o.ResyncLag, DefaultResyncLag)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
 }
 
 // EventStore returns the underlying event store.

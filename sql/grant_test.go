@@ -178,7 +178,7 @@ func TestTwoRoleSetUp(t *testing.T) {
 	r, err := projection.New(s, "balances", acct, func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
 		seen <- len(evs)
 		return nil
-	}, &projection.Config{PollInterval: 20 * time.Millisecond, ElectionInterval: 20 * time.Millisecond})
+	}, &projection.Config{ReaderConfig: projection.ReaderConfig{PollInterval: 20 * time.Millisecond, ElectionInterval: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	pctx, cancel := context.WithCancel(ctx)
 	done := make(chan error, 1)

@@ -1,6 +1,7 @@
 package subscription
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -62,7 +63,9 @@ type Config struct {
 	Logical *logical.Config
 }
 
-// validate refuses negative numbers and durations.
+// validate refuses negative numbers and durations, and a Logical the server
+// would refuse, with a *pgdcb.InvalidArgumentError naming the field. New
+// calls it first, then withDefaults.
 func (c *Config) validate() error {
 	if c == nil {
 		return nil
@@ -78,29 +81,18 @@ func (c *Config) validate() error {
 	)
 }
 
+// withDefaults returns a copy of c (nil: the zero Config) with every zero
+// field that has a default set to it.
 func (c *Config) withDefaults() Config {
 	var o Config
 	if c != nil {
 		o = *c
 	}
-	if o.Name == "" {
-		o.Name = DefaultName
-	}
-	if o.BatchSize <= 0 {
-		o.BatchSize = DefaultBatchSize
-	}
-	if o.PollInterval <= 0 {
-		o.PollInterval = DefaultPollInterval
-	}
-	if o.RetryMin <= 0 {
-		o.RetryMin = DefaultRetryMin
-	}
-	if o.RetryMax <= 0 {
-		o.RetryMax = DefaultRetryMax
-	}
-	if o.RetryMax < o.RetryMin {
-		o.RetryMax = o.RetryMin
-	}
+	o.Name = cmp.Or(o.Name, DefaultName)
+	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

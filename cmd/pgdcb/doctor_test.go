@@ -145,7 +145,7 @@ func TestDoctorNamesTheHorizonHolder(t *testing.T) {
 		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
 			return errors.New("read model unreachable")
 		},
-		&projection.Config{MaxAttempts: 1, PollInterval: 20 * time.Millisecond})
+		&projection.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: 1, PollInterval: 20 * time.Millisecond}})
 	require.NoError(t, err)
 	runCtx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)

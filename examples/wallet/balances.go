@@ -74,7 +74,7 @@ func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
 	// Primary key lookup.
 	b.sql.balance = `SELECT balance FROM ` + s + `.wallet_balances WHERE wallet_id = $1`
 	r, err := projection.New(store, BalancesProjection, query.New(query.Item{Types: EventTypes}), b.apply,
-		&projection.Config{BatchSize: b.cfg.BatchSize, PollInterval: b.cfg.PollInterval})
+		&projection.Config{BatchSize: b.cfg.BatchSize, ReaderConfig: projection.ReaderConfig{PollInterval: b.cfg.PollInterval}})
 	if err != nil {
 		panic(err) // a constant name and query, and validated sizes
 	}

@@ -27,9 +27,16 @@ var projQ = query.Tagged([]string{"P"})
 const projBatch = 100
 
 func projConfig() *projection.Config {
-	return &projection.Config{BatchSize: projBatch, PollInterval: 50 * time.Millisecond,
-		ElectionInterval: 50 * time.Millisecond, HeartbeatInterval: time.Second,
-		RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}
+	return &projection.Config{
+		BatchSize: projBatch,
+		ReaderConfig: projection.ReaderConfig{
+			PollInterval:      50 * time.Millisecond,
+			ElectionInterval:  50 * time.Millisecond,
+			HeartbeatInterval: time.Second,
+			RetryMin:          20 * time.Millisecond,
+			RetryMax:          200 * time.Millisecond,
+		},
+	}
 }
 
 func insertRows(quoted string) projection.Handler {
