@@ -113,3 +113,54 @@ func (s *Server) queryRow(ctx context.Context, sql string, args []any, dest ...a
 	defer conn.Close(context.WithoutCancel(ctx))
 	return conn.QueryRow(ctx, sql, args...).Scan(dest...)
 }
+
+// PauseReplay pauses a standby's WAL replay (pg_wal_replay_pause). Replay
+// checks the request before each WAL record it applies, so from the return
+// on the standby shows nothing the primary commits later, until
+// ResumeReplay. It keeps receiving WAL.
+func (s *Server) PauseReplay(ctx context.Context) error {
+	if err := s.queryRow(ctx, `SELECT 1 FROM (SELECT pg_wal_replay_pause()) p`, nil, new(int)); err != nil {
+		return fmt.Errorf("pgserver: PauseReplay: %w", err)
+	}
+	return nil
+}
+
+// ResumeReplay resumes a standby's WAL replay paused by PauseReplay.
+func (s *Server) ResumeReplay(ctx context.Context) error {
+	if err := s.queryRow(ctx, `SELECT 1 FROM (SELECT pg_wal_replay_resume()) r`, nil, new(int)); err != nil {
+		return fmt.Errorf("pgserver: ResumeReplay: %w", err)
+	}
+	return nil
+}
+
+// Detach cuts a standby off its primary (primary_conninfo emptied and the
+// configuration reloaded) and returns once primary (the standby's primary)
+// shows no walsender: what the primary commits from then on never reaches
+// the standby, as when a primary dies with WAL its standby never received.
+// For failover tests.
+func (s *Server) Detach(ctx context.Context, primary *Server) error {
+	conn, err := pgx.Connect(ctx, s.dsn)
+	if err != nil {
+		return fmt.Errorf("pgserver: Detach: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	for _, sql := range []string{`ALTER SYSTEM SET primary_conninfo = ''`, `SELECT pg_reload_conf()`} {
+		if _, err := conn.Exec(ctx, sql); err != nil {
+			return fmt.Errorf("pgserver: Detach: %w", err)
+		}
+	}
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var n int
+		err := primary.queryRow(ctx, `SELECT count(*) FROM pg_stat_replication`, nil, &n)
+		if err == nil && n == 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("pgserver: Detach: the walsender stayed: %w (last error: %v)", ctx.Err(), err)
+		case <-tick.C:
+		}
+	}
+}
