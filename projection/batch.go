@@ -34,6 +34,27 @@ type AfterCommitter interface {
 	AfterCommit(ctx context.Context, b eventstore.TailBatch) error
 }
 
+// BeforeReader is implemented by a BatchHandler that must act in the batch's
+// transaction before the tail is read: typically to take a lock that
+// serialises the read with writers of its own (runstore's snapshot projector
+// takes the lock its retention takes, so that a page never holds events a
+// retention removed before the page was read). BeforeRead runs on the
+// primary, in the batch's transaction, after the checkpoint was read; it
+// must not give the transaction a transaction id (a row lock or a write
+// would: use a transaction-level advisory lock), or it holds the tailing
+// horizon below its own writes. An error counts as a failed batch.
+//
+// When the store reads on a standby (eventstore.Config.ReadPool), the page
+// is read there after the standby has replayed the primary's WAL as of the
+// moment BeforeRead returned, so the page shows every transaction that
+// committed on the primary before it. The batch then waits for the replay
+// lag while it holds what BeforeRead took (at most the runner's
+// HeartbeatInterval; a standby further behind makes the batch read nothing
+// and try again at the next poll).
+type BeforeReader interface {
+	BeforeRead(ctx context.Context, tx pgx.Tx) error
+}
+
 // NewBatchRunner is New with a BatchHandler. Config.Logical is refused
 // (*pgdcb.InvalidArgumentError): the handler needs the tail's horizon.
 func NewBatchRunner(store *eventstore.Store, name string, q query.Query, h BatchHandler, cfg *Config) (*Runner, error) {

@@ -516,8 +516,8 @@ type batchResult struct {
 // batch runs one batch in one READ COMMITTED transaction on the leader's
 // connection: read the checkpoint, read the tail after it (before any write,
 // so this transaction holds no xid that would hold the horizon below its
-// own writes), call the handler, move the checkpoint by compare-and-set,
-// commit. writeIdle also moves a checkpoint that only advanced to the
+// own writes; on the standby when the store has a read pool, see readTail),
+// call the handler, move the checkpoint by compare-and-set, commit. writeIdle also moves a checkpoint that only advanced to the
 // horizon (no events); otherwise such a move waits for the next heartbeat.
 func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker, writeIdle bool) (batchResult, error) {
 	var res batchResult
@@ -545,10 +545,12 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	if res.state != Active {
 		return res, nil
 	}
-	tb, err := r.store.ReadTailWithTx(ctx, tx, r.q, eventstore.TailOptions{
-		After: cur, Limit: r.cfg.BatchSize, MetadataContains: r.cfg.MetadataContains})
+	tb, ok, err := r.readTail(ctx, tx, cur)
 	if err != nil {
 		return res, err
+	}
+	if !ok {
+		return res, nil // the standby has not replayed the fence yet
 	}
 	res.tail = tb
 	res.n = len(tb.Events)
