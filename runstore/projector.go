@@ -220,6 +220,22 @@ func (s *Store) SnapshotLag(ctx context.Context) (Lag, error) { return s.proj.La
 // SnapshotProjector's method set).
 type projectorHandler SnapshotProjector
 
+// BeforeRead takes the projector's lock in the batch's transaction before
+// the tail is read (projection.BeforeReader): it serialises the batch with
+// DeleteRun (and other projector instances) without giving the transaction
+// an xid, so the page never holds the events of a run whose DeleteRun
+// committed before it was read, and a DeleteRun that comes later waits for
+// the batch and deletes the snapshot the batch wrote. On a standby the
+// runner reads the page once the standby replayed the primary's WAL as of
+// the lock.
+func (h *projectorHandler) BeforeRead(ctx context.Context, tx pgx.Tx) error {
+	s := h.s
+	if _, err := tx.Exec(ctx, s.sql.projectorLock, s.es.Schema(), s.cfg.ProjectorName); err != nil {
+		return errfmt.Errorf("pgdcb: runstore: projector lock: %w", err)
+	}
+	return nil
+}
+
 // HandleBatch folds the page's run events into their snapshots, in the
 // batch's transaction. Committed events beyond the horizon (an open
 // transaction of this database holds the tail back): a run's events commit
@@ -233,12 +249,7 @@ func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventst
 	p.mu.Lock()
 	p.pending = batchOutcome{}
 	p.mu.Unlock()
-	// Serialises the batch with DeleteRun without giving the transaction an
-	// xid; the events a DeleteRun removed since the tail read are dropped.
-	if _, err := tx.Exec(ctx, s.sql.projectorLock, s.es.Schema(), s.cfg.ProjectorName); err != nil {
-		return errfmt.Errorf("pgdcb: runstore: projector lock: %w", err)
-	}
-	rows, err := p.present(ctx, tx, b.Events)
+	rows, err := decodeRows(b.Events)
 	if err != nil {
 		return err
 	}
@@ -304,41 +315,17 @@ type runRow struct {
 	ev  CanonicalEngineEvent
 }
 
-// present decodes the page's run events that are still stored (a DeleteRun
-// that committed after the tail read removed its run's; checked after the
-// projector's lock, by primary key).
-func (p *SnapshotProjector) present(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) ([]runRow, error) {
-	if len(evs) == 0 {
-		return nil, nil
-	}
-	positions := make([]int64, len(evs))
+// decodeRows decodes run events read from the log.
+func decodeRows(evs []eventstore.StoredEvent) ([]runRow, error) {
+	rows := make([]runRow, len(evs))
 	for i, e := range evs {
-		positions[i] = e.Position
-	}
-	rows, err := tx.Query(ctx, p.s.sql.stored, positions)
-	if err != nil {
-		return nil, errfmt.Errorf("pgdcb: runstore: projector read: %w", err)
-	}
-	kept, err := pgx.CollectRows(rows, pgx.RowTo[int64])
-	if err != nil {
-		return nil, errfmt.Errorf("pgdcb: runstore: projector read: %w", err)
-	}
-	stored := make(map[int64]bool, len(kept))
-	for _, k := range kept {
-		stored[k] = true
-	}
-	out := make([]runRow, 0, len(evs))
-	for _, e := range evs {
-		if !stored[e.Position] {
-			continue
-		}
 		ev, err := decodeEvent(e.Data, e.OccurredAt)
 		if err != nil {
 			return nil, fmt.Errorf("event at %d: %w", e.Position, err)
 		}
-		out = append(out, runRow{tx: e.TransactionID, pos: e.Position, ev: ev})
+		rows[i] = runRow{tx: e.TransactionID, pos: e.Position, ev: ev}
 	}
-	return out, nil
+	return rows, nil
 }
 
 // applyAhead applies the committed run events after the tail's cursor that
@@ -357,13 +344,9 @@ func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail curs
 	if err != nil {
 		return nil, errfmt.Errorf("pgdcb: runstore: projector read beyond the horizon: %w", err)
 	}
-	rows := make([]runRow, len(evs))
-	for i, e := range evs {
-		ev, err := decodeEvent(e.Data, e.OccurredAt)
-		if err != nil {
-			return nil, fmt.Errorf("event at %d: %w", e.Position, err)
-		}
-		rows[i] = runRow{tx: e.TransactionID, pos: e.Position, ev: ev}
+	rows, err := decodeRows(evs)
+	if err != nil {
+		return nil, err
 	}
 	if err := p.apply(ctx, tx, rows, true); err != nil {
 		return nil, err

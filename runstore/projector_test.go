@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/runstore/conformance"
 )
@@ -171,4 +172,58 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, 5.0, got["pgdcb_runstore_projector_lag_alert_threshold_seconds"])
 	require.Equal(t, 0.0, got["pgdcb_runstore_projector_lag_high"])
 	require.Equal(t, 1.0, got["pgdcb_runstore_projector_events_total"])
+}
+
+// A batch takes the projector's lock before it reads the tail
+// (projection.BeforeReader): a DeleteRun holding the lock when the batch
+// starts commits first, and the batch then reads the log without the run's
+// events, so no snapshot of the deleted run appears. (Before, the batch read
+// first and re-checked each event by primary key after the lock.)
+func TestProjectorBatchAfterDeleteRunHoldingTheLock(t *testing.T) {
+	t.Parallel()
+	rs := newStore(t, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for _, k := range []string{"k1", "k2"} {
+		_, err := rs.AppendEvent(ctx, runEvent("r1", k))
+		require.NoError(t, err)
+	}
+	waitLogBelowHorizon(t, rs)
+	es := rs.EventStore()
+	schema := ident.Schema(es)
+
+	// DeleteRun's transaction, by hand: the lock, the deletion, no commit yet.
+	tx, err := es.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(context.Background())
+	_, err = tx.Exec(ctx, `SELECT pg_advisory_xact_lock(hashtext($1), hashtext($2))`, es.Schema(), runstore.DefaultProjectorName)
+	require.NoError(t, err)
+	var deleted int64
+	require.NoError(t, tx.QueryRow(ctx, `SELECT `+schema+`.delete_events_tagged($1)`, runstore.TagRunID+"=r1").Scan(&deleted))
+	require.Equal(t, int64(2), deleted)
+
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		n, err := rs.Projector().ProcessBatch(ctx)
+		done <- result{n, err}
+	}()
+	// The batch waits for the lock.
+	require.Eventually(t, func() bool {
+		var waiting bool
+		err := es.Pool().QueryRow(ctx, `SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND NOT granted
+			AND classid = hashtext($1)::oid AND objid = hashtext($2)::oid AND objsubid = 2)`,
+			es.Schema(), runstore.DefaultProjectorName).Scan(&waiting)
+		return err == nil && waiting
+	}, 30*time.Second, 5*time.Millisecond, "the batch waits for the projector's lock")
+	require.NoError(t, tx.Commit(ctx))
+	res := <-done
+	require.NoError(t, res.err)
+	require.Zero(t, res.n, "the batch read after the deletion")
+	snap, err := rs.GetSnapshot(ctx, "r1")
+	require.NoError(t, err)
+	require.Nil(t, snap, "no snapshot of the deleted run")
 }

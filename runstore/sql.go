@@ -11,7 +11,7 @@ const markerPred = `e.metadata @> '{"runstore": "v1"}'`
 // statements are the store's SQL texts, rendered once for its schema.
 type statements struct {
 	lastSeq, fetch, existingSeq, getSnapshot, deleteRun, deleteSnapshot string
-	loadSnapshots, upsertSnapshot, lag, stored, deleteSnapshots         string
+	loadSnapshots, upsertSnapshot, lag, deleteSnapshots                 string
 	lastRunEvent                                                        string
 	projectorLock, lagging, markStale, staleRuns                        string
 	clearStale, countStale, insertPending                               string
@@ -73,10 +73,6 @@ func newStatements(schema string) statements {
 			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint) AND ` + markerPred + `
 			  AND (r.run_id IS NULL OR (e.data->>'runSeq')::bigint > r.last_event_seq)
 			ORDER BY e.transaction_id, e.position LIMIT 1`,
-		// Which of a tail page's events are still stored, after the
-		// projector's lock (events primary key, one probe per event): a
-		// DeleteRun may have removed some since the read.
-		stored: `SELECT position FROM ` + ev + ` WHERE position = ANY ($1::bigint[])`,
 		// The last run event of the log (events_runstore_log_order backward,
 		// one row): CatchUp's target.
 		lastRunEvent: `SELECT e.transaction_id, e.position FROM ` + ev + ` e WHERE ` + markerPred + `
