@@ -34,6 +34,12 @@
 //  7. 200 goroutines on a pool of 4 connections with 1-8 ms deadlines:
 //     acknowledged appends are present once, definite errors wrote nothing,
 //     no goroutine or connection leaks.
+//  8. Promotion of a standby 500 ms behind that was cut off while 8
+//     writers decided with reads on it and the primary went on alone: no
+//     committed decision over an event its read did not return (0 blind
+//     commits), and projections restarted from their stored checkpoints on
+//     the new primary skip and repeat nothing, although the new primary
+//     hands out again transaction ids of the lost events.
 //
 // The package has no code of its own: everything is in its tests, run by
 // `make test` like every other package. See docs/FAULTS.md.
