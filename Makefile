@@ -17,7 +17,7 @@ TESTFLAGS   ?= -race -count=1 -timeout 15m
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck pg-check gotest faults demo bench bench-quick bench-go explain schema
+.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck pg-check gotest faults soak-standby demo bench bench-quick bench-go explain schema
 
 ## test: gofmt check, go vet, staticcheck, a PostgreSQL found, then the race-enabled tests (and the store's again with group commit off)
 test: lint pg-check gotest
@@ -104,6 +104,12 @@ fuzz:
 faults:
 	@echo "==> go test -race -count=1 -v ./internal/faults/ (crashes a throwaway cluster it starts)"
 	@$(GO) test -race -count=1 -v ./internal/faults/ 2>&1 | grep -E '^(---|ok|FAIL|PASS)|figures|^\||^  [0-9]'
+
+## soak-standby: decision reads on a standby at 0, 50 and 500 ms of lag (and the primary), 8 writers, SOAK (30s) each, replayed from the log; not part of test
+SOAK ?= 30s
+soak-standby:
+	@echo "==> PGDCB_STANDBY_SOAK=$(SOAK) go test -run TestStandbyDecisionsExactUnderLag ./eventstore/ (a throwaway primary and standby)"
+	@PGDCB_STANDBY_SOAK=$(SOAK) $(GO) test -count=1 -timeout 30m -v -run '^TestStandbyDecisionsExactUnderLag$$' ./eventstore/
 
 ## demo: run the wallet demo against PGDCB_DATABASE_URL or a found server
 demo:
