@@ -13,7 +13,6 @@ import (
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 // The relay of a store whose reads go to a standby
@@ -26,11 +25,7 @@ func TestStandbyRelayToNATS(t *testing.T) {
 	pair := pgtest.StandbyPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pp, sp := pair.Pools(t)
-	schema := pair.Schema(t)
-	_, err := pgdcbsql.Migrate(ctx, pp, schema)
-	require.NoError(t, err)
-	require.NoError(t, pair.Sync(ctx))
+	pp, sp, schema := pair.Migrated(t)
 	s, err := eventstore.New(pp, &eventstore.Config{Schema: schema, ReadPool: sp})
 	require.NoError(t, err)
 	defer s.Close(context.Background())

@@ -17,7 +17,6 @@ import (
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 // startPair starts a pair of the test's own (it crashes or promotes it),
@@ -85,10 +84,7 @@ func TestStandbyProjectionThroughCrashes(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pair := startPair(t, ctx, 50*time.Millisecond)
-	pp, sp := pair.Pools(t)
-	schema := pair.Schema(t)
-	_, err := pgdcbsql.Migrate(ctx, pp, schema)
-	require.NoError(t, err)
+	pp, sp, schema := pair.Migrated(t)
 	seqRM(t, pp, schema)
 	require.NoError(t, pair.Sync(ctx))
 	store, err := eventstore.New(pp, &eventstore.Config{Schema: schema, ReadPool: sp, SettleTimeout: 30 * time.Second})
@@ -194,10 +190,7 @@ func TestStandbyFailoverReaderCheckpoint(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pair := startPair(t, ctx, 500*time.Millisecond)
-	pp, _ := pair.Pools(t)
-	schema := pair.Schema(t)
-	_, err := pgdcbsql.Migrate(ctx, pp, schema)
-	require.NoError(t, err)
+	pp, _, schema := pair.Migrated(t)
 	seqRM(t, pp, schema)
 	old, err := eventstore.New(pp, &eventstore.Config{Schema: schema, NotifyDisabled: true})
 	require.NoError(t, err)

@@ -11,7 +11,6 @@ import (
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/runstore"
-	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 // The snapshot projector of a store whose reads go to a standby
@@ -25,11 +24,8 @@ func TestStandbyProjectorCatchUp(t *testing.T) {
 	pair := pgtest.StandbyPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	pp, sp := pair.Pools(t)
-	schema := pair.Schema(t)
-	_, err := pgdcbsql.Migrate(ctx, pp, schema)
-	require.NoError(t, err)
-	_, err = runstore.Migrate(ctx, pp, schema)
+	pp, sp, schema := pair.Migrated(t)
+	_, err := runstore.Migrate(ctx, pp, schema)
 	require.NoError(t, err)
 	require.NoError(t, pair.Sync(ctx))
 	es, err := eventstore.New(pp, &eventstore.Config{Schema: schema, ReadPool: sp})

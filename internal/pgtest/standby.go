@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb/internal/pgserver"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 // Pair is a throwaway primary and a streaming hot standby of it
@@ -123,4 +124,21 @@ func (p *Pair) Sync(ctx context.Context) error {
 func (p *Pair) Schema(tb testing.TB) string {
 	tb.Helper()
 	return schemaOn(tb, p.Primary.DSN(), func() bool { return !p.Primary.Running() })
+}
+
+// Migrated is Pools and Schema with the core's migrations applied on the
+// primary, returning once the standby has replayed them.
+func (p *Pair) Migrated(tb testing.TB) (primary, standby *pgxpool.Pool, schema string) {
+	tb.Helper()
+	primary, standby = p.Pools(tb)
+	schema = p.Schema(tb)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := pgdcbsql.Migrate(ctx, primary, schema); err != nil {
+		tb.Fatalf("pgtest: migrating %s: %v", schema, err)
+	}
+	if err := p.Sync(ctx); err != nil {
+		tb.Fatalf("pgtest: %v", err)
+	}
+	return primary, standby, schema
 }
