@@ -11,6 +11,12 @@
 // checkpoint update is also a compare-and-set on the row, so a batch that
 // raced a Pause, Reset or another leader rolls back instead of committing.
 //
+// On a store that reads a hot standby (eventstore.Config.ReadPool), each
+// batch's page is read there; the checkpoint read, the handler and the
+// checkpoint's compare-and-set stay in the batch's transaction on the
+// primary (docs/REPLICAS.md). A BatchHandler that must act before the read
+// implements BeforeReader.
+//
 // A projection's state lives in the store's checkpoints table: ACTIVE,
 // PAUSED or FAILED, with an error count and the last error; Pause, Resume,
 // Reset and Status manage it from any process.
