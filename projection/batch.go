@@ -49,8 +49,8 @@ type AfterCommitter interface {
 // moment BeforeRead returned, so the page shows every transaction that
 // committed on the primary before it. The batch then waits for the replay
 // lag while it holds what BeforeRead took (at most the runner's
-// HeartbeatInterval; a standby further behind makes the batch read nothing
-// and try again at the next poll).
+// HeartbeatInterval; past that the batch rolls back without calling the
+// handler, and the runner tries again at the next poll).
 type BeforeReader interface {
 	BeforeRead(ctx context.Context, tx pgx.Tx) error
 }
