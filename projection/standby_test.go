@@ -91,9 +91,9 @@ func TestStandbyProjectionThroughCrashes(t *testing.T) {
 	require.NoError(t, err)
 	defer store.Close(context.Background())
 	q := query.Tagged([]string{"P"})
-	r, err := projection.New(store, "rm", q, insertRows(schema), &projection.Config{
+	r, err := projection.New(store, "rm", q, insertRows(schema), &projection.Config{ReaderConfig: projection.ReaderConfig{
 		PollInterval: 20 * time.Millisecond, ElectionInterval: 50 * time.Millisecond,
-		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: projection.RetryForever})
+		RetryMin: 10 * time.Millisecond, RetryMax: 200 * time.Millisecond, MaxAttempts: projection.RetryForever}})
 	require.NoError(t, err)
 
 	// The batch reads the standby: with its replay paused it shows nothing
@@ -196,7 +196,7 @@ func TestStandbyFailoverReaderCheckpoint(t *testing.T) {
 	require.NoError(t, err)
 	defer old.Close(context.Background())
 	q := query.Tagged([]string{"P"})
-	cfg := &projection.Config{NotifyDisabled: true}
+	cfg := &projection.Config{ReaderConfig: projection.ReaderConfig{NotifyDisabled: true}}
 	r, err := projection.New(old, "rm", q, insertRows(schema), cfg)
 	require.NoError(t, err)
 	appendN(t, old, "P", 10, 2)

@@ -32,7 +32,7 @@ func TestStandbyProjectorCatchUp(t *testing.T) {
 	require.NoError(t, err)
 	defer es.Close(context.Background())
 	rs, err := runstore.New(es, &runstore.Config{PollInterval: 20 * time.Millisecond,
-		Projection: &projection.Config{HeartbeatInterval: 200 * time.Millisecond}})
+		Projection: &projection.ReaderConfig{HeartbeatInterval: 200 * time.Millisecond}})
 	require.NoError(t, err)
 	hasSnapshot := func(runID string) bool {
 		var n int

@@ -92,8 +92,8 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 			return nil
 		}
 	}
-	pcfg := &projection.Config{PollInterval: 20 * time.Millisecond, ElectionInterval: 50 * time.Millisecond,
-		RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond, MaxAttempts: projection.RetryForever}
+	pcfg := &projection.Config{ReaderConfig: projection.ReaderConfig{PollInterval: 20 * time.Millisecond, ElectionInterval: 50 * time.Millisecond,
+		RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond, MaxAttempts: projection.RetryForever}}
 
 	var attempts, ok, conflicts, errs, oldTried, oldOK atomic.Int64
 	// lastRead is a writer's last counter read: its cursor and record.
