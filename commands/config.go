@@ -32,6 +32,9 @@ type Config struct {
 	// Logger receives the executor's logs: unknown outcomes at Warn with the
 	// error under "err", conflicts decided again at Debug. Default: none.
 	Logger *slog.Logger
+	// Tracer observes each Execute (pgdcbprom.NewCommandsMetrics for
+	// Prometheus, pgdcbotel.New for spans). Default nil: nothing is traced.
+	Tracer Tracer
 }
 
 // validate refuses negative numbers and durations with a

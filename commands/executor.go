@@ -29,12 +29,11 @@ import (
 
 // Executor runs commands against a store. It is safe for concurrent use.
 type Executor struct {
-	store   eventstore.Interface
-	pg      *eventstore.Store // store, when it is the PostgreSQL store; else nil
-	cfg     Config
-	metrics *metrics
-	stats   stats
-	sql     statements
+	store eventstore.Interface
+	pg    *eventstore.Store // store, when it is the PostgreSQL store; else nil
+	cfg   Config
+	stats stats
+	sql   statements
 
 	mu       sync.RWMutex
 	handlers map[string]Handler
@@ -65,7 +64,6 @@ func New(store eventstore.Interface, cfg *Config) (*Executor, error) {
 		store:    store,
 		pg:       pg,
 		cfg:      c,
-		metrics:  newMetrics(),
 		handlers: map[string]Handler{},
 	}
 	if pg != nil {
@@ -104,14 +102,36 @@ var errDuplicateRow = errors.New("pgdcb: commands: duplicate command id")
 // When the command's ID was already executed, Execute returns that first
 // outcome with Duplicate set and appends nothing.
 func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
+	t := e.cfg.Tracer
+	if t == nil {
+		var tr execTrace
+		return e.execute(ctx, &cmd, &tr)
+	}
 	start := time.Now()
-	h, err := e.prepare(&cmd)
+	ctx = t.TraceExecuteStart(ctx, TraceExecuteStartData{Type: cmd.Type, CommandID: cmd.ID})
+	var tr execTrace
+	out, err := e.execute(ctx, &cmd, &tr)
+	t.TraceExecuteEnd(ctx, TraceExecuteEndData{Type: cmd.Type, CommandID: cmd.ID, Result: tr.result,
+		Attempts: tr.attempts, Retries: tr.retries, Duration: time.Since(start), Err: err})
+	return out, err
+}
+
+// execTrace is what one Execute tells its tracer: how it ended, the
+// decisions it counted and its retries.
+type execTrace struct {
+	result            Result
+	attempts, retries int
+}
+
+// execute is Execute; it assigns cp's id and records its ending in tr.
+func (e *Executor) execute(ctx context.Context, cp *Command, tr *execTrace) (Outcome, error) {
+	h, err := e.prepare(cp)
 	if err != nil {
-		e.fail(cmd.Type, "error", err)
+		e.fail(tr, ResultInvalid)
 		return Outcome{}, err
 	}
+	cmd := *cp
 	typ := cmd.Type
-	defer func() { e.metrics.duration.WithLabelValues(typ).Observe(time.Since(start).Seconds()) }()
 
 	// uncertain is the first attempt whose commit may have happened
 	// (pgdcb.ErrOutcomeUnknown). From then on, finding the command already
@@ -127,8 +147,7 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		out, err := e.attempt(ctx, cmd, h, attempt)
 		if err == nil {
 			e.stats.executed.Add(1)
-			e.metrics.executed.WithLabelValues(typ).Inc()
-			e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
+			tr.result, tr.attempts = ResultExecuted, attempt
 			return out, nil
 		}
 		var rej *RejectedError
@@ -143,75 +162,75 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 			e.cfg.Logger.WarnContext(ctx, "commands: outcome unknown, retrying through the command id",
 				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)
 			if attempt >= e.cfg.MaxAttempts || ctx.Err() != nil {
-				e.fail(typ, "error", err)
+				e.fail(tr, ResultError)
 				return Outcome{}, unsettled(attempt)
 			}
 			if serr := retry.Sleep(ctx, backoff(e.cfg.RetryMin, e.cfg.RetryMax, attempt)); serr != nil {
-				e.fail(typ, "error", serr)
+				e.fail(tr, ResultError)
 				return Outcome{}, unsettled(attempt)
 			}
 			e.stats.retries.Add(1)
-			e.metrics.retried.WithLabelValues(typ).Inc()
+			tr.retries++
 		case errors.As(err, &rej):
 			// A rejection of a command that already ran (a retry that now sees the
 			// first execution's effect) answers with the first outcome.
 			first, ok, ferr := e.firstOutcome(ctx, cmd.ID)
 			if ferr == nil && ok {
 				if uncertain != nil {
-					return e.ownOutcome(typ, first, attempt), nil
+					return e.ownOutcome(tr, first, attempt), nil
 				}
-				return e.duplicate(typ, first), nil
+				return e.duplicate(tr, first), nil
 			}
 			if ferr != nil && uncertain != nil {
 				// The rejection may come from this call's own first
 				// attempt's effect, which could not be looked up.
-				e.fail(typ, "error", ferr)
+				e.fail(tr, ResultError)
 				return Outcome{}, unsettled(attempt)
 			}
 			e.stats.rejected.Add(1)
-			e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
-			e.fail(typ, "rejected", nil)
+			tr.attempts = attempt
+			e.fail(tr, ResultRejected)
 			return Outcome{CommandID: cmd.ID, Attempts: attempt}, err
 		case errors.Is(err, pgdcb.ErrIdempotent) || errors.Is(err, errDuplicateRow):
 			first, ok, ferr := e.firstOutcome(ctx, cmd.ID)
 			if ferr != nil {
-				e.fail(typ, "error", ferr)
+				e.fail(tr, ResultError)
 				return Outcome{}, ferr
 			}
 			if !ok { // the handler's own idempotency query (or an event id) matched
-				e.fail(typ, "rejected", nil)
+				e.fail(tr, ResultRejected)
 				return Outcome{}, err
 			}
 			if uncertain != nil {
-				return e.ownOutcome(typ, first, attempt), nil
+				return e.ownOutcome(tr, first, attempt), nil
 			}
-			return e.duplicate(typ, first), nil
+			return e.duplicate(tr, first), nil
 		case errors.Is(err, pgdcb.ErrConditionFailed):
 			e.stats.conflicts.Add(1)
 			if attempt >= e.cfg.MaxAttempts {
 				e.stats.exhausted.Add(1)
-				e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
-				e.fail(typ, "conflict", nil)
+				tr.attempts = attempt
+				e.fail(tr, ResultConflict)
 				return Outcome{CommandID: cmd.ID, Attempts: attempt}, &AttemptsExhaustedError{Type: typ, Attempts: attempt, Err: err}
 			}
 			e.cfg.Logger.DebugContext(ctx, "command conflict, deciding again",
 				"type", typ, "command_id", cmd.ID, "attempt", attempt, "err", err)
 			if serr := retry.Sleep(ctx, backoff(e.cfg.RetryMin, e.cfg.RetryMax, attempt)); serr != nil {
-				e.fail(typ, "error", serr)
+				e.fail(tr, ResultError)
 				return Outcome{}, errfmt.Errorf("pgdcb: commands: %s: after %d attempts: %w", typ, attempt, serr)
 			}
 			e.stats.retries.Add(1)
-			e.metrics.retried.WithLabelValues(typ).Inc()
+			tr.retries++
 		default:
-			e.fail(typ, "error", err)
+			e.fail(tr, ResultError)
 			return Outcome{}, err
 		}
 	}
 }
 
-func (e *Executor) duplicate(typ string, first Outcome) Outcome {
+func (e *Executor) duplicate(tr *execTrace, first Outcome) Outcome {
 	e.stats.idempotent.Add(1)
-	e.metrics.idempotent.WithLabelValues(typ).Inc()
+	tr.result = ResultDuplicate
 	first.Duplicate = true
 	first.Attempts = 0
 	return first
@@ -219,10 +238,9 @@ func (e *Executor) duplicate(typ string, first Outcome) Outcome {
 
 // ownOutcome is the outcome of this call's own earlier attempt, whose commit
 // was in doubt and turned out to have happened.
-func (e *Executor) ownOutcome(typ string, first Outcome, attempt int) Outcome {
+func (e *Executor) ownOutcome(tr *execTrace, first Outcome, attempt int) Outcome {
 	e.stats.executed.Add(1)
-	e.metrics.executed.WithLabelValues(typ).Inc()
-	e.metrics.attempts.WithLabelValues(typ).Observe(float64(attempt))
+	tr.result, tr.attempts = ResultExecuted, attempt
 	first.Attempts = attempt
 	return first
 }
@@ -250,15 +268,12 @@ func infrastructure(ctx context.Context, dc *DecideContext, err error) bool {
 		errors.Is(err, pgdcb.ErrOutcomeUnknown) || pgconn.Timeout(err)
 }
 
-func (e *Executor) fail(typ, reason string, err error) {
-	if reason == "error" {
+// fail records a command that did not commit.
+func (e *Executor) fail(tr *execTrace, r Result) {
+	if r == ResultError || r == ResultInvalid {
 		e.stats.errors.Add(1)
 	}
-	if typ == "" || query.ValidateType(typ) != nil {
-		typ = "invalid"
-	}
-	e.metrics.failed.WithLabelValues(typ, reason).Inc()
-	_ = err
+	tr.result = r
 }
 
 // prepare validates the command, assigns its id and finds its handler.

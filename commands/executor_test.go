@@ -18,6 +18,7 @@ import (
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -403,7 +404,8 @@ func TestRegisteredHandlers(t *testing.T) {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ex, s := newExecutor(t, &commands.Config{MaxAttempts: 2, RetryMin: 1, RetryMax: 1})
+	m := pgdcbprom.NewCommandsMetrics()
+	ex, s := newExecutor(t, &commands.Config{MaxAttempts: 2, RetryMin: 1, RetryMax: 1, Tracer: m})
 	id := uuid.New()
 	c := cmd("Increment", increment("a", 1))
 	c.ID = id
@@ -418,7 +420,7 @@ func TestMetrics(t *testing.T) {
 	require.Error(t, err)
 
 	reg := prometheus.NewRegistry()
-	for _, c := range ex.Collectors() {
+	for _, c := range m.Collectors() {
 		require.NoError(t, reg.Register(c))
 	}
 	mfs, err := reg.Gather()

@@ -60,6 +60,10 @@ type Config struct {
 	// Logger receives failures at Warn (store errors, lost leases) with the
 	// error under "err". Default: none.
 	Logger *slog.Logger
+	// Tracer observes each attempt (pgdcbotel.New for spans). Default nil:
+	// nothing is traced. Prometheus reads the worker's Stats and Backlog
+	// instead: pgdcbprom.NewEffectsCollector.
+	Tracer Tracer
 }
 
 // validate refuses negative numbers and durations with a

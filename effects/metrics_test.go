@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,7 +15,39 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/effects"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 )
+
+// attempts records what an effects.Tracer receives.
+type attempts struct {
+	mu     sync.Mutex
+	starts []effects.TraceAttemptStartData
+	ends   []effects.TraceAttemptEndData
+}
+
+type attemptKey struct{}
+
+func (a *attempts) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptStartData) context.Context {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.starts = append(a.starts, d)
+	return context.WithValue(ctx, attemptKey{}, d.EffectID)
+}
+
+func (a *attempts) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEndData) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if ctx.Value(attemptKey{}) != d.EffectID {
+		panic("TraceAttemptEnd did not get the context TraceAttemptStart returned")
+	}
+	a.ends = append(a.ends, d)
+}
+
+func (a *attempts) snapshot() ([]effects.TraceAttemptStartData, []effects.TraceAttemptEndData) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.starts), slices.Clone(a.ends)
+}
 
 // gatherEffects returns the worker's series by name, checking each carries
 // the worker label.
@@ -39,7 +74,8 @@ func gatherEffects(t *testing.T, reg *prometheus.Registry, worker string) map[st
 
 // A worker's collectors count what it did, poison effects included, and
 // report the unfinished effects it knows of: here one of a type no worker
-// handles, which stays pending.
+// handles, which stays pending. Its Tracer sees each attempt, the handler
+// running under the context TraceAttemptStart returned.
 func TestWorkerCollectors(t *testing.T) {
 	t.Parallel()
 	s := newStore(t)
@@ -50,8 +86,14 @@ func TestWorkerCollectors(t *testing.T) {
 	_, _, err := q.Request(context.Background(), effects.Request{Type: "unhandled", Session: "d", DedupeKey: "u", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
+	tr := &attempts{}
+	var untraced atomic.Int32
 	w, err := effects.NewWorker(s, &effects.Config{Identity: "w-1", MaxAttempts: 1, PollInterval: 50 * time.Millisecond,
-		Handlers: map[string]effects.Handler{"job": func(_ context.Context, e effects.Effect) error {
+		Tracer: tr,
+		Handlers: map[string]effects.Handler{"job": func(ctx context.Context, e effects.Effect) error {
+			if ctx.Value(attemptKey{}) != e.ID {
+				untraced.Add(1)
+			}
 			if e.ID == poison {
 				return errors.New("boom")
 			}
@@ -59,9 +101,7 @@ func TestWorkerCollectors(t *testing.T) {
 		}}})
 	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range w.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(pgdcbprom.NewEffectsCollector(w)))
 	before := gatherEffects(t, reg, "w-1")
 	require.Equal(t, 10, len(before), "every series is there before Run: %v", before)
 	require.Zero(t, before["pgdcb_effects_backlog"])
@@ -77,11 +117,23 @@ func TestWorkerCollectors(t *testing.T) {
 	require.Equal(t, 3.0, m["pgdcb_effects_claims_total"])
 	require.Zero(t, m["pgdcb_effects_retried_total"], "MaxAttempts 1: no retry")
 	require.Greater(t, m["pgdcb_effects_oldest_unfinished_seconds"], 0.0)
+	waitFor(t, time.Minute, "three attempts traced to their end", func() (bool, string) {
+		_, ends := tr.snapshot()
+		return len(ends) == 3, fmt.Sprint(len(ends))
+	})
+	starts, ends := tr.snapshot()
+	require.Len(t, starts, 3)
+	require.Len(t, ends, 3)
+	require.Zero(t, untraced.Load(), "a handler ran outside its attempt's traced context")
+	for _, e := range ends {
+		require.Equal(t, "w-1", e.Worker)
+		require.Equal(t, 1, e.Attempt)
+		require.NoError(t, e.RecordErr)
+		require.Equal(t, e.EffectID == poison, e.Err != nil, "the poison effect's attempt, and only it, ends with the handler's error")
+	}
 
 	// A second worker registers in the same registry under its own label.
 	w2, err := effects.NewWorker(s, &effects.Config{Identity: "w-2", Handlers: map[string]effects.Handler{"x": func(context.Context, effects.Effect) error { return nil }}})
 	require.NoError(t, err)
-	for _, c := range w2.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(pgdcbprom.NewEffectsCollector(w2)))
 }

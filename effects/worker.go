@@ -29,7 +29,7 @@ type Worker struct {
 	store   *eventstore.Store
 	cfg     Config
 	stats   stats
-	backlog backlog // for Collectors (metrics.go)
+	backlog backlog // for Backlog (backlog.go)
 
 	// Owned by Run's goroutine.
 	index *effects
@@ -218,14 +218,28 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 	claimed := *e
 	claimed.State, claimed.Attempts, claimed.Worker, claimed.LeaseUntil = StateExecuting, attempt, w.cfg.Identity, leaseUntil
 	claimed.LastAttemptAt = now
-	herr := w.runHandler(ctx, leaseUntil, claimed)
+	t := w.cfg.Tracer
+	hctx := ctx
+	if t != nil {
+		hctx = t.TraceAttemptStart(ctx, TraceAttemptStartData{Worker: w.cfg.Identity, EffectID: e.ID, Type: e.Type,
+			Session: e.Session, Attempt: attempt, Takeover: takeover})
+	}
+	herr := w.runHandler(hctx, leaseUntil, claimed)
+	var rerr error
+	if t != nil {
+		defer func() {
+			t.TraceAttemptEnd(hctx, TraceAttemptEndData{Worker: w.cfg.Identity, EffectID: e.ID, Type: e.Type,
+				Session: e.Session, Attempt: attempt, Duration: time.Since(now), Err: herr, RecordErr: rerr})
+		}()
+	}
 	if herr != nil && ctx.Err() != nil {
 		// Stopping: leave the claim to expire, as a dead worker would.
 		return true, nil
 	}
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(hctx), recordTimeout)
 	defer cancel()
-	return true, w.record(rctx, claimed, herr)
+	rerr = w.record(rctx, claimed, herr)
+	return true, rerr
 }
 
 // claimError sorts out a failed claim: a lost race is not an error.

@@ -14,14 +14,10 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/effects"
-	"github.com/pgdcb/pgdcb/memstore"
-	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/runstore"
-	"github.com/pgdcb/pgdcb/subscription"
 )
 
 const (
@@ -33,10 +29,6 @@ const (
 // the Describe of each component's real collectors.
 func definedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
-	ex, err := commands.New(memstore.MustNew(nil), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
 	store := pgdcbtest.NewStore(t, nil)
 	rs, err := runstore.New(store, nil)
 	if err != nil {
@@ -50,11 +42,11 @@ func definedMetrics(t *testing.T) map[string]bool {
 	var cs []prometheus.Collector
 	cs = append(cs, pgdcbprom.New().Collectors()...)
 	cs = append(cs, pgdcbprom.NewStoreCollector(store))
-	cs = append(cs, subscription.NewMetrics().Collectors()...)
-	cs = append(cs, outbox.NewMetrics().Collectors()...)
-	cs = append(cs, ex.Collectors()...)
-	cs = append(cs, rs.Collectors()...)
-	cs = append(cs, fx.Collectors()...)
+	cs = append(cs, pgdcbprom.NewReaderMetrics().Collectors()...)
+	cs = append(cs, pgdcbprom.NewOutboxMetrics().Collectors()...)
+	cs = append(cs, pgdcbprom.NewCommandsMetrics().Collectors()...)
+	cs = append(cs, pgdcbprom.NewRunstoreMetrics().Collectors(rs)...)
+	cs = append(cs, pgdcbprom.NewEffectsCollector(fx))
 
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	names := map[string]bool{}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 )
 
 // recoveryBound is the most the relay may take to publish again after the
@@ -92,13 +93,13 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			s := newStore(t)
 			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: inflight})
 			require.NoError(t, err)
-			metrics := outbox.NewMetrics()
+			metrics := pgdcbprom.NewOutboxMetrics()
 			reg := prometheus.NewPedanticRegistry()
 			reg.MustRegister(metrics.Collectors()...)
 			cfg := *fast
 			cfg.StallAfter = 300 * time.Millisecond
 			cfg.MaxAttempts = outbox.RetryForever
-			cfg.DeliveryMetrics = metrics
+			cfg.DeliveryTracer = metrics
 			r, err := outbox.New(s, ordersTopic, "nats", pub, &cfg)
 			require.NoError(t, err)
 			ctx := context.Background()

@@ -81,12 +81,16 @@ type Config struct {
 	// passed on whole, with projection's defaults: polling, election, the
 	// backoff between failed deliveries (RetryMin, RetryMax), MaxAttempts
 	// failed deliveries in a row before the relay is FAILED (it then waits
-	// for Resume and continues from the same checkpoint), Identity, Metrics
-	// and Logger.
+	// for Resume and continues from the same checkpoint), Identity, Tracer
+	// (the relay's batches and, when it implements
+	// subscription.StatusTracer, its errors, lag, leadership and FAILED:
+	// pgdcbprom.NewReaderMetrics) and Logger.
 	projection.ReaderConfig
-	// DeliveryMetrics reports the last ack, the publish in flight and the
-	// stalled condition. Default none.
-	DeliveryMetrics *Metrics
+	// DeliveryTracer observes each publish and, when it implements
+	// RelayTracer, the relay's last ack, publish in flight and stalled
+	// condition (pgdcbprom.NewOutboxMetrics; pgdcbotel.New for spans).
+	// Default nil.
+	DeliveryTracer Tracer
 }
 
 // validate refuses negative numbers and durations among the relay's own
@@ -126,7 +130,7 @@ type Relay struct {
 	runner *projection.Runner
 
 	delivery delivery
-	metrics  *Metrics
+	tracer   Tracer
 	// The leadership term of the batches: a new leader connection is a new
 	// term, after which the publisher reconciles with the broker again.
 	termMu   sync.Mutex
@@ -165,7 +169,7 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		return nil, errfmt.Errorf("pgdcb: outbox.New: %w", err)
 	}
 	c := cfg.withDefaults()
-	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub, metrics: c.DeliveryMetrics}
+	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub, tracer: c.DeliveryTracer}
 	r.delivery.stallAfter = c.StallAfter
 	prefix := store.Schema() + "-"
 	handler := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
@@ -175,8 +179,17 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		}
 		ctx, cancel := context.WithTimeout(context.WithValue(ctx, termKey{}, r.termOf(tx)), c.PublishTimeout)
 		defer cancel()
-		r.delivery.begin(time.Now())
-		if err := pub.Publish(ctx, msgs); err != nil {
+		start := time.Now()
+		r.delivery.begin(start)
+		if r.tracer != nil {
+			ctx = r.tracer.TraceDeliveryStart(ctx, TraceDeliveryStartData{Relay: r.name, Topic: topic.Name, Messages: len(msgs)})
+		}
+		err := pub.Publish(ctx, msgs)
+		if r.tracer != nil {
+			r.tracer.TraceDeliveryEnd(ctx, TraceDeliveryEndData{Relay: r.name, Topic: topic.Name, Messages: len(msgs),
+				Duration: time.Since(start), Err: err})
+		}
+		if err != nil {
 			return errfmt.Errorf("pgdcb: outbox %q: publish: %w", r.name, err)
 		}
 		r.delivery.acked(time.Now())
@@ -207,8 +220,10 @@ func (r *Relay) termOf(tx pgx.Tx) uint64 {
 // Run delivers until ctx ends (standing by while another relay of the same
 // topic and publisher leads); it returns ctx's error.
 func (r *Relay) Run(ctx context.Context) error {
-	r.metrics.add(r)
-	defer r.metrics.remove(r)
+	if rt, ok := r.tracer.(RelayTracer); ok {
+		rt.TraceRelayStart(r)
+		defer rt.TraceRelayEnd(r)
+	}
 	defer r.delivery.idle()
 	return r.runner.Run(ctx)
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 )
@@ -34,4 +35,25 @@ func ExampleNew() {
 	// pgdcb_store_append_idempotent_total
 	// pgdcb_store_appends_grouped_total
 	// pgdcb_store_events_appended_total
+}
+
+func ExampleNewCommandsMetrics() {
+	metrics := pgdcbprom.NewCommandsMetrics()
+	registry := prometheus.NewRegistry()
+	registry.MustRegister(metrics.Collectors()...)
+	// exec, err := commands.New(store, &commands.Config{Tracer: metrics})
+	// Here, what the executor reports when a command commits at its second
+	// decision:
+	metrics.TraceExecuteEnd(context.Background(), commands.TraceExecuteEndData{
+		Type: "Deposit", Result: commands.ResultExecuted, Attempts: 2, Retries: 1, Duration: time.Millisecond})
+
+	families, _ := registry.Gather()
+	for _, f := range families {
+		fmt.Println(f.GetName())
+	}
+	// Output:
+	// pgdcb_commands_attempts
+	// pgdcb_commands_duration_seconds
+	// pgdcb_commands_executed_total
+	// pgdcb_commands_retried_total
 }

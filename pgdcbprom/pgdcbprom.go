@@ -1,6 +1,8 @@
-// Package pgdcbprom turns the event store's traced calls into Prometheus
-// metrics: set a *Tracer as eventstore.Config.Tracer and register its
-// Collectors yourself (nothing is registered globally):
+// Package pgdcbprom turns what pgdcb's components report through their
+// Tracer interfaces into Prometheus metrics; it is the only package of the
+// module that imports the Prometheus client. For the event store, set a
+// *Tracer as eventstore.Config.Tracer and register its Collectors yourself
+// (nothing is registered globally):
 //
 //	t := pgdcbprom.New()
 //	for _, c := range t.Collectors() {
@@ -13,13 +15,21 @@
 //
 //	registry.MustRegister(pgdcbprom.NewStoreCollector(store))
 //
-// The metrics are named pgdcb_store_… (docs/METRICS.md lists them). For
-// several stores in one registry, register each tracer's collectors through
-// prometheus.WrapRegistererWith with a label telling them apart. Combine it
-// with other tracers (package pgdcbotel) with eventstore.MultiTracer.
+// The other components, each set in its Config.Tracer (or reading the
+// component) and registered likewise: NewReaderMetrics (subscriptions,
+// projections, outbox relays: pgdcb_reader_…), NewOutboxMetrics
+// (outbox.Config.DeliveryTracer: pgdcb_outbox_…), NewCommandsMetrics
+// (pgdcb_commands_…), NewRunstoreMetrics (pgdcb_runstore_…) and
+// NewEffectsCollector (pgdcb_effects_…).
 //
-// Only the importers of this package depend on the Prometheus client; package
-// eventstore does not.
+// The metrics are named pgdcb_<component>_… (docs/METRICS.md lists them). For
+// several stores in one registry, register each tracer's collectors through
+// prometheus.WrapRegistererWith with a label telling them apart. Combine an
+// adapter with other tracers (package pgdcbotel) with the component's
+// MultiTracer (eventstore.MultiTracer, commands.MultiTracer, …).
+//
+// Only the importers of this package depend on the Prometheus client; the
+// components do not.
 package pgdcbprom
 
 import (

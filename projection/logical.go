@@ -57,7 +57,7 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	res.waited = true
 	if res.n > 0 {
 		last := b.Events[res.n-1]
-		r.cfg.Metrics.Lag(r.name, subscription.Lag{Behind: max(0, time.Since(last.OccurredAt))})
+		r.tr.lag(ctx, r.name, subscription.Lag{Behind: max(0, time.Since(last.OccurredAt))})
 	}
 	// Decided after the read, which waited: the heartbeat would otherwise
 	// always come first, and an idle move would never be written.
@@ -94,6 +94,7 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	if text != r.base.String() {
 		return res, errFenced
 	}
+	ctx = r.tr.start(ctx, r.name, &res, r.baseTail)
 	if res.n > 0 {
 		if err := r.h(ctx, tx, b.Events); err != nil {
 			return res, &HandlerError{Name: r.name, Cursor: r.baseTail, Err: err}
@@ -120,9 +121,6 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	res.wrote = true
 	r.commits.signal()
 	r.base, r.baseTail = b.Checkpoint, b.Tail
-	if res.n > 0 {
-		r.cfg.Metrics.Batch(r.name, res.n)
-	}
 	if err := r.reader.Confirm(ctx, b.Checkpoint); err != nil {
 		// Durable already; the server learns the position at the next
 		// confirmation, or streams a little again after a restart.
@@ -146,7 +144,7 @@ func (r *Runner) closeReader(ctx context.Context) {
 
 // slotMetric records the WAL the projection's slot retains (logical mode).
 func (r *Runner) slotMetric(ctx context.Context) {
-	if r.cfg.Logical == nil || r.cfg.Metrics == nil {
+	if r.cfg.Logical == nil || r.tr.s == nil {
 		return
 	}
 	slot := r.cfg.Logical.Slot
@@ -158,7 +156,7 @@ func (r *Runner) slotMetric(ctx context.Context) {
 		r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: reading the slot's status failed", "name", r.name, "err", err)
 		return
 	}
-	r.cfg.Metrics.Slot(r.name, st.RetainedBytes, st.WALStatus == "lost")
+	r.tr.s.TraceSlot(ctx, r.name, subscription.SlotStatus{RetainedBytes: st.RetainedBytes, Lost: st.WALStatus == "lost"})
 }
 
 // resetSlot drops the default slot of projection name, unless a reader

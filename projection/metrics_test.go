@@ -8,9 +8,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
-	"github.com/pgdcb/pgdcb/subscription"
 )
 
 func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
@@ -36,13 +36,13 @@ func gather(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 func TestMetrics(t *testing.T) {
 	t.Parallel()
 	s, pool := newStore(t)
-	m := subscription.NewMetrics()
+	m := pgdcbprom.NewReaderMetrics()
 	reg := prometheus.NewRegistry()
 	for _, c := range m.Collectors() {
 		require.NoError(t, reg.Register(c))
 	}
 	cfg := *fast
-	cfg.Metrics = m
+	cfg.Tracer = m
 	cfg.BatchSize = 40
 	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), insertRows(ident.Schema(s)), &cfg)
 	require.NoError(t, err)

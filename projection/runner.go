@@ -66,7 +66,7 @@ type Config struct {
 	BatchSize int
 	// ReaderConfig holds the settings every reader built on a Runner shares
 	// (outbox.Config embeds it too): polling, election, retries, identity,
-	// metrics and logs.
+	// tracing and logs.
 	ReaderConfig
 	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
 	Reset ResetFunc
@@ -112,8 +112,11 @@ type ReaderConfig struct {
 	// Identity names this process in the checkpoint's leader column: UTF-8
 	// without NUL. Default "<hostname>/<pid>".
 	Identity string
-	// Metrics records batches, errors, lag and leadership. Default none.
-	Metrics *subscription.Metrics
+	// Tracer observes batches and, when it implements
+	// subscription.StatusTracer, errors, lag, leadership and FAILED
+	// (pgdcbprom.NewReaderMetrics for Prometheus, pgdcbotel.New for spans).
+	// Default nil: nothing is traced.
+	Tracer subscription.Tracer
 	// Logger receives the reader's logs: failures (batches, elections,
 	// lost leadership) at Warn or Error with the error under "err", routine
 	// events at Debug. Default: none.
@@ -191,6 +194,7 @@ type Runner struct {
 	h      Handler
 	bh     BatchHandler // instead of h (NewBatchRunner)
 	cfg    Config
+	tr     tracing
 	k1, k2 int32
 
 	leading atomic.Bool
@@ -236,7 +240,8 @@ func newRunner(store *eventstore.Store, name string, q query.Query, cfg *Config)
 	if err := cfg.validate(); err != nil {
 		return nil, errfmt.Errorf("pgdcb: projection.New %q: %w", name, err)
 	}
-	r := &Runner{store: store, name: name, q: q, cfg: cfg.withDefaults()}
+	c := cfg.withDefaults()
+	r := &Runner{store: store, name: name, q: q, cfg: c, tr: newTracing(c.Tracer)}
 	r.k1, r.k2 = LockKey(store.Schema(), name)
 	return r, nil
 }
@@ -322,7 +327,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		}
 		if err != nil {
 			failures++
-			r.cfg.Metrics.Error(r.name)
+			r.tr.readerError(ctx, r.name, err)
 			d := retry.Delay(failures, r.cfg.RetryMin, r.cfg.RetryMax)
 			r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: election failed", "name", r.name, "err", err, "retry_in", d)
 			if retry.Sleep(ctx, d) != nil {
@@ -338,12 +343,12 @@ func (r *Runner) Run(ctx context.Context) error {
 			continue
 		}
 		r.leading.Store(true)
-		r.cfg.Metrics.Leader(r.name, true)
+		r.tr.leader(ctx, r.name, true)
 		r.cfg.Logger.DebugContext(ctx, "pgdcb: projection: leading", "name", r.name, "pid", conn.PgConn().PID())
 		err = r.lead(ctx, conn, w)
 		r.closeReader(ctx)
 		r.leading.Store(false)
-		r.cfg.Metrics.Leader(r.name, false)
+		r.tr.leader(ctx, r.name, false)
 		// Closing the connection releases the session lock.
 		cctx, ccancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 		_ = conn.Close(cctx)
@@ -351,7 +356,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		r.cfg.Metrics.Error(r.name)
+		r.tr.readerError(ctx, r.name, err)
 		r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: lost leadership", "name", r.name, "err", err)
 		// Give a standby the first chance to take over.
 		if retry.Sleep(ctx, 2*r.cfg.ElectionInterval) != nil {
@@ -426,6 +431,7 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *wake.Waker) error 
 		} else {
 			res, err = r.batch(ctx, conn, &lag, time.Since(lastWrite) >= r.cfg.HeartbeatInterval)
 		}
+		r.tr.end(r.name, res, err)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
@@ -435,13 +441,13 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *wake.Waker) error 
 		if res.wrote {
 			lastWrite = time.Now()
 		}
-		r.cfg.Metrics.Failed(r.name, res.state == Failed)
+		r.tr.failed(ctx, r.name, res.state == Failed)
 		switch {
 		case errors.Is(err, errFenced):
 			r.cfg.Logger.DebugContext(ctx, "pgdcb: projection: batch fenced", "name", r.name)
 			continue
 		case err != nil:
-			r.cfg.Metrics.Error(r.name)
+			r.tr.readerError(ctx, r.name, err)
 			n, ferr := r.recordFailure(ctx, conn, err)
 			if ferr != nil {
 				if conn.IsClosed() || ctx.Err() != nil {
@@ -511,6 +517,8 @@ type batchResult struct {
 	wrote bool
 	// waited: the read already waited for events (logical mode).
 	waited bool
+	// trace is the batch's trace, when it was traced (tracing.start).
+	trace *batchTrace
 }
 
 // batch runs one batch in one READ COMMITTED transaction on the leader's
@@ -555,7 +563,8 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	res.tail = tb
 	res.n = len(tb.Events)
 	res.full = res.n == r.cfg.BatchSize
-	r.cfg.Metrics.Lag(r.name, subscription.Lag(lag.Observe(tb, time.Now())))
+	r.tr.lag(ctx, r.name, subscription.Lag(lag.Observe(tb, time.Now())))
+	ctx = r.tr.start(ctx, r.name, &res, cur)
 	if r.bh != nil {
 		if err := r.bh.HandleBatch(ctx, tx, tb); err != nil {
 			return res, &HandlerError{Name: r.name, Cursor: cur, Err: err}
@@ -597,9 +606,6 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	}
 	res.wrote = true
 	r.commits.signal()
-	if res.n > 0 {
-		r.cfg.Metrics.Batch(r.name, res.n)
-	}
 	return res, r.afterCommit(ctx, tb)
 }
 

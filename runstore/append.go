@@ -40,6 +40,22 @@ import (
 // single writer per run pays one round trip; for a run it has not seen (or a
 // stale hint) a read of the run's last runSeq costs one more.
 func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (AppendResult, error) {
+	var retries int
+	t := s.cfg.Tracer
+	if t == nil {
+		return s.appendEvent(ctx, ev, &retries)
+	}
+	start := time.Now()
+	ctx = t.TraceRunAppendStart(ctx, TraceRunAppendStartData{RunID: ev.RunID, EventType: ev.EventType})
+	res, err := s.appendEvent(ctx, ev, &retries)
+	t.TraceRunAppendEnd(ctx, TraceRunAppendEndData{RunID: ev.RunID, EventType: ev.EventType, Result: res,
+		Retries: retries, Duration: time.Since(start), Err: err})
+	return res, err
+}
+
+// appendEvent is AppendEvent; it counts its retries in *retries, for the
+// Tracer.
+func (s *Store) appendEvent(ctx context.Context, ev CanonicalEngineEvent, retries *int) (AppendResult, error) {
 	ev, ts, err := s.prepare(ev)
 	if err != nil {
 		return AppendResult{}, err
@@ -91,7 +107,6 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 		case err == nil:
 			s.cache.put(ev.RunID, seqHint{seq: ev.RunSeq, cur: cursor.Cursor{
 				TransactionID: res.TransactionID, Position: res.Positions[0]}})
-			s.metrics.appends.WithLabelValues("persisted").Inc()
 			return AppendResult{RunSeq: ev.RunSeq, Persisted: true}, nil
 		case errors.As(err, &idem):
 			seq, found, rerr := s.existingSeq(ctx, idemTags)
@@ -108,10 +123,8 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 			if uncertain != nil {
 				// This call's own earlier attempt committed (or a duplicate
 				// racing it did): either way the event is stored once.
-				s.metrics.appends.WithLabelValues("persisted").Inc()
 				return AppendResult{RunSeq: seq, Persisted: true}, nil
 			}
-			s.metrics.appends.WithLabelValues("idempotent").Inc()
 			return AppendResult{RunSeq: seq, Idempotent: true}, nil
 		case errors.Is(err, pgdcb.ErrOutcomeUnknown) || (uncertain != nil && !errors.Is(err, pgdcb.ErrConditionFailed)):
 			// The append may have committed: retry the same runSeq after the
@@ -121,7 +134,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 				uncertain = err
 			}
 			s.cache.drop(ev.RunID)
-			s.metrics.retries.Inc()
+			*retries++
 			if attempt >= s.cfg.MaxAppendAttempts || ctx.Err() != nil {
 				return AppendResult{}, outcomeUnknown(ev, attempt, uncertain)
 			}
@@ -130,7 +143,7 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 			}
 		case errors.Is(err, pgdcb.ErrConditionFailed):
 			s.cache.drop(ev.RunID)
-			s.metrics.retries.Inc()
+			*retries++
 			if attempt >= s.cfg.MaxAppendAttempts {
 				return AppendResult{}, &sentinelError{ErrContention, fmt.Errorf(
 					"runstore: append to run %q lost the race for a runSeq %d times: %w", ev.RunID, attempt, err)}

@@ -14,6 +14,23 @@ import (
 // runSeq order. A watermark reader (AfterSeq = last runSeq it saw) never
 // observes a gap that is filled later: see docs/RUNSTORE.md.
 func (s *Store) FetchEvents(ctx context.Context, runID string, opts *FetchOptions) ([]CanonicalEngineEvent, error) {
+	t := s.cfg.Tracer
+	if t == nil {
+		return s.fetchEvents(ctx, runID, opts)
+	}
+	var o FetchOptions
+	if opts != nil {
+		o = *opts
+	}
+	start := time.Now()
+	ctx = t.TraceRunFetchStart(ctx, TraceRunFetchStartData{RunID: runID, Opts: o})
+	evs, err := s.fetchEvents(ctx, runID, opts)
+	t.TraceRunFetchEnd(ctx, TraceRunFetchEndData{RunID: runID, Events: len(evs), Duration: time.Since(start), Err: err})
+	return evs, err
+}
+
+// fetchEvents is FetchEvents, untraced.
+func (s *Store) fetchEvents(ctx context.Context, runID string, opts *FetchOptions) ([]CanonicalEngineEvent, error) {
 	o, err := ValidateFetch(runID, opts, s.cfg.MaxFetchLimit)
 	if err != nil {
 		return nil, err

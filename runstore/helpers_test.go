@@ -2,29 +2,51 @@ package runstore_test
 
 import (
 	"context"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // newStore returns a runstore in a fresh schema (the core's migrations and
-// runstore's), dropped when the test ends.
+// runstore's), dropped when the test ends. Unless cfg sets a Tracer, its
+// Tracer is a pgdcbprom.RunstoreMetrics, whose collectors collectors returns.
 func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 	t.Helper()
 	es, pool := teststore.New(t, nil)
 	_, err := runstore.Migrate(context.Background(), pool, es.Schema())
 	require.NoError(t, err)
-	s, err := runstore.New(es, cfg)
+	var c runstore.Config
+	if cfg != nil {
+		c = *cfg
+	}
+	m := pgdcbprom.NewRunstoreMetrics()
+	if c.Tracer == nil {
+		c.Tracer = m
+	}
+	s, err := runstore.New(es, &c)
 	require.NoError(t, err)
+	storeMetrics.Store(s, m)
 	return s
+}
+
+// storeMetrics maps each store newStore made to its metrics.
+var storeMetrics sync.Map // *runstore.Store -> *pgdcbprom.RunstoreMetrics
+
+// collectors returns the Prometheus collectors of a store newStore made.
+func collectors(s *runstore.Store) []prometheus.Collector {
+	m, _ := storeMetrics.Load(s)
+	return m.(*pgdcbprom.RunstoreMetrics).Collectors(s)
 }
 
 // waitLogBelowHorizon waits until every event of rs's log was written by a

@@ -30,7 +30,7 @@ func TestLagIsMeasuredAtScrapeTime(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, nil)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rs.Collectors()...)
+	reg.MustRegister(collectors(rs)...)
 	ctx := context.Background()
 	require.Zero(t, gauge(t, reg, "pgdcb_runstore_projector_lag_seconds"))
 

@@ -60,7 +60,7 @@ func TestProjectorReadsOnlyRunEvents(t *testing.T) {
 	rs := newStore(t, &runstore.Config{ProjectorBatch: 50})
 	es := rs.EventStore()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rs.Collectors()...)
+	reg.MustRegister(collectors(rs)...)
 	ctx := context.Background()
 
 	const runs, otherPerRun = 20, 250

@@ -80,7 +80,7 @@ func TestProjectorContinuesAnEarlierCheckpoint(t *testing.T) {
 	rs := newStore(t, nil)
 	es := rs.EventStore()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rs.Collectors()...)
+	reg.MustRegister(collectors(rs)...)
 	ctx := context.Background()
 	for i := range 3 {
 		_, err := rs.AppendEvent(ctx, runEvent("r1", fmt.Sprint("k", i)))

@@ -186,7 +186,8 @@ func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 }
 
 // Lag measures the projector's lag (the age of the oldest committed run
-// event that its run's snapshot does not hold yet) and updates its gauges.
+// event that its run's snapshot does not hold yet) and reports it to the
+// Config.Tracer's ProjectorTracer, if any.
 func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
 	s := p.s
 	var after cursor.Cursor
@@ -209,7 +210,9 @@ func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
 		l.Lag = max(now.Sub(oldest), 0)
 	}
 	l.Alert = l.Lag > LagAlertThreshold
-	s.metrics.setLag(l)
+	if t := s.projectorTracer(); t != nil {
+		t.TraceSnapshotLag(ctx, l)
+	}
 	return l, nil
 }
 
@@ -292,7 +295,9 @@ func (h *projectorHandler) AfterCommit(ctx context.Context, _ eventstore.TailBat
 		p.lagAt = time.Now()
 	}
 	p.mu.Unlock()
-	p.s.metrics.projected.Add(float64(out.n))
+	if t := p.s.projectorTracer(); t != nil {
+		t.TraceProjected(ctx, out.n, false)
+	}
 	if len(out.stale) > 0 {
 		if err := p.resync(ctx, out.stale); err != nil {
 			return err
@@ -351,7 +356,9 @@ func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail curs
 	if err := p.apply(ctx, tx, rows, true); err != nil {
 		return nil, err
 	}
-	p.s.metrics.ahead.Add(float64(len(rows)))
+	if t := p.s.projectorTracer(); t != nil {
+		t.TraceProjected(ctx, len(rows), true)
+	}
 	return &next, nil
 }
 

@@ -141,7 +141,7 @@ func TestMetrics(t *testing.T) {
 	t.Parallel()
 	s := newStore(t, nil)
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range s.Collectors() {
+	for _, c := range collectors(s) {
 		require.NoError(t, reg.Register(c))
 	}
 	ev := conformance.Event("r", "A", "k")

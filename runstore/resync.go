@@ -168,7 +168,9 @@ func (p *SnapshotProjector) resync(ctx context.Context, runs []StaleRun) error {
 		return errfmt.Errorf("pgdcb: runstore: projector resync: %w", err)
 	}
 	for _, r := range runs {
-		s.metrics.resyncs.WithLabelValues(r.Reason).Inc()
+		if t := s.projectorTracer(); t != nil {
+			t.TraceResync(ctx, r.RunID, r.Reason)
+		}
 		s.log.InfoContext(ctx, "runstore: run resynced", "run", r.RunID, "reason", r.Reason)
 	}
 	return nil
@@ -182,7 +184,9 @@ func mustJSON(v any) []byte {
 	return b
 }
 
-func (s *Store) countStale(ctx context.Context) (int64, error) {
+// StaleRunCount counts the runs marked STALE (StaleRuns lists them), for
+// metrics read at scrape time.
+func (s *Store) StaleRunCount(ctx context.Context) (int64, error) {
 	var n int64
 	if err := s.es.Pool().QueryRow(ctx, s.sql.countStale).Scan(&n); err != nil {
 		return 0, errfmt.Errorf("pgdcb: runstore: count stale runs: %w", err)

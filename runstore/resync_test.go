@@ -84,7 +84,7 @@ func TestResyncOnNonContiguousObservation(t *testing.T) {
 	rs := newStore(t, nil)
 	es := rs.EventStore()
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rs.Collectors()...)
+	reg.MustRegister(collectors(rs)...)
 	watch := watchResyncs(t, rs, reg)
 	ctx := context.Background()
 
@@ -143,7 +143,7 @@ func TestResyncOnLag(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, &runstore.Config{ResyncLag: 300 * time.Millisecond, ProjectorBatch: 1})
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(rs.Collectors()...)
+	reg.MustRegister(collectors(rs)...)
 	watch := watchResyncs(t, rs, reg)
 	ctx := context.Background()
 

@@ -102,7 +102,7 @@ func TestConformanceSequenceBackendWithGaps(t *testing.T) {
 	conformance.RunWithOptions(t, func(t *testing.T) runstore.StateStore {
 		b := &seqBackend{Store: newStore(t, nil), next: map[string]int64{}}
 		reg := prometheus.NewRegistry()
-		reg.MustRegister(b.Collectors()...)
+		reg.MustRegister(collectors(b.Store)...)
 		t.Cleanup(func() { // before the pool closes
 			stale, err := b.StaleRuns(context.Background())
 			require.NoError(t, err)

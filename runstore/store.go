@@ -113,22 +113,26 @@ type Config struct {
 	// Projection holds the snapshot projector's other settings, those of
 	// its projection.Runner: the backoff after a failed batch (RetryMin,
 	// RetryMax), MaxAttempts before it is FAILED, Identity, the election
-	// and heartbeat intervals, NotifyDisabled and Metrics. Its PollInterval
+	// and heartbeat intervals, NotifyDisabled and Tracer. Its PollInterval
 	// and Logger are the store's (PollInterval, Logger) and ignored. Default
 	// nil: projection's defaults.
 	Projection *projection.ReaderConfig
+	// Tracer observes AppendEvent and FetchEvents and, when it implements
+	// ProjectorTracer, the snapshot projector (pgdcbprom.NewRunstoreMetrics
+	// for Prometheus, pgdcbotel.New for spans). Default nil: nothing is
+	// traced.
+	Tracer Tracer
 }
 
 // Store is the PostgreSQL State Store: run events on an eventstore.Store.
 // It is safe for concurrent use.
 type Store struct {
-	es      *eventstore.Store
-	cfg     Config
-	sql     statements
-	cache   *seqCache
-	metrics *Metrics
-	proj    *SnapshotProjector
-	log     *slog.Logger
+	es    *eventstore.Store
+	cfg   Config
+	sql   statements
+	cache *seqCache
+	proj  *SnapshotProjector
+	log   *slog.Logger
 }
 
 var (
@@ -149,20 +153,17 @@ func New(es *eventstore.Store, cfg *Config) (*Store, error) {
 	}
 	c := cfg.withDefaults()
 	s := &Store{
-		es:      es,
-		cfg:     c,
-		sql:     newStatements(ident.Schema(es)),
-		cache:   newSeqCache(c.SeqCacheSize, c.SeqCacheDisabled),
-		metrics: newMetrics(),
-		log:     c.Logger,
+		es:    es,
+		cfg:   c,
+		sql:   newStatements(ident.Schema(es)),
+		cache: newSeqCache(c.SeqCacheSize, c.SeqCacheDisabled),
+		log:   c.Logger,
 	}
 	proj, err := newProjector(s)
 	if err != nil {
 		return nil, errfmt.Errorf("pgdcb: runstore: %w", err)
 	}
 	s.proj = proj
-	s.metrics.lagOf = s.proj.Lag
-	s.metrics.staleOf = s.countStale
 	return s, nil
 }
 

@@ -10,7 +10,7 @@
 // that was still running) is never skipped, and events come in the log's order
 // (transaction_id, position). A long-running transaction of the store's
 // database that holds an xid holds the horizon back (transactions of other
-// databases do not); that delay, and who causes it, is exported in Metrics.
+// databases do not); that delay, and who causes it, is in Lag (and a StatusTracer's TraceLag).
 //
 // With Config.Logical, RunLogical reads through logical decoding instead
 // (package logical): events in commit order from a replication slot, which

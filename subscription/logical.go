@@ -74,7 +74,7 @@ func (s *Subscription) RunLogical(ctx context.Context, from logical.Checkpoint, 
 	fail := func(what string, err error) error {
 		closeReader()
 		failures++
-		s.cfg.Metrics.Error(s.cfg.Name)
+		s.tr.readerError(ctx, s.cfg.Name, err)
 		d := retry.Delay(failures, s.cfg.RetryMin, s.cfg.RetryMax)
 		s.cfg.Logger.WarnContext(ctx, "pgdcb: subscription: "+what+" failed", "name", s.cfg.Name, "err", err, "retry_in", d)
 		return retry.Sleep(ctx, d)
@@ -117,15 +117,14 @@ func (s *Subscription) RunLogical(ctx context.Context, from logical.Checkpoint, 
 		var l Lag
 		if n := len(b.Events); n > 0 {
 			l.Behind = max(0, time.Since(b.Events[n-1].OccurredAt))
-			s.cfg.Metrics.Lag(s.cfg.Name, l)
+			s.tr.lag(ctx, s.cfg.Name, l)
 		}
 		lastCall = time.Now()
-		if err := h(ctx, Batch{Events: b.Events, Cursor: b.Tail, Lag: l, Checkpoint: b.Checkpoint}); err != nil {
-			s.cfg.Metrics.Error(s.cfg.Name)
+		if err := s.tr.batch(ctx, s.cfg.Name, len(b.Events), tail, func(ctx context.Context) error {
+			return h(ctx, Batch{Events: b.Events, Cursor: b.Tail, Lag: l, Checkpoint: b.Checkpoint})
+		}); err != nil {
+			s.tr.readerError(ctx, s.cfg.Name, err)
 			return &HandlerError{Cursor: tail, Checkpoint: from, Err: err}
-		}
-		if len(b.Events) > 0 {
-			s.cfg.Metrics.Batch(s.cfg.Name, len(b.Events))
 		}
 		from, tail = b.Checkpoint, b.Tail
 		s.prog.advance(tail)

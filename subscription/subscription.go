@@ -49,8 +49,10 @@ type Config struct {
 	// failed read (the server or the connection went away). 0: the defaults,
 	// 100ms and 10s (a RetryMax below RetryMin is raised to it).
 	RetryMin, RetryMax time.Duration
-	// Metrics records batches, errors and lag. Default none.
-	Metrics *Metrics
+	// Tracer observes batches and, when it implements StatusTracer, errors
+	// and lag (pgdcbprom.NewReaderMetrics for Prometheus, pgdcbotel.New for
+	// spans). Default nil: nothing is traced.
+	Tracer Tracer
 	// Logger receives the subscription's logs: failures at Warn with the
 	// error under "err". Default: none.
 	Logger *slog.Logger
@@ -142,6 +144,7 @@ type Subscription struct {
 	store eventstore.Interface
 	q     query.Query
 	cfg   Config
+	tr    tracing
 	prog  progress // for WaitFor
 }
 
@@ -161,7 +164,8 @@ func New(store eventstore.Interface, q query.Query, cfg *Config) (*Subscription,
 	if err := cfg.validate(); err != nil {
 		return nil, errfmt.Errorf("pgdcb: subscription.New: %w", err)
 	}
-	return &Subscription{store: store, q: q, cfg: cfg.withDefaults()}, nil
+	c := cfg.withDefaults()
+	return &Subscription{store: store, q: q, cfg: c, tr: newTracing(c.Tracer)}, nil
 }
 
 // Run delivers the events after from to h, batch by batch, then stays live
@@ -203,7 +207,7 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) (
 				return err
 			}
 			failures++
-			s.cfg.Metrics.Error(s.cfg.Name)
+			s.tr.readerError(ctx, s.cfg.Name, err)
 			d := retry.Delay(failures, s.cfg.RetryMin, s.cfg.RetryMax)
 			s.cfg.Logger.WarnContext(ctx, "pgdcb: subscription: read failed", "name", s.cfg.Name, "err", err, "retry_in", d)
 			if err := retry.Sleep(ctx, d); err != nil {
@@ -213,13 +217,14 @@ func (s *Subscription) Run(ctx context.Context, from cursor.Cursor, h Handler) (
 		}
 		failures = 0
 		l := Lag(lag.Observe(b, time.Now()))
-		s.cfg.Metrics.Lag(s.cfg.Name, l)
+		s.tr.lag(ctx, s.cfg.Name, l)
 		if len(b.Events) > 0 {
-			if err := h(ctx, Batch{Events: b.Events, Cursor: b.Cursor, Lag: l}); err != nil {
-				s.cfg.Metrics.Error(s.cfg.Name)
+			if err := s.tr.batch(ctx, s.cfg.Name, len(b.Events), cur, func(ctx context.Context) error {
+				return h(ctx, Batch{Events: b.Events, Cursor: b.Cursor, Lag: l})
+			}); err != nil {
+				s.tr.readerError(ctx, s.cfg.Name, err)
 				return &HandlerError{Cursor: cur, Err: err}
 			}
-			s.cfg.Metrics.Batch(s.cfg.Name, len(b.Events))
 		}
 		cur = b.Cursor
 		s.prog.advance(cur)

@@ -4,7 +4,7 @@
 // a LagTracker that measures how far behind the head of the log it is, and a
 // HorizonWait that chooses how long it waits while an open transaction holds
 // the horizon back. It is internal so that users do not build on it; they
-// get its results through the readers' Configs and Metrics.
+// get its results through the readers' Configs and Tracers.
 package wake
 
 import (

@@ -1,60 +1,47 @@
-package effects
+package pgdcbprom
 
 import (
-	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgdcb/pgdcb/effects"
 )
 
-// backlog is what a worker knew of the unfinished effects at its last look
-// at the log, for its collector. Written by Run's goroutine, read at scrape.
-type backlog struct {
-	unfinished atomic.Int64
-	oldest     atomic.Int64 // RequestedAt of the oldest unfinished effect, Unix ns; 0: none
+// EffectsWorker is what EffectsCollector reads at scrape time:
+// *effects.Worker implements it.
+type EffectsWorker interface {
+	Identity() string
+	Stats() effects.Stats
+	Backlog() effects.Backlog
 }
 
-// observeBacklog records the index's unfinished effects (the worker's index keeps
-// only those).
-func (w *Worker) observeBacklog() {
-	var oldest time.Time
-	for _, e := range w.index.byID {
-		if oldest.IsZero() || e.RequestedAt.Before(oldest) {
-			oldest = e.RequestedAt
-		}
-	}
-	w.backlog.unfinished.Store(int64(len(w.index.byID)))
-	if oldest.IsZero() {
-		w.backlog.oldest.Store(0)
-	} else {
-		w.backlog.oldest.Store(oldest.UnixNano())
-	}
-}
+var _ EffectsWorker = (*effects.Worker)(nil)
 
-// Collectors returns the worker's Prometheus collectors, for the caller to
-// register (nothing is registered globally): its Stats as counters
-// pgdcb_effects_…_total, and the unfinished effects it knows of, measured at
-// its last look at the log (pgdcb_effects_backlog and
-// pgdcb_effects_oldest_unfinished_seconds; every worker of a store sees the
+// EffectsCollector exports an effect worker's counters (Worker.Stats) as
+// pgdcb_effects_…_total, and the unfinished effects it knew of at its last
+// look at the log (Worker.Backlog) as pgdcb_effects_backlog and
+// pgdcb_effects_oldest_unfinished_seconds (every worker of a store sees the
 // same effects, so take the max over workers). Each series carries the label
-// worker (Config.Identity), so the workers of one process register in one
-// registry. docs/METRICS.md lists them.
-func (w *Worker) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{newWorkerCollector(w)}
-}
-
-type workerCollector struct {
-	w                                                                       *Worker
+// worker (effects.Config.Identity), so the workers of one process register
+// in one registry (docs/METRICS.md). It reads memory when scraped: no query.
+//
+//	registry.MustRegister(pgdcbprom.NewEffectsCollector(worker))
+type EffectsCollector struct {
+	w                                                                       EffectsWorker
 	claims, executed, failed, retried, takeovers, lost, extended, conflicts *prometheus.Desc
 	backlog, oldest                                                         *prometheus.Desc
 }
 
-func newWorkerCollector(w *Worker) *workerCollector {
-	label := prometheus.Labels{"worker": w.cfg.Identity}
+var _ prometheus.Collector = (*EffectsCollector)(nil)
+
+// NewEffectsCollector returns a collector of w's counters and backlog.
+func NewEffectsCollector(w EffectsWorker) *EffectsCollector {
+	label := prometheus.Labels{"worker": w.Identity()}
 	d := func(name, help string) *prometheus.Desc {
 		return prometheus.NewDesc(prometheus.BuildFQName("pgdcb", "effects", name), help, nil, label)
 	}
-	return &workerCollector{w: w,
+	return &EffectsCollector{w: w,
 		claims:    d("claims_total", "Effects the worker claimed (attempts it started)."),
 		executed:  d("executed_total", "Effects the worker completed."),
 		failed:    d("failed_total", "Effects the worker failed for good: poison effects, after Config.MaxAttempts attempts."),
@@ -69,7 +56,7 @@ func newWorkerCollector(w *Worker) *workerCollector {
 }
 
 // Describe implements prometheus.Collector.
-func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *EffectsCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.claims, c.executed, c.failed, c.retried, c.takeovers, c.lost,
 		c.extended, c.conflicts, c.backlog, c.oldest} {
 		ch <- d
@@ -77,7 +64,7 @@ func (c *workerCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 // Collect implements prometheus.Collector.
-func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *EffectsCollector) Collect(ch chan<- prometheus.Metric) {
 	s := c.w.Stats()
 	for _, m := range []struct {
 		d *prometheus.Desc
@@ -86,10 +73,11 @@ func (c *workerCollector) Collect(ch chan<- prometheus.Metric) {
 		{c.takeovers, s.LeaseTakeovers}, {c.lost, s.LostLeases}, {c.extended, s.LeaseExtensions}, {c.conflicts, s.ClaimConflicts}} {
 		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
 	}
-	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(c.w.backlog.unfinished.Load()))
+	b := c.w.Backlog()
+	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unfinished))
 	age := 0.0
-	if at := c.w.backlog.oldest.Load(); at != 0 {
-		age = max(time.Since(time.Unix(0, at)).Seconds(), 0)
+	if !b.OldestRequestedAt.IsZero() {
+		age = max(time.Since(b.OldestRequestedAt).Seconds(), 0)
 	}
 	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
 }

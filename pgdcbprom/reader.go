@@ -1,25 +1,30 @@
-package subscription
+package pgdcbprom
 
 import (
+	"context"
 	"strconv"
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgdcb/pgdcb/subscription"
 )
 
-// Metrics are the Prometheus collectors of tailing readers (subscriptions,
-// projections, outbox relays), named pgdcb_reader_… and labelled by reader
-// name (docs/METRICS.md). Create one with NewMetrics, pass it in the readers'
-// Configs and register its Collectors yourself (nothing is registered
-// globally):
+// ReaderMetrics is a subscription.Tracer (and StatusTracer) recording the
+// metrics of tailing readers — subscriptions, projections, outbox relays —
+// named pgdcb_reader_… and labelled by reader name (docs/METRICS.md). Set
+// it as the readers' Tracer (subscription.Config.Tracer, and
+// projection.ReaderConfig.Tracer for projections, outbox relays and the
+// runstore's snapshot projector) and register its Collectors:
 //
-//	m := subscription.NewMetrics()
-//	for _, c := range m.Collectors() {
-//		registry.MustRegister(c)
-//	}
+//	m := pgdcbprom.NewReaderMetrics()
+//	registry.MustRegister(m.Collectors()...)
+//	proj, err := projection.New(store, "balances", q, h,
+//		&projection.Config{ReaderConfig: projection.ReaderConfig{Tracer: m}})
 //
-// A nil *Metrics records nothing.
-type Metrics struct {
+// One ReaderMetrics serves any number of readers. It is safe for concurrent
+// use.
+type ReaderMetrics struct {
 	batches     *prometheus.CounterVec
 	events      *prometheus.CounterVec
 	errors      *prometheus.CounterVec
@@ -37,11 +42,16 @@ type Metrics struct {
 	holders map[string][2]string // reader name -> the holder series' pid and database labels
 }
 
-// NewMetrics returns the collectors.
-func NewMetrics() *Metrics {
+var (
+	_ subscription.Tracer       = (*ReaderMetrics)(nil)
+	_ subscription.StatusTracer = (*ReaderMetrics)(nil)
+)
+
+// NewReaderMetrics returns the readers' collectors.
+func NewReaderMetrics() *ReaderMetrics {
 	const namespace = "pgdcb"
 	l := []string{"name"}
-	m := &Metrics{
+	m := &ReaderMetrics{
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
 			Name: "batches_total", Help: "Batches handled (committed) by the reader."}, l),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
@@ -71,32 +81,31 @@ func NewMetrics() *Metrics {
 	return m
 }
 
-// Collectors returns the readers' Prometheus collectors, for the caller to
-// register.
-func (m *Metrics) Collectors() []prometheus.Collector { return m.all }
+// Collectors returns the readers' collectors, for the caller to register.
+func (m *ReaderMetrics) Collectors() []prometheus.Collector { return m.all }
 
-// Batch records a committed batch of n events.
-func (m *Metrics) Batch(name string, n int) {
-	if m == nil {
-		return
-	}
-	m.batches.WithLabelValues(name).Inc()
-	m.events.WithLabelValues(name).Add(float64(n))
+// TraceBatchStart implements subscription.Tracer.
+func (m *ReaderMetrics) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+	return ctx
 }
 
-// Error records a failed read, handler call or delivery.
-func (m *Metrics) Error(name string) {
-	if m == nil {
+// TraceBatchEnd implements subscription.Tracer: a committed batch and its
+// events.
+func (m *ReaderMetrics) TraceBatchEnd(_ context.Context, d subscription.TraceBatchEndData) {
+	if !d.Committed || d.Events == 0 {
 		return
 	}
+	m.batches.WithLabelValues(d.Name).Inc()
+	m.events.WithLabelValues(d.Name).Add(float64(d.Events))
+}
+
+// TraceReaderError implements subscription.StatusTracer.
+func (m *ReaderMetrics) TraceReaderError(_ context.Context, name string, _ error) {
 	m.errors.WithLabelValues(name).Inc()
 }
 
-// Lag records how far behind the head the reader is.
-func (m *Metrics) Lag(name string, l Lag) {
-	if m == nil {
-		return
-	}
+// TraceLag implements subscription.StatusTracer.
+func (m *ReaderMetrics) TraceLag(_ context.Context, name string, l subscription.Lag) {
 	m.lagEvents.WithLabelValues(name).Set(float64(l.Events))
 	m.lagSeconds.WithLabelValues(name).Set(l.Behind.Seconds())
 	m.horizonHeld.WithLabelValues(name).Set(l.HorizonHeld.Seconds())
@@ -118,40 +127,25 @@ func (m *Metrics) Lag(name string, l Lag) {
 	}
 }
 
-// Leader records whether this process leads the reader.
-func (m *Metrics) Leader(name string, leading bool) {
-	if m == nil {
-		return
-	}
-	v := 0.0
-	if leading {
-		v = 1
-	}
-	m.leader.WithLabelValues(name).Set(v)
+// TraceLeader implements subscription.StatusTracer.
+func (m *ReaderMetrics) TraceLeader(_ context.Context, name string, leading bool) {
+	m.leader.WithLabelValues(name).Set(b2f(leading))
 }
 
-// Failed records whether the reader's checkpoint is FAILED.
-func (m *Metrics) Failed(name string, failed bool) {
-	if m == nil {
-		return
-	}
-	v := 0.0
-	if failed {
-		v = 1
-	}
-	m.failed.WithLabelValues(name).Set(v)
+// TraceFailed implements subscription.StatusTracer.
+func (m *ReaderMetrics) TraceFailed(_ context.Context, name string, failed bool) {
+	m.failed.WithLabelValues(name).Set(b2f(failed))
 }
 
-// Slot records the WAL a logical reader's replication slot retains, and
-// whether the slot was invalidated.
-func (m *Metrics) Slot(name string, retainedBytes int64, lost bool) {
-	if m == nil {
-		return
+// TraceSlot implements subscription.StatusTracer.
+func (m *ReaderMetrics) TraceSlot(_ context.Context, name string, s subscription.SlotStatus) {
+	m.slotWAL.WithLabelValues(name).Set(float64(s.RetainedBytes))
+	m.slotLost.WithLabelValues(name).Set(b2f(s.Lost))
+}
+
+func b2f(b bool) float64 {
+	if b {
+		return 1
 	}
-	m.slotWAL.WithLabelValues(name).Set(float64(retainedBytes))
-	v := 0.0
-	if lost {
-		v = 1
-	}
-	m.slotLost.WithLabelValues(name).Set(v)
+	return 0
 }

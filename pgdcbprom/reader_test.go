@@ -1,6 +1,7 @@
-package subscription_test
+package pgdcbprom_test
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/subscription"
 )
 
@@ -36,15 +38,15 @@ func holderSeries(t *testing.T, reg *prometheus.Registry) []map[string]string {
 // follows a new holder, and disappears when the horizon is free.
 func TestHorizonHolderMetric(t *testing.T) {
 	t.Parallel()
-	m := subscription.NewMetrics()
+	m := pgdcbprom.NewReaderMetrics()
 	reg := prometheus.NewRegistry()
 	for _, c := range m.Collectors() {
 		reg.MustRegister(c)
 	}
-	m.Lag("r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 42, Database: "app"}})
+	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 42, Database: "app"}})
 	require.Equal(t, []map[string]string{{"name": "r", "pid": "42", "database": "app"}}, holderSeries(t, reg))
-	m.Lag("r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 7, Database: "app"}})
+	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 7, Database: "app"}})
 	require.Equal(t, []map[string]string{{"name": "r", "pid": "7", "database": "app"}}, holderSeries(t, reg))
-	m.Lag("r", subscription.Lag{})
+	m.TraceLag(context.Background(), "r", subscription.Lag{})
 	require.Empty(t, holderSeries(t, reg))
 }

@@ -1,0 +1,76 @@
+package effects
+
+import (
+	"context"
+	"time"
+)
+
+// Tracer observes a worker's attempts, in the style of eventstore.Tracer:
+// TraceAttemptStart may return a derived context (carrying a span, say) that
+// the handler runs under and that TraceAttemptEnd receives. Set it in
+// Config.Tracer; nil (the default) costs nothing. MultiTracer combines
+// tracers; package pgdcbotel makes spans of the attempts. The worker's
+// counters (Worker.Stats) and backlog (Worker.Backlog) are read when wanted:
+// pgdcbprom.NewEffectsCollector exports them to Prometheus.
+type Tracer interface {
+	// TraceAttemptStart is called when the worker claimed an effect, before
+	// its handler runs.
+	TraceAttemptStart(ctx context.Context, data TraceAttemptStartData) context.Context
+	// TraceAttemptEnd is called when the attempt's result was recorded (or
+	// not: a lost lease, a stopping worker).
+	TraceAttemptEnd(ctx context.Context, data TraceAttemptEndData)
+}
+
+// TraceAttemptStartData is what TraceAttemptStart receives.
+type TraceAttemptStartData struct {
+	Worker   string // Config.Identity
+	EffectID string
+	Type     string
+	Session  string
+	Attempt  int  // 1 for the first attempt
+	Takeover bool // the previous attempt's lease had expired without a result
+}
+
+// TraceAttemptEndData is what TraceAttemptEnd receives.
+type TraceAttemptEndData struct {
+	Worker   string
+	EffectID string
+	Type     string
+	Session  string
+	Attempt  int
+	Duration time.Duration // the handler and the recording of its result
+	// Err is the handler's error (or a *HandlerPanicError); nil: it
+	// succeeded.
+	Err error
+	// RecordErr is why the result could not be recorded; nil when it was
+	// recorded, when another worker had taken the effect over, or when the
+	// worker stopped during the handler (the claim then expires).
+	RecordErr error
+}
+
+// MultiTracer returns a Tracer calling each non-nil tracer in turn, each
+// Start on the context the previous one returned.
+func MultiTracer(tracers ...Tracer) Tracer {
+	var ts multiTracer
+	for _, t := range tracers {
+		if t != nil {
+			ts = append(ts, t)
+		}
+	}
+	return ts
+}
+
+type multiTracer []Tracer
+
+func (m multiTracer) TraceAttemptStart(ctx context.Context, d TraceAttemptStartData) context.Context {
+	for _, t := range m {
+		ctx = t.TraceAttemptStart(ctx, d)
+	}
+	return ctx
+}
+
+func (m multiTracer) TraceAttemptEnd(ctx context.Context, d TraceAttemptEndData) {
+	for _, t := range m {
+		t.TraceAttemptEnd(ctx, d)
+	}
+}

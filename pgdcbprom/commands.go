@@ -1,0 +1,100 @@
+package pgdcbprom
+
+import (
+	"context"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/pgdcb/pgdcb/commands"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// CommandsMetrics is a commands.Tracer recording the executor's metrics,
+// pgdcb_commands_… labelled by command type (docs/METRICS.md). Set it as
+// commands.Config.Tracer and register its Collectors:
+//
+//	m := pgdcbprom.NewCommandsMetrics()
+//	registry.MustRegister(m.Collectors()...)
+//	exec, err := commands.New(store, &commands.Config{Tracer: m})
+//
+// It is safe for concurrent use, and one can serve several executors.
+type CommandsMetrics struct {
+	executed   *prometheus.CounterVec
+	failed     *prometheus.CounterVec
+	retried    *prometheus.CounterVec
+	idempotent *prometheus.CounterVec
+	attempts   *prometheus.HistogramVec
+	duration   *prometheus.HistogramVec
+}
+
+var _ commands.Tracer = (*CommandsMetrics)(nil)
+
+// NewCommandsMetrics returns the executor's collectors.
+func NewCommandsMetrics() *CommandsMetrics {
+	const ns = "pgdcb"
+	return &CommandsMetrics{
+		executed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "commands", Name: "executed_total",
+			Help: "Commands that committed (a new outcome), by type.",
+		}, []string{"type"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "commands", Name: "failed_total",
+			Help: "Commands that did not commit, by type and reason (rejected, conflict, error).",
+		}, []string{"type", "reason"}),
+		retried: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "commands", Name: "retried_total",
+			Help: "Decisions made again after an append condition failed, by type.",
+		}, []string{"type"}),
+		idempotent: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: ns, Subsystem: "commands", Name: "idempotent_total",
+			Help: "Commands whose id had already been executed (first outcome returned), by type.",
+		}, []string{"type"}),
+		attempts: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: "commands", Name: "attempts",
+			Help:    "Decisions made per command, by type.",
+			Buckets: []float64{1, 2, 3, 5, 8, 13, 21},
+		}, []string{"type"}),
+		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: ns, Subsystem: "commands", Name: "duration_seconds",
+			Help:    "Time to execute a command, retries included, by type.",
+			Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14),
+		}, []string{"type"}),
+	}
+}
+
+// Collectors returns the collectors, for the caller to register.
+func (m *CommandsMetrics) Collectors() []prometheus.Collector {
+	return []prometheus.Collector{m.executed, m.failed, m.retried, m.idempotent, m.attempts, m.duration}
+}
+
+// TraceExecuteStart implements commands.Tracer.
+func (m *CommandsMetrics) TraceExecuteStart(ctx context.Context, _ commands.TraceExecuteStartData) context.Context {
+	return ctx
+}
+
+// TraceExecuteEnd implements commands.Tracer.
+func (m *CommandsMetrics) TraceExecuteEnd(_ context.Context, d commands.TraceExecuteEndData) {
+	typ := d.Type
+	if d.Result == commands.ResultInvalid && query.ValidateType(typ) != nil {
+		typ = "invalid" // a label value the caller cannot make unbounded
+	}
+	if d.Retries > 0 {
+		m.retried.WithLabelValues(typ).Add(float64(d.Retries))
+	}
+	if d.Attempts > 0 {
+		m.attempts.WithLabelValues(typ).Observe(float64(d.Attempts))
+	}
+	switch d.Result {
+	case commands.ResultExecuted:
+		m.executed.WithLabelValues(typ).Inc()
+	case commands.ResultDuplicate:
+		m.idempotent.WithLabelValues(typ).Inc()
+	case commands.ResultRejected, commands.ResultConflict:
+		m.failed.WithLabelValues(typ, string(d.Result)).Inc()
+	case commands.ResultInvalid, commands.ResultError:
+		m.failed.WithLabelValues(typ, "error").Inc()
+	}
+	if d.Result != commands.ResultInvalid {
+		m.duration.WithLabelValues(typ).Observe(d.Duration.Seconds())
+	}
+}
