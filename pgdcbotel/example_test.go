@@ -9,6 +9,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/pgdcbotel"
+	"github.com/pgdcb/pgdcb/subscription"
 )
 
 func ExampleNew() {
@@ -28,4 +29,22 @@ func ExampleNew() {
 	}
 	// Output:
 	// pgdcb.append condition_failed Unset
+}
+
+// One Tracer serves every component: here what a projection reports around
+// a batch of three events it committed.
+func ExampleTracer_TraceBatchStart() {
+	recorder := tracetest.NewSpanRecorder()
+	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+	tracer := pgdcbotel.New(&pgdcbotel.Config{TracerProvider: provider})
+	// proj, err := projection.New(store, "balances", q, h, &projection.Config{Tracer: tracer})
+	ctx := tracer.TraceBatchStart(context.Background(), subscription.TraceBatchStartData{
+		Name: "balances", Kind: subscription.KindProjection, Events: 3})
+	tracer.TraceBatchEnd(ctx, subscription.TraceBatchEndData{Name: "balances", Kind: subscription.KindProjection,
+		Events: 3, Committed: true})
+
+	span := recorder.Ended()[0]
+	fmt.Println(span.Name(), span.SpanKind(), span.Status().Code)
+	// Output:
+	// pgdcb.batch consumer Unset
 }

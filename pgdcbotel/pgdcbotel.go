@@ -1,9 +1,13 @@
-// Package pgdcbotel turns the event store's traced calls into OpenTelemetry
-// spans: set a *Tracer as eventstore.Config.Tracer.
+// Package pgdcbotel turns what pgdcb's components report through their
+// Tracer interfaces into OpenTelemetry spans; it is the only package of the
+// module that imports OpenTelemetry. One *Tracer implements every
+// component's interface: set it in each Config.
 //
-//	store, err := eventstore.New(pool, &eventstore.Config{Tracer: pgdcbotel.New(nil)})
+//	tracer := pgdcbotel.New(nil)
+//	store, err := eventstore.New(pool, &eventstore.Config{Tracer: tracer})
+//	exec, err := commands.New(store, &commands.Config{Tracer: tracer})
 //
-// Each append is a span named "pgdcb.append" and each read a span named
+// The store's spans: each append is a span named "pgdcb.append" and each read a span named
 // "pgdcb." + its op ("pgdcb.read", "pgdcb.read_last", "pgdcb.read_tail",
 // "pgdcb.head", "pgdcb.project"), a child of the span in the call's context.
 // Attributes (docs/METRICS.md lists them): pgdcb.outcome (committed,
@@ -16,8 +20,16 @@
 // span's status to Error and records the error. A statement-level tracer of
 // pgx (pgx.QueryTracer) adds the SQL statements as child spans.
 //
-// Only the importers of this package depend on OpenTelemetry; package
-// eventstore does not. Combine it with pgdcbprom with eventstore.MultiTracer.
+// The other components' spans: "pgdcb.command" (commands.Config.Tracer),
+// "pgdcb.batch" (Config.Tracer of subscriptions, projections and outbox
+// relays), "pgdcb.outbox.publish" (outbox.Config.DeliveryTracer),
+// "pgdcb.effect.attempt" (effects.Config.Tracer),
+// "pgdcb.runstore.append_event" and "pgdcb.runstore.fetch_events"
+// (runstore.Config.Tracer); docs/METRICS.md lists their attributes. Each is
+// a child of the span in its context, and the work it covers runs under it.
+//
+// Only the importers of this package depend on OpenTelemetry; the components
+// do not. Combine it with pgdcbprom with the component's MultiTracer.
 package pgdcbotel
 
 import (
