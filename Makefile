@@ -12,18 +12,22 @@ TOOLBIN     := $(CURDIR)/bin
 # staticcheck 2026.2.2 is module version v0.8.2 of honnef.co/go/tools.
 STATICCHECK_VERSION := v0.8.2
 STATICCHECK := $(TOOLBIN)/staticcheck-$(STATICCHECK_VERSION)
+# golangci-lint runs depguard alone (.golangci.yml): the observability
+# boundary, only pgdcbprom imports Prometheus and only pgdcbotel OpenTelemetry.
+GOLANGCI_LINT_VERSION := v2.15.0
+GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 TESTFLAGS   ?= -race -count=1 -timeout 15m
 
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck pg-check gotest faults soak-standby demo bench bench-quick bench-go explain schema
+.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck depguard pg-check gotest faults soak-standby demo bench bench-quick bench-go explain schema
 
 ## test: gofmt check, go vet, staticcheck, a PostgreSQL found, then the race-enabled tests (and the store's again with group commit off)
 test: lint pg-check gotest
 
-## lint: gofmt check, a tidy module, go vet and staticcheck, no tests
-lint: fmt-check tidy-check migrations-check vet staticcheck
+## lint: gofmt check, a tidy module, go vet, staticcheck and depguard (golangci-lint), no tests
+lint: fmt-check tidy-check migrations-check vet staticcheck depguard
 
 migrations-check:
 	@echo "==> migrations unchanged (sql/checksums.txt)"
@@ -60,6 +64,19 @@ $(STATICCHECK):
 staticcheck: | $(STATICCHECK)
 	@echo "==> staticcheck ./..."
 	@$(STATICCHECK) ./...
+
+# Installed like staticcheck: go install of the pinned module version through
+# the module proxy, into a scratch directory, then renamed.
+$(GOLANGCI_LINT):
+	@echo "==> installing golangci-lint $(GOLANGCI_LINT_VERSION) into $(TOOLBIN)"
+	@mkdir -p "$(TOOLBIN)" && tmp="$$(mktemp -d "$(TOOLBIN)/.install.XXXXXX")" && \
+	trap 'rm -rf "$$tmp"' EXIT INT TERM && \
+	GOBIN="$$tmp" $(GO) install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION) && \
+	mv "$$tmp/golangci-lint" "$(GOLANGCI_LINT)"
+
+depguard: | $(GOLANGCI_LINT)
+	@echo "==> golangci-lint run ./... (depguard: the observability boundary, .golangci.yml)"
+	@$(GOLANGCI_LINT) run ./...
 
 # pg-check finds the tests' PostgreSQL once (internal/pgtest: the URL in
 # PGDCB_TEST_DATABASE_URL, else a server on 127.0.0.1:5432 or the unix socket,
