@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/pgdcb/pgdcb/internal/multitrace"
 )
 
 // Tracer observes the executor's commands, in the style of
@@ -60,27 +62,14 @@ type TraceExecuteEndData struct {
 
 // MultiTracer returns a Tracer calling each non-nil tracer in turn, each
 // Start on the context the previous one returned.
-func MultiTracer(tracers ...Tracer) Tracer {
-	var ts multiTracer
-	for _, t := range tracers {
-		if t != nil {
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
+func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
 
 type multiTracer []Tracer
 
 func (m multiTracer) TraceExecuteStart(ctx context.Context, d TraceExecuteStartData) context.Context {
-	for _, t := range m {
-		ctx = t.TraceExecuteStart(ctx, d)
-	}
-	return ctx
+	return multitrace.Start(m, ctx, d, Tracer.TraceExecuteStart)
 }
 
 func (m multiTracer) TraceExecuteEnd(ctx context.Context, d TraceExecuteEndData) {
-	for _, t := range m {
-		t.TraceExecuteEnd(ctx, d)
-	}
+	multitrace.End(m, ctx, d, Tracer.TraceExecuteEnd)
 }

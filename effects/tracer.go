@@ -3,6 +3,8 @@ package effects
 import (
 	"context"
 	"time"
+
+	"github.com/pgdcb/pgdcb/internal/multitrace"
 )
 
 // Tracer observes a worker's attempts, in the style of eventstore.Tracer:
@@ -50,27 +52,14 @@ type TraceAttemptEndData struct {
 
 // MultiTracer returns a Tracer calling each non-nil tracer in turn, each
 // Start on the context the previous one returned.
-func MultiTracer(tracers ...Tracer) Tracer {
-	var ts multiTracer
-	for _, t := range tracers {
-		if t != nil {
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
+func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
 
 type multiTracer []Tracer
 
 func (m multiTracer) TraceAttemptStart(ctx context.Context, d TraceAttemptStartData) context.Context {
-	for _, t := range m {
-		ctx = t.TraceAttemptStart(ctx, d)
-	}
-	return ctx
+	return multitrace.Start(m, ctx, d, Tracer.TraceAttemptStart)
 }
 
 func (m multiTracer) TraceAttemptEnd(ctx context.Context, d TraceAttemptEndData) {
-	for _, t := range m {
-		t.TraceAttemptEnd(ctx, d)
-	}
+	multitrace.End(m, ctx, d, Tracer.TraceAttemptEnd)
 }

@@ -3,6 +3,8 @@ package runstore
 import (
 	"context"
 	"time"
+
+	"github.com/pgdcb/pgdcb/internal/multitrace"
 )
 
 // Tracer observes the store's AppendEvent and FetchEvents calls, in the
@@ -78,64 +80,38 @@ type ProjectorTracer interface {
 // MultiTracer returns a Tracer calling each non-nil tracer in turn, each
 // Start on the context the previous one returned; it passes ProjectorTracer
 // calls to those that implement it.
-func MultiTracer(tracers ...Tracer) Tracer {
-	var ts multiTracer
-	for _, t := range tracers {
-		if t != nil {
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
+func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
 
 type multiTracer []Tracer
 
 var _ ProjectorTracer = multiTracer(nil)
 
 func (m multiTracer) TraceRunAppendStart(ctx context.Context, d TraceRunAppendStartData) context.Context {
-	for _, t := range m {
-		ctx = t.TraceRunAppendStart(ctx, d)
-	}
-	return ctx
+	return multitrace.Start(m, ctx, d, Tracer.TraceRunAppendStart)
 }
 
 func (m multiTracer) TraceRunAppendEnd(ctx context.Context, d TraceRunAppendEndData) {
-	for _, t := range m {
-		t.TraceRunAppendEnd(ctx, d)
-	}
+	multitrace.End(m, ctx, d, Tracer.TraceRunAppendEnd)
 }
 
 func (m multiTracer) TraceRunFetchStart(ctx context.Context, d TraceRunFetchStartData) context.Context {
-	for _, t := range m {
-		ctx = t.TraceRunFetchStart(ctx, d)
-	}
-	return ctx
+	return multitrace.Start(m, ctx, d, Tracer.TraceRunFetchStart)
 }
 
 func (m multiTracer) TraceRunFetchEnd(ctx context.Context, d TraceRunFetchEndData) {
-	for _, t := range m {
-		t.TraceRunFetchEnd(ctx, d)
-	}
-}
-
-func (m multiTracer) each(f func(ProjectorTracer)) {
-	for _, t := range m {
-		if p, ok := t.(ProjectorTracer); ok {
-			f(p)
-		}
-	}
+	multitrace.End(m, ctx, d, Tracer.TraceRunFetchEnd)
 }
 
 func (m multiTracer) TraceProjected(ctx context.Context, events int, ahead bool) {
-	m.each(func(p ProjectorTracer) { p.TraceProjected(ctx, events, ahead) })
+	multitrace.Each(m, func(p ProjectorTracer) { p.TraceProjected(ctx, events, ahead) })
 }
 
 func (m multiTracer) TraceResync(ctx context.Context, runID, trigger string) {
-	m.each(func(p ProjectorTracer) { p.TraceResync(ctx, runID, trigger) })
+	multitrace.Each(m, func(p ProjectorTracer) { p.TraceResync(ctx, runID, trigger) })
 }
 
 func (m multiTracer) TraceSnapshotLag(ctx context.Context, lag Lag) {
-	m.each(func(p ProjectorTracer) { p.TraceSnapshotLag(ctx, lag) })
+	multitrace.Each(m, func(p ProjectorTracer) { p.TraceSnapshotLag(ctx, lag) })
 }
 
 // projectorTracer is the Config.Tracer's ProjectorTracer, or nil.

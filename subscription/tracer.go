@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/multitrace"
 )
 
 // Tracer observes the batches of tailing readers — subscriptions,
@@ -89,59 +90,38 @@ type SlotStatus struct {
 // MultiTracer returns a Tracer calling each non-nil tracer in turn, each
 // Start on the context the previous one returned; it passes StatusTracer
 // calls to those that implement it.
-func MultiTracer(tracers ...Tracer) Tracer {
-	var ts multiTracer
-	for _, t := range tracers {
-		if t != nil {
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
+func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
 
 type multiTracer []Tracer
 
 var _ StatusTracer = multiTracer(nil)
 
 func (m multiTracer) TraceBatchStart(ctx context.Context, d TraceBatchStartData) context.Context {
-	for _, t := range m {
-		ctx = t.TraceBatchStart(ctx, d)
-	}
-	return ctx
+	return multitrace.Start(m, ctx, d, Tracer.TraceBatchStart)
 }
 
 func (m multiTracer) TraceBatchEnd(ctx context.Context, d TraceBatchEndData) {
-	for _, t := range m {
-		t.TraceBatchEnd(ctx, d)
-	}
-}
-
-func (m multiTracer) each(f func(StatusTracer)) {
-	for _, t := range m {
-		if s, ok := t.(StatusTracer); ok {
-			f(s)
-		}
-	}
+	multitrace.End(m, ctx, d, Tracer.TraceBatchEnd)
 }
 
 func (m multiTracer) TraceReaderError(ctx context.Context, name string, err error) {
-	m.each(func(s StatusTracer) { s.TraceReaderError(ctx, name, err) })
+	multitrace.Each(m, func(s StatusTracer) { s.TraceReaderError(ctx, name, err) })
 }
 
 func (m multiTracer) TraceLag(ctx context.Context, name string, lag Lag) {
-	m.each(func(s StatusTracer) { s.TraceLag(ctx, name, lag) })
+	multitrace.Each(m, func(s StatusTracer) { s.TraceLag(ctx, name, lag) })
 }
 
 func (m multiTracer) TraceLeader(ctx context.Context, name string, leading bool) {
-	m.each(func(s StatusTracer) { s.TraceLeader(ctx, name, leading) })
+	multitrace.Each(m, func(s StatusTracer) { s.TraceLeader(ctx, name, leading) })
 }
 
 func (m multiTracer) TraceFailed(ctx context.Context, name string, failed bool) {
-	m.each(func(s StatusTracer) { s.TraceFailed(ctx, name, failed) })
+	multitrace.Each(m, func(s StatusTracer) { s.TraceFailed(ctx, name, failed) })
 }
 
 func (m multiTracer) TraceSlot(ctx context.Context, name string, slot SlotStatus) {
-	m.each(func(s StatusTracer) { s.TraceSlot(ctx, name, slot) })
+	multitrace.Each(m, func(s StatusTracer) { s.TraceSlot(ctx, name, slot) })
 }
 
 // tracing is a reader's Tracer with its StatusTracer found once; its methods

@@ -7,6 +7,8 @@ package outboxtrace
 import (
 	"context"
 	"time"
+
+	"github.com/pgdcb/pgdcb/internal/multitrace"
 )
 
 // Tracer observes a relay's deliveries to its publisher, in the style of
@@ -73,45 +75,24 @@ type DeliveryState struct {
 // MultiTracer returns a Tracer calling each non-nil tracer in turn, each
 // Start on the context the previous one returned; it passes RelayTracer calls
 // to those that implement it.
-func MultiTracer(tracers ...Tracer) Tracer {
-	var ts multiTracer
-	for _, t := range tracers {
-		if t != nil {
-			ts = append(ts, t)
-		}
-	}
-	return ts
-}
+func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
 
 type multiTracer []Tracer
 
 var _ RelayTracer = multiTracer(nil)
 
 func (m multiTracer) TraceDeliveryStart(ctx context.Context, d TraceDeliveryStartData) context.Context {
-	for _, t := range m {
-		ctx = t.TraceDeliveryStart(ctx, d)
-	}
-	return ctx
+	return multitrace.Start(m, ctx, d, Tracer.TraceDeliveryStart)
 }
 
 func (m multiTracer) TraceDeliveryEnd(ctx context.Context, d TraceDeliveryEndData) {
-	for _, t := range m {
-		t.TraceDeliveryEnd(ctx, d)
-	}
+	multitrace.End(m, ctx, d, Tracer.TraceDeliveryEnd)
 }
 
 func (m multiTracer) TraceRelayStart(r Relay) {
-	for _, t := range m {
-		if rt, ok := t.(RelayTracer); ok {
-			rt.TraceRelayStart(r)
-		}
-	}
+	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayStart(r) })
 }
 
 func (m multiTracer) TraceRelayEnd(r Relay) {
-	for _, t := range m {
-		if rt, ok := t.(RelayTracer); ok {
-			rt.TraceRelayEnd(r)
-		}
-	}
+	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayEnd(r) })
 }
