@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/jackc/pgx/v5/pgconn"
@@ -26,10 +27,12 @@ import (
 // A send that fails with an error that pgconn says happened before anything
 // was sent (pgconn.SafeToRetry, and not a server error: the connection was
 // closed before use, the context had ended, a write of zero bytes) is sent
-// once more on a fresh connection, without settling: one statement that is
-// its own transaction cannot have committed then. (A COMMIT of the caller's
+// again on a fresh connection, without settling: one statement that is its
+// own transaction cannot have committed then. (A COMMIT of the caller's
 // transaction is another matter: CommitTx still calls every such failure
-// unknown.)
+// unknown.) Every path that sends an append on a connection of its own does
+// this in one place, sendFresh; a group's sender puts the members of such a
+// send back in the queue instead (group.go), for another connection.
 
 // pingTimeout bounds the ping of a connection whose socket looked dead.
 const pingTimeout = 2 * time.Second
@@ -76,4 +79,37 @@ func notSent(err error) bool {
 	}
 	var pgErr *pgconn.PgError
 	return !errors.As(err, &pgErr) && pgconn.SafeToRetry(err)
+}
+
+// sendFresh is the one retry of a send that never left the client (see the
+// top of the file), for every append sent on a connection of its own
+// (sendSettled, sendAlone). It acquires a checked connection and runs send
+// on it. send returns nil once its statement went out (it has the call's
+// answer then, and may have discarded conn), else why nothing did: a
+// failure notSent says so of, or errConnLost (conn was closed before the
+// send). conn then goes back to the pool (which closes a closed one) and
+// send runs again on another connection, while ctx is live, at most
+// maxResends more times.
+//
+// It returns nil once a send went out, else the cause of the last try (the
+// acquire's failure, or send's; with ctx's error when ctx ended), without
+// the library's prefix: nothing was sent.
+func (s *Store) sendFresh(ctx context.Context, send func(conn *pgxpool.Conn) error) error {
+	for try := 0; ; try++ {
+		conn, err := s.acquire(ctx)
+		if err != nil {
+			return fmt.Errorf("acquire a connection: %w", err)
+		}
+		err = send(conn)
+		conn.Release()
+		if err == nil {
+			return nil
+		}
+		if ctx.Err() != nil || try == maxResends {
+			return withCtxErr(ctx, err)
+		}
+		if notSent(err) {
+			s.settleCount.notSent.Add(1)
+		}
+	}
 }

@@ -88,24 +88,68 @@ func TestDeadPooledConnectionsAreNotSentOn(t *testing.T) {
 // Without that it was settled (a termination check and a lookup, then sent
 // again).
 func TestNotSentIsSentAgainWithoutSettling(t *testing.T) {
-	pool := unpingedPool(t, 2)
-	base := teststore.OnPool(t, pool, nil)
-	s, err := eventstore.New(pool, &eventstore.Config{Schema: base.Schema(), GroupCommitDisabled: true, NotifyDisabled: true})
-	require.NoError(t, err)
 	closed := 0
-	eventstore.SetSendHook(s, func(conn *pgxpool.Conn) {
+	s := hookedStore(t, func(conn *pgxpool.Conn) {
 		if closed == 0 { // the first append's connection, after the store checked it
 			closed++
 			require.NoError(t, conn.Conn().Close(context.Background()))
 		}
 	})
-	res, err := s.Append(context.Background(), evs(eventstore.MustEvent("Once", 1, "notsent=1")))
-	require.NoError(t, err)
+	st := appendStoredOnce(t, s, "notsent=1")
 	require.Equal(t, 1, closed)
-	require.Equal(t, positionsOf(t, s, "notsent=1"), res.Positions, "stored once")
-	st := s.SettleStats()
 	require.EqualValues(t, 1, st.NotSent, "%+v", st)
 	require.Zero(t, st.Settled+st.Resent, "%+v", st)
+}
+
+// A resend after settling takes the same retry: the call's first send met
+// a terminated backend (settled: absent), its resend met a connection closed
+// before use (not sent), and it is sent once more on a fresh connection, so
+// the caller gets its result and the log holds it once. Before the one
+// retry for every path the resend answered a *NotAppliedError then.
+func TestResendThatWasNotSentIsSentAgain(t *testing.T) {
+	sends := 0
+	s := hookedStore(t, func(conn *pgxpool.Conn) {
+		sends++
+		switch sends {
+		case 1: // the first send: its backend ends before the request reaches it
+			var gone bool
+			require.NoError(t, pgtest.Pool(t).QueryRow(context.Background(), `SELECT pg_terminate_backend($1, 10000)`,
+				int32(conn.Conn().PgConn().PID())).Scan(&gone))
+			require.True(t, gone, "the backend ended")
+		case 2: // the resend, after settling: its connection is closed before use
+			require.NoError(t, conn.Conn().Close(context.Background()))
+		}
+	})
+	st := appendStoredOnce(t, s, "resend=1")
+	require.Equal(t, 3, sends)
+	require.EqualValues(t, 1, st.Settled, "%+v", st)
+	require.EqualValues(t, 1, st.Absent, "%+v", st)
+	require.EqualValues(t, 1, st.Resent, "%+v", st)
+	require.EqualValues(t, 1, st.NotSent, "%+v", st)
+}
+
+// hookedStore is a store without grouping (and without NOTIFY) on an
+// unpinged pool of 2 connections whose appends run hook on their connection
+// just before each send.
+func hookedStore(t *testing.T, hook func(conn *pgxpool.Conn)) *eventstore.Store {
+	t.Helper()
+	pool := unpingedPool(t, 2)
+	base := teststore.OnPool(t, pool, nil)
+	s, err := eventstore.New(pool, &eventstore.Config{Schema: base.Schema(), GroupCommitDisabled: true, NotifyDisabled: true})
+	require.NoError(t, err)
+	eventstore.SetSendHook(s, hook)
+	return s
+}
+
+// appendStoredOnce appends one event tagged tag, requires the append to
+// succeed with the positions the log holds for it (stored once), and
+// returns the settling counters.
+func appendStoredOnce(t *testing.T, s *eventstore.Store, tag string) eventstore.SettleStats {
+	t.Helper()
+	res, err := s.Append(context.Background(), evs(eventstore.MustEvent("Once", 1, tag)))
+	require.NoError(t, err)
+	require.Equal(t, positionsOf(t, s, tag), res.Positions, "stored once")
+	return s.SettleStats()
 }
 
 // connpeek tells a quiet connection from one whose backend has ended.

@@ -395,32 +395,19 @@ func (s *Store) outcome(r *groupReq, out groupResult) (AppendResult, error) {
 }
 
 // sendAlone sends r at once, as a group of one, on a pooled connection of
-// its caller's (who holds a sender's place).
+// its caller's (who holds a sender's place); one that was closed before
+// anything was sent is replaced (sendFresh).
 func (s *Store) sendAlone(r *groupReq) groupResult {
 	s.group.alone.Add(1)
-	for try := 0; ; try++ {
-		out, ok := s.sendAloneOnce(r)
-		if ok {
-			return out
-		}
-		// The connection was closed before anything was sent (a pooled
-		// connection the server had ended): nothing was; try another.
-		if try == maxResends {
-			return groupResult{err: errf("append", errConnLost)}
-		}
+	var out groupResult
+	if err := s.sendFresh(r.ctx, func(conn *pgxpool.Conn) error {
+		o, unsent, _ := s.trySendAlone(conn, r)
+		out = o
+		return unsent
+	}); err != nil {
+		return groupResult{err: errf("append", err)} // nothing was sent
 	}
-}
-
-// sendAloneOnce is sendAlone on one pooled connection; false: it was closed
-// before anything was sent.
-func (s *Store) sendAloneOnce(r *groupReq) (groupResult, bool) {
-	conn, err := s.acquire(r.ctx)
-	if err != nil {
-		return groupResult{err: errf("append: acquire a connection", err)}, true // nothing was sent
-	}
-	defer conn.Release()
-	out, ok, _ := s.trySendAlone(conn, r)
-	return out, ok
+	return out
 }
 
 // appendOne sends one append (events validated) as its own transaction on a
@@ -428,18 +415,7 @@ func (s *Store) sendAloneOnce(r *groupReq) (groupResult, bool) {
 // unknown outcome: the path of every call without grouping, and of an
 // append that found a key busy.
 func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
-	conn, err := s.acquire(ctx)
-	if err != nil {
-		return AppendResult{}, errf("append: acquire a connection", err) // nothing was sent
-	}
-	defer conn.Release()
-	if err := ctx.Err(); err != nil {
-		return AppendResult{}, errf("append", err) // nothing was sent
-	}
-	if s.sendHook != nil {
-		s.sendHook(conn)
-	}
-	res, _, err := s.sendSettled(ctx, conn, events, cond, s.callID(events))
+	res, err := s.sendSettled(ctx, events, cond, s.callID(events))
 	if err == nil {
 		s.Notify(ctx)
 	}
@@ -767,41 +743,51 @@ func (s *Store) requeue(rs []*groupReq) {
 	}
 }
 
-// trySendAlone sends r on conn as a group of one, and reports false (with
-// nothing sent) if conn was closed before.
+// requeueUnsent is requeue for members whose send on a sender's
+// connection never left the client (unsent, as trySendAlone says): the
+// sender's form of sendFresh's retry (acquire.go), another connection.
+func (s *Store) requeueUnsent(rs []*groupReq, unsent error) {
+	if notSent(unsent) {
+		s.settleCount.notSent.Add(1)
+	}
+	s.requeue(rs)
+}
+
+// trySendAlone sends r on conn as a group of one. When nothing was sent
+// (conn was closed before, or the send never left the client: notSent) it
+// says why (unsent), and the caller sends r on another connection.
 //
 // When the send fails with an unknown outcome, r is settled (settle.go):
 // conn is released first (released reports it; conn must not be used
 // again then) and r's answer is what the settling found.
-func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, ok, released bool) {
+func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, unsent error, released bool) {
 	if abandoned, lost, err := s.claim(conn, r); abandoned {
-		return groupResult{abandoned: true}, true, false
+		return groupResult{abandoned: true}, nil, false
 	} else if err != nil {
-		return groupResult{err: err}, true, false
+		return groupResult{err: err}, nil, false
 	} else if lost {
-		return groupResult{}, false, false
+		return groupResult{}, errConnLost, false
 	}
 	b := backendOf(conn)
 	res, busy, err := s.tryCall(r.ctx, conn, []*groupReq{r})
 	switch {
 	case notSent(err):
 		// Nothing left the client (acquire.go): as a closed conn.
-		s.settleCount.notSent.Add(1)
-		return groupResult{}, false, false
+		return groupResult{}, err, false
 	case err != nil:
 		err = errOutcome("append", err)
 		if !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
-			return groupResult{err: err}, true, false
+			return groupResult{err: err}, nil, false
 		}
 		discard(r.ctx, conn) // dead or in an unknown state
-		return s.settleMember(b, r, err), true, true
+		return s.settleMember(b, r, err), nil, true
 	case busy != nil:
-		return groupResult{busy: true, busyKey: firstBusy(r, busy)}, true, false
+		return groupResult{busy: true, busyKey: firstBusy(r, busy)}, nil, false
 	}
 	if res[0].err == nil {
 		s.Notify(r.ctx)
 	}
-	return res[0], true, false
+	return res[0], nil, false
 }
 
 // sendGroup sends one group on conn and gives every member its outcome.
@@ -812,8 +798,8 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 	g := &s.group
 	if len(batch) == 1 {
 		g.alone.Add(1)
-		if out, ok, _ := s.trySendAlone(conn, batch[0]); !ok {
-			s.requeue(batch)
+		if out, unsent, _ := s.trySendAlone(conn, batch[0]); unsent != nil {
+			s.requeueUnsent(batch, unsent)
 		} else {
 			batch[0].reply(out)
 		}
@@ -837,8 +823,7 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 		if notSent(err) {
 			// Nothing left the client (acquire.go): the members go back
 			// to the queue, for another connection.
-			s.settleCount.notSent.Add(1)
-			s.requeue(batch)
+			s.requeueUnsent(batch, err)
 			return
 		}
 		if err != nil {
@@ -902,9 +887,9 @@ func (s *Store) sendEach(conn *pgxpool.Conn, batch []*groupReq) {
 		if s.group.retryHook != nil {
 			s.group.retryHook(conn, i)
 		}
-		out, ok, released := s.trySendAlone(conn, r)
-		if !ok {
-			s.requeue(batch[i:])
+		out, unsent, released := s.trySendAlone(conn, r)
+		if unsent != nil {
+			s.requeueUnsent(batch[i:], unsent)
 			return
 		}
 		r.reply(out)

@@ -298,49 +298,49 @@ func (e *NotAppliedError) Error() string {
 // Unwrap returns the failure of the send.
 func (e *NotAppliedError) Unwrap() error { return e.Err }
 
-// sendSettled sends one append as its own transaction on conn and, if its
-// outcome is unknown, settles it (sending it again while absent and ctx
-// live). id identifies the call (callID). When the outcome was unknown it
-// releases conn (dead, or in an unknown state) before settling, so that the
-// settling and a resend never wait for its place in the pool; released says
-// so (Release is idempotent, but a released conn must not be used again).
-//
-// A send that certainly never left the client (notSent, acquire.go) is sent
-// once more on a fresh connection (conn is closed then, and released true);
-// if that one never left either, the answer is a definite error.
-func (s *Store) sendSettled(ctx context.Context, conn *pgxpool.Conn, events []Event, cond *appendif.Condition, id uuid.UUID) (res AppendResult, released bool, err error) {
-	b := backendOf(conn)
-	res, err = s.appendEvents(ctx, conn, events, cond, true, id)
-	if notSent(err) && ctx.Err() == nil {
-		discard(ctx, conn)
-		released = true
-		s.settleCount.notSent.Add(1)
-		fresh, aerr := s.acquire(ctx)
-		if aerr != nil {
-			return AppendResult{}, true, errf("append: acquire a connection", aerr) // nothing was sent
-		}
-		defer fresh.Release()
-		conn, b = fresh, backendOf(fresh)
-		res, err = s.appendEvents(ctx, conn, events, cond, true, id)
-	}
-	if notSent(err) {
-		return AppendResult{}, released, errf("append", unwrapUnknown(err)) // nothing was sent
-	}
-	if err == nil || !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled {
-		return res, released, err
-	}
-	discard(ctx, conn)
-	res, err = s.settleAppend(ctx, b, events, cond, id, err)
-	return res, true, err
-}
-
-// settleAppend settles one call whose send on backend b failed with err
-// (of unknown outcome), and sends it again while it is absent and ctx live.
-func (s *Store) settleAppend(ctx context.Context, b backend, events []Event, cond *appendif.Condition, id uuid.UUID, err error) (AppendResult, error) {
+// sendSettled sends one append as its own transaction on a pooled
+// connection (sendFresh: a send that never left the client is sent again
+// there) and, if its outcome is unknown, settles it, sending it again while
+// it is absent and ctx live. id identifies the call (callID). A connection
+// whose send has an unknown outcome is discarded (dead, or in an unknown
+// state) before settling, so that the settling and a resend never wait for
+// its place in the pool.
+func (s *Store) sendSettled(ctx context.Context, events []Event, cond *appendif.Condition, id uuid.UUID) (AppendResult, error) {
 	for resend := 0; ; resend++ {
+		var (
+			res AppendResult
+			b   backend
+			err error
+		)
+		unsent := s.sendFresh(ctx, func(conn *pgxpool.Conn) error {
+			if err := ctx.Err(); err != nil {
+				return err // nothing was sent
+			}
+			if s.sendHook != nil {
+				s.sendHook(conn)
+			}
+			b = backendOf(conn)
+			res, err = s.appendEvents(ctx, conn, events, cond, true, id)
+			if notSent(err) {
+				return unwrapUnknown(err)
+			}
+			if errors.Is(err, pgdcb.ErrOutcomeUnknown) {
+				discard(ctx, conn)
+			}
+			return nil
+		})
+		switch {
+		case unsent != nil && resend > 0:
+			// Nothing was sent this time, and the call was absent before.
+			return AppendResult{}, &NotAppliedError{Err: unsent}
+		case unsent != nil:
+			return AppendResult{}, errf("append", unsent) // nothing was sent
+		case err == nil || !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled:
+			return res, err
+		}
 		out, serr := s.settle(ctx, b, []settleCall{{id: id, events: events}})
 		if serr != nil {
-			return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(err, serr)}
+			return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)}
 		}
 		if out[0].ok {
 			return out[0].res, nil
@@ -348,30 +348,8 @@ func (s *Store) settleAppend(ctx context.Context, b backend, events []Event, con
 		if ctx.Err() != nil || resend == maxResends {
 			return AppendResult{}, &NotAppliedError{Err: withCtxErr(ctx, unwrapUnknown(err))}
 		}
-		res, rb, rerr := s.resend(ctx, events, cond, id)
-		if rerr == nil || !errors.Is(rerr, pgdcb.ErrOutcomeUnknown) {
-			return res, rerr
-		}
-		err, b = rerr, rb
+		s.settleCount.resent.Add(1)
 	}
-}
-
-// resend sends an absent call again on a fresh connection; it returns the
-// backend it was sent on for settling.
-func (s *Store) resend(ctx context.Context, events []Event, cond *appendif.Condition, id uuid.UUID) (AppendResult, backend, error) {
-	s.settleCount.resent.Add(1)
-	conn, err := s.acquire(ctx)
-	if err != nil {
-		// Nothing was sent this time, and the call was absent before.
-		return AppendResult{}, backend{}, &NotAppliedError{Err: err}
-	}
-	defer conn.Release()
-	b := backendOf(conn)
-	res, err := s.appendEvents(ctx, conn, events, cond, true, id)
-	if notSent(err) {
-		return AppendResult{}, b, &NotAppliedError{Err: unwrapUnknown(err)} // nothing was sent this time either
-	}
-	return res, b, err
 }
 
 // withCtxErr adds ctx's error to err unless err carries it already.
