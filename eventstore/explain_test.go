@@ -350,3 +350,50 @@ func TestTypeStreamPlanUsesTheTypeIndex(t *testing.T) {
 	}
 	require.Equal(t, 200, n)
 }
+
+// TestSettleLookupPlanUsesTheIdIndex: settling a call after a lost
+// connection finds its first event by id through events_event_id, then the
+// rest of its transaction by an index range from there, never by scanning
+// the table (a settle runs while the pool is recovering from a restart or a
+// crash: it must cost a few index probes whatever the log's size).
+func TestSettleLookupPlanUsesTheIdIndex(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t, nil)
+	_, err := pool.Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.events (type, tags, data, event_id)
+		SELECT 'E', ARRAY['n=' || g], '{}', CASE WHEN g % 2 = 0 THEN gen_random_uuid() END
+		  FROM generate_series(0, 19999) AS g`)
+	require.NoError(t, err)
+	_, err = pool.Exec(ctx, "ANALYZE "+ident.Schema(s)+".events")
+	require.NoError(t, err)
+	var id string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT event_id::text FROM `+ident.Schema(s)+`.events WHERE event_id IS NOT NULL LIMIT 1`).Scan(&id))
+	args := []any{[]string{id, "00000000-0000-7000-8000-000000000001"}, []int32{1, 3}}
+	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
+		t.Run(mode, func(t *testing.T) {
+			conn, err := pool.Acquire(ctx)
+			require.NoError(t, err)
+			text := explainIn(t, conn, mode, eventstore.SettleLookupSQL(s), args)
+			conn.Release()
+			require.Contains(t, text, "events_event_id", "%s:\n%s", mode, text)
+			require.NotContains(t, text, "Seq Scan", "%s:\n%s", mode, text)
+		})
+	}
+	// The statement runs and finds the stored call, not the absent one.
+	rows, err := pool.Query(ctx, eventstore.SettleLookupSQL(s), args...)
+	require.NoError(t, err)
+	var found []int64
+	for rows.Next() {
+		var (
+			i   int64
+			tx  uint64
+			pos []int64
+			ty  []string
+			ids []any
+		)
+		require.NoError(t, rows.Scan(&i, &tx, &pos, &ty, &ids))
+		found = append(found, i)
+	}
+	require.NoError(t, rows.Err())
+	require.Equal(t, []int64{1}, found)
+}

@@ -11,3 +11,6 @@ func ReadSQL(s *Store, q query.Query, opts ReadOptions) (string, []any) {
 // NoListenerCached reports whether the store's last listener check found no
 // listener (so that Notify sends nothing for ListenerCheckInterval).
 func NoListenerCached(s *Store) bool { return s.noListenerAt.Load() != 0 }
+
+// SettleLookupSQL exposes the settle lookup to the test that EXPLAINs it.
+func SettleLookupSQL(s *Store) string { return s.settleLookupSQL() }

@@ -206,19 +206,11 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 	}
 	// The first event of each call by events_event_id (event_id = $1
 	// implies the partial index's predicate), then its other events, which
-	// follow it in its transaction, by events_log_order.
+	// follow it in its transaction, by an index range from its position.
 	// The found events' types and ids are returned too: a call is present
 	// only if they are its own (the first event's id may be an earlier
 	// call's, stored in a group transaction followed by other members).
-	rows, err := conn.Query(ctx, `SELECT c.i, f.transaction_id, x.pos, x.types, x.ids
-		FROM unnest($1::uuid[], $2::integer[]) WITH ORDINALITY AS c(id, n, i)
-		JOIN `+s.sql.events+` f ON f.event_id = c.id
-		CROSS JOIN LATERAL (SELECT array_agg(e.position ORDER BY e.position) AS pos,
-				array_agg(e.type ORDER BY e.position) AS types,
-				array_agg(e.event_id ORDER BY e.position) AS ids
-			FROM (SELECT e.position, e.type, e.event_id FROM `+s.sql.events+` e
-			 WHERE e.transaction_id = f.transaction_id AND e.position >= f.position
-			 ORDER BY e.transaction_id, e.position LIMIT c.n) e) x`, ids, counts)
+	rows, err := conn.Query(ctx, s.settleLookupSQL(), ids, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -460,4 +452,19 @@ func discard(ctx context.Context, conn *pgxpool.Conn) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
 	defer cancel()
 	_ = c.Close(cctx)
+}
+
+// settleLookupSQL finds calls by their ids ($1 uuid[]) and event counts ($2
+// integer[]): per call found, its ordinal, transaction, positions, types and
+// event ids. TestSettleLookupPlanUsesTheIdIndex checks its plan.
+func (s *Store) settleLookupSQL() string {
+	return `SELECT c.i, f.transaction_id, x.pos, x.types, x.ids
+		FROM unnest($1::uuid[], $2::integer[]) WITH ORDINALITY AS c(id, n, i)
+		JOIN ` + s.sql.events + ` f ON f.event_id = c.id
+		CROSS JOIN LATERAL (SELECT array_agg(e.position ORDER BY e.position) AS pos,
+				array_agg(e.type ORDER BY e.position) AS types,
+				array_agg(e.event_id ORDER BY e.position) AS ids
+			FROM (SELECT e.position, e.type, e.event_id FROM ` + s.sql.events + ` e
+			 WHERE e.transaction_id = f.transaction_id AND e.position >= f.position
+			 ORDER BY e.transaction_id, e.position LIMIT c.n) e) x`
 }
