@@ -140,6 +140,27 @@ func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond 
 // id, unless uuid.Nil, is the call's id (see callID): the first event's
 // event_id when the caller gave it none.
 func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond *appendif.Condition, autocommit bool, id uuid.UUID) (AppendResult, error) {
+	var (
+		status   string
+		txID     *uint64
+		pos      []int64
+		conflict *int64
+	)
+	err := db.QueryRow(ctx, s.sql.appendEvents,
+		appendEventsArgs(events, cond, locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys), id)...,
+	).Scan(&status, &txID, &pos, &conflict)
+	if err != nil {
+		if autocommit {
+			return AppendResult{}, errOutcome("append", err)
+		}
+		return AppendResult{}, errf("append", err)
+	}
+	return appendOutcome(cond, status, txID, pos, conflict)
+}
+
+// appendEventsArgs are append_events' arguments ($1 to $16) for one append
+// (validated events) whose keys are locks; id as for appendEvents.
+func appendEventsArgs(events []Event, cond *appendif.Condition, locks lockSet, id uuid.UUID) []any {
 	n := len(events)
 	types := make([]string, n)
 	tagCounts := make([]int32, n)
@@ -166,8 +187,6 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 	if allTags == nil {
 		allTags = []string{}
 	}
-	locks := locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)
-
 	checks := checksFor(cond)
 	var afterTx uint64
 	var afterPos int64
@@ -176,30 +195,22 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		afterTx, afterPos = cond.After.TransactionID, cond.After.Position
 		afterSnap = afterSnapshotArg(cond.After)
 	}
-	var (
-		status   string
-		txID     *uint64
-		pos      []int64
-		conflict *int64
-	)
-	err := db.QueryRow(ctx, s.sql.appendEvents,
+	return []any{
 		types, tagCounts, allTags, data, meta, ids,
 		locks.keys, locks.excl,
 		checks.idem, checks.typeCounts, checks.types, checks.tagCounts, checks.tags,
 		afterTx, afterPos, afterSnap,
-	).Scan(&status, &txID, &pos, &conflict)
-	if err != nil {
-		if autocommit {
-			return AppendResult{}, errOutcome("append", err)
-		}
-		return AppendResult{}, errf("append", err)
 	}
-	switch status {
-	case "ok":
+}
+
+// appendOutcome is the result of an append_events call that returned.
+func appendOutcome(cond *appendif.Condition, status string, txID *uint64, pos []int64, conflict *int64) (AppendResult, error) {
+	switch {
+	case status == "ok" && txID != nil:
 		return AppendResult{TransactionID: *txID, Positions: pos}, nil
-	case "idempotent":
+	case status == "idempotent" && cond != nil && conflict != nil:
 		return AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: *conflict}
-	case "condition":
+	case status == "condition" && cond != nil && conflict != nil:
 		return AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: *conflict}
 	}
 	return AppendResult{}, fmt.Errorf("pgdcb: append: unexpected status %q from append_events", status)

@@ -769,7 +769,7 @@ func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, 
 		return groupResult{}, errConnLost, false
 	}
 	b := backendOf(conn)
-	res, busy, err := s.tryCall(r.ctx, conn, []*groupReq{r})
+	res, busy, err := s.tryCallAlone(r.ctx, conn, r)
 	switch {
 	case notSent(err):
 		// Nothing left the client (acquire.go): as a closed conn.
@@ -1040,11 +1040,7 @@ func (s *Store) tryCall(ctx context.Context, db dbtx, batch []*groupReq) ([]grou
 		return nil, nil, err
 	}
 	if len(busy) > 0 {
-		set := make(map[int64]bool, len(busy))
-		for _, k := range busy {
-			set[k] = true
-		}
-		return nil, set, nil
+		return nil, busySet(busy), nil
 	}
 	if len(statuses) != len(batch) || len(conflicts) != len(batch) {
 		return nil, nil, fmt.Errorf("pgdcb: append: append_group returned %d statuses for %d appends", len(statuses), len(batch))

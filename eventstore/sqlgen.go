@@ -13,6 +13,7 @@ import (
 type statements struct {
 	appendEvents string
 	appendGroup  string // group commit, keys tried first (group.go)
+	appendAlone  string // a group of one: append_events, keys tried first (alone.go)
 	head         string
 	events       string // "<schema>.events"
 	eventCols    string
@@ -47,6 +48,26 @@ func newStatements(schema string) statements {
 			CASE WHEN t.busy IS NULL THEN $8::bigint[] END, $9::boolean[],
 			$10::boolean[], $11::integer[], $12::text[], $13::integer[], $14::text[], $15::integer[],
 			$16::text[]::xid8[], $17::bigint[], $18::text[]) g`,
+		// A group of one (alone.go): append_events' call, its keys tried
+		// first as appendGroup tries them (subquery t, same text). The call
+		// sits in a LATERAL subquery whose only condition is t's: a
+		// condition on nothing but an outer value is a one-time filter
+		// evaluated before the function scan starts (OFFSET 0 keeps the
+		// subquery whole, so the condition cannot move into a join), so
+		// append_events runs only when every key was had, and the row then
+		// carries its outputs; when a key was busy it never runs and they
+		// are NULL (LEFT JOIN). TestAloneBusyKeyRunsNothing checks both.
+		appendAlone: `SELECT t.busy, a.status, a.tx, a.positions, a.conflict_position
+			FROM (SELECT array_agg(l.k) FILTER (WHERE NOT l.got) AS busy
+			        FROM (SELECT u.k, CASE WHEN u.x THEN pg_try_advisory_xact_lock(u.k)
+			                               ELSE pg_try_advisory_xact_lock_shared(u.k) END AS got
+			                FROM unnest($7::bigint[], $8::boolean[]) AS u(k, x)) l) t
+			LEFT JOIN LATERAL (SELECT * FROM ` + schema + `.append_events(
+			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
+			$7::bigint[], $8::boolean[],
+			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
+			$14::xid8, $15::bigint, $16::text::pg_snapshot)
+			        WHERE t.busy IS NULL OFFSET 0) a ON true`,
 		// head: Store.headSQL (it depends on Config.ReadPool).
 		events:    schema + ".events",
 		eventCols: eventColumns,
