@@ -27,12 +27,13 @@ import (
 // done). Otherwise the call queues, and starts a sender goroutine if there
 // are fewer than GroupSenders. A sender acquires a pooled connection, then
 // takes everything queued (within the limits, see takeGroupLocked) and sends
-// it as one call of append_group; it repeats until the queue is empty. With
-// one writer every call is sent at once: no waiting for company.
+// it as one call of append_group (a group of one: of append_events, see
+// alone.go); it repeats until the queue is empty. With one writer every call
+// is sent at once: no waiting for company.
 //
 // Nothing sent by a sender's place ever waits for a lock (docs/GROUPCOMMIT.md,
 // "Busy keys"): the group's keys are tried first, in the same statement
-// (statements.appendGroup); when one is busy (held by a transaction that
+// (statements.appendGroup, statements.appendAlone); when one is busy (held by a transaction that
 // shares it with a member) nothing is written, the members that need a busy
 // key leave the group, and the others are sent again at once. A member that
 // left is sent by its own caller, alone, on a connection of its own and
