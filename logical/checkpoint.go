@@ -124,8 +124,28 @@ type Sync struct {
 // IsZero reports whether c is the zero Checkpoint.
 func (c Checkpoint) IsZero() bool { return c.LSN == 0 && c.Skip == 0 && c.Sync == nil && c.Done == nil }
 
-// Equal reports whether two checkpoints name the same point.
-func (c Checkpoint) Equal(o Checkpoint) bool { return c.String() == o.String() }
+// Equal reports whether two checkpoints name the same point (the same
+// String), without rendering them.
+func (c Checkpoint) Equal(o Checkpoint) bool {
+	if c.LSN != o.LSN || c.Skip != o.Skip || (c.Sync == nil) != (o.Sync == nil) || (c.Done == nil) != (o.Done == nil) {
+		return false
+	}
+	if c.Sync != nil && (c.Sync.After.TransactionID != o.Sync.After.TransactionID || c.Sync.After.Position != o.Sync.After.Position || !snapshotEqual(c.Sync.Snapshot, o.Sync.Snapshot)) {
+		return false
+	}
+	if d, e := c.Done, o.Done; d != nil && (d.PartXID != e.PartXID || d.PartPos != e.PartPos ||
+		!slices.Equal(d.XIDs, e.XIDs) || !snapshotEqual(d.Snapshot, e.Snapshot)) {
+		return false
+	}
+	return true
+}
+
+func snapshotEqual(a, b *cursor.Snapshot) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.Xmin == b.Xmin && a.Xmax == b.Xmax && slices.Equal(a.Xip, b.Xip)
+}
 
 // String renders the checkpoint as stored in the checkpoints table:
 // "LSN|skip", during a snapshot read "LSN|skip|snapshot|tx|pos", either

@@ -546,7 +546,7 @@ func testSlotLostResynchronises(t *testing.T, mode readerMode, lose func(*testin
 }
 
 func TestCheckpointText(t *testing.T) {
-	for _, cp := range []logical.Checkpoint{
+	cps := []logical.Checkpoint{
 		{},
 		{LSN: 0x16B3748, Skip: 0},
 		{LSN: 0x1_0000_0010, Skip: 7},
@@ -555,10 +555,21 @@ func TestCheckpointText(t *testing.T) {
 		{LSN: 6, Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 10}}},
 		{LSN: 5, Sync: &logical.Sync{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20}, After: cursor.Cursor{TransactionID: 9, Position: 4}},
 			Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 3, Xmax: 9, Xip: []uint64{4}}, XIDs: []uint64{4}}},
-	} {
+		{LSN: 6, Skip: 2, Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20, Xip: []uint64{11}}, XIDs: []uint64{11, 21}, PartXID: 31, PartPos: 7}},
+		{LSN: 6, Skip: 2, Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20, Xip: []uint64{12}}, XIDs: []uint64{11, 21, 30}, PartXID: 31, PartPos: 7}},
+		{LSN: 6, Skip: 2, Done: &logical.Done{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20, Xip: []uint64{11}}, XIDs: []uint64{11, 21, 30}, PartXID: 31, PartPos: 8}},
+		{LSN: 5, Sync: &logical.Sync{Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 20, Xip: []uint64{11, 15}}, After: cursor.Cursor{TransactionID: 9, Position: 5}}},
+	}
+	for _, cp := range cps {
 		got, err := logical.ParseCheckpoint(cp.String())
 		require.NoError(t, err)
 		require.True(t, got.Equal(cp), "%s != %s", got, cp)
+	}
+	// Equal compares what String renders.
+	for _, a := range cps {
+		for _, b := range cps {
+			require.Equal(t, a.String() == b.String(), a.Equal(b), "%s vs %s", a, b)
+		}
 	}
 	for _, bad := range []string{"x", "0/1", "0/1|-1", "0/1|a", "0/1|0|1:2:|3", "zz|0", "0/1|0|2:1:|0|0",
 		"0/1|0|1:2:", "0/1|0|1:2:;3,2;", "0/1|0|1:2:;;0/3", "0/1|0|1:2:;;5", "0/1|0|1:2:;x;"} {

@@ -76,9 +76,11 @@ type Reader struct {
 	// until one has), doneXIDs the transactions consumed that it does not
 	// show, and part the transaction consumed in part.
 	doneSnap *cursor.Snapshot
-	doneXIDs []uint64
-	partXID  uint64
-	partPos  int64
+	doneXIDs []uint64 // ascending
+	// doneShared: a checkpoint handed out shares doneXIDs (ownDone).
+	doneShared bool
+	partXID    uint64
+	partPos    int64
 	// resynced is why the reader resynchronised when Open found its slot
 	// lost ("" when it did not).
 	resynced string
@@ -197,10 +199,31 @@ func (r *Reader) checkpoint() Checkpoint {
 	if cp.Sync != nil || r.doneSnap == nil || len(r.doneXIDs) > maxDoneXIDs {
 		return cp
 	}
-	xids := slices.Clone(r.doneXIDs)
-	slices.Sort(xids)
-	cp.Done = &Done{Snapshot: r.doneSnap, XIDs: slices.Compact(xids), PartXID: r.partXID, PartPos: r.partPos}
+	// Handed out without a copy: the next change to the set copies it
+	// first (ownDone).
+	r.doneShared = true
+	cp.Done = &Done{Snapshot: r.doneSnap, XIDs: r.doneXIDs[:len(r.doneXIDs):len(r.doneXIDs)], PartXID: r.partXID, PartPos: r.partPos}
 	return cp
+}
+
+// ownDone makes r.doneXIDs the reader's own before a change, when a
+// checkpoint handed out shares it.
+func (r *Reader) ownDone() {
+	if r.doneShared {
+		r.doneXIDs = slices.Clone(r.doneXIDs)
+		r.doneShared = false
+	}
+}
+
+// addDone adds xid to the consumed set, kept ascending and without
+// duplicates (a resumed transaction that was consumed in full comes again).
+func (r *Reader) addDone(xid uint64) {
+	i, found := slices.BinarySearch(r.doneXIDs, xid)
+	if found {
+		return
+	}
+	r.ownDone()
+	r.doneXIDs = slices.Insert(r.doneXIDs, i, xid)
 }
 
 // Checkpoint is the position after everything Next handed out.
@@ -422,7 +445,7 @@ func (r *Reader) take(evs []eventstore.StoredEvent, max int) []eventstore.Stored
 		}
 		if len(t.rows) > 0 {
 			if xid := t.rows[0].TransactionID; r.doneSnap == nil || !r.doneSnap.Visible(xid) {
-				r.doneXIDs = append(r.doneXIDs, xid)
+				r.addDone(xid)
 			}
 		}
 		r.partXID, r.partPos = 0, 0
@@ -442,7 +465,10 @@ func (r *Reader) passSample() {
 		// Every transaction the sample's snapshot shows was consumed.
 		snap := r.pending.snap
 		r.doneSnap = snap
-		r.doneXIDs = slices.DeleteFunc(r.doneXIDs, snap.Visible)
+		if slices.ContainsFunc(r.doneXIDs, snap.Visible) {
+			r.ownDone()
+			r.doneXIDs = slices.DeleteFunc(r.doneXIDs, snap.Visible)
+		}
 		r.pending = nil
 	}
 }
