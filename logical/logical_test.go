@@ -239,6 +239,31 @@ func TestOpenTransactionDoesNotDelay(t *testing.T) {
 	}, deadline, 20*time.Millisecond, "read model %v", got)
 }
 
+// TestSwitchToLogicalContinuesAfterCursor: a projection that ran with tail
+// reads and is switched to logical decoding continues after its stored
+// cursor (the initial snapshot read starts there): each event once.
+func TestSwitchToLogicalContinuesAfterCursor(t *testing.T) {
+	store, _ := newStore(t)
+	h, rows := readModel(t, store)
+	want := appendN(t, store, 3)
+	tailCfg := projConfig()
+	tailCfg.Logical = nil
+	stop := startRunner(t, store, "p", h, tailCfg)
+	waitRows(t, rows, 3)
+	require.Eventually(t, func() bool {
+		c, _ := checkpoint(t, store, "p")
+		return c.Position >= want[2]
+	}, deadline, 20*time.Millisecond)
+	stop()
+
+	want = append(want, appendN(t, store, 2)...)
+	startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, 5)
+	want = append(want, appendN(t, store, 1)...)
+	got := waitRows(t, rows, 6)
+	require.Equal(t, want, positions(got))
+}
+
 // TestResumeInsideATransaction: a transaction larger than a batch is split;
 // a reader reopened from the checkpoint after the first part delivers the
 // rest, exactly once, and then only new events.

@@ -109,11 +109,14 @@ type sample struct {
 }
 
 // Open starts reader name (one slot; see Config.Slot) over the events of
-// store matching q, resuming after from. A zero from starts over: an existing
-// slot of the reader is dropped, a new one created, and every event committed
-// before it is delivered first by a snapshot read of the log (in log order),
-// then the stream. tail is the log-order point last stored with from
-// (Batch.Tail), the start of the log for a zero from.
+// store matching q, resuming after from. tail is the log-order point last
+// stored with from (Batch.Tail). A zero from starts over from tail: an
+// existing slot of the reader is dropped, a new one created, and every event
+// after tail committed before the slot is delivered first by a snapshot read
+// of the log (in log order), then the stream. With cursor.Start that is every
+// event; with the cursor of a tail read (a reader switching to logical
+// decoding), the events it had not delivered, once: such a cursor never passes
+// an event of a transaction still open.
 //
 // When from needs a slot that is gone (dropped) or invalidated (wal_status
 // 'lost': max_slot_wal_keep_size), Open resynchronises: it creates the slot
@@ -141,6 +144,7 @@ func Open(ctx context.Context, store *eventstore.Store, name string, q query.Que
 		if err := r.create(ctx); err != nil {
 			return nil, err
 		}
+		r.cp.Sync.After = tail
 		return r, nil
 	}
 	st, err := GetSlotStatus(ctx, pool, r.cfg.Slot)

@@ -21,8 +21,9 @@ const closeTimeout = 10 * time.Second
 // (each transaction's events in position order), so a transaction left open
 // in the same database does not hold them back. It resumes after from, the
 // Batch.Checkpoint last stored with tail (its Batch.Cursor); the zero
-// Checkpoint (with cursor.Start) starts over: a new slot, and first every
-// event committed before it, by a snapshot read of the log.
+// Checkpoint starts over from tail: a new slot, and first every event after
+// tail committed before it, by a snapshot read of the log (with cursor.Start
+// every event; with a cursor of Run, the events Run had not delivered).
 //
 // Store Batch.Checkpoint and Batch.Cursor together, durably, before the
 // handler returns: the server is then told that the stream may release the
