@@ -128,6 +128,18 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 type liveRun struct {
 	lats, acks []time.Duration
 	sent       int64
+	// The stages of a logical delivery (traceDelivery), per event: append
+	// acknowledged → the server sent its commit, → the reader received it,
+	// → Next handed it out, → the handler had it.
+	ackSent, sentRecv, recvHanded, handedHandler []time.Duration
+}
+
+// stages pairs the trace of each event (by position) with its
+// acknowledgement (by its Sent time).
+type stages struct {
+	mu    sync.Mutex
+	trace map[int64][3]time.Time // position → sent, received, handed
+	acked map[int64]time.Time    // Sent → append returned
 }
 
 func (l *liveRun) pct(ds []time.Duration, p float64) float64 {
@@ -145,7 +157,16 @@ func runLive(b *testing.B, store *eventstore.Store, name string, logicalMode boo
 	var (
 		mu   sync.Mutex
 		seen atomic.Int64
+		st   = stages{trace: map[int64][3]time.Time{}, acked: map[int64]time.Time{}}
 	)
+	if logicalMode {
+		logical.SetTraceDelivery(func(ev *eventstore.StoredEvent, sent, received, handed time.Time) {
+			st.mu.Lock()
+			st.trace[ev.Position] = [3]time.Time{sent, received, handed}
+			st.mu.Unlock()
+		})
+		defer logical.SetTraceDelivery(nil)
+	}
 	h := func(_ context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
 		now := time.Now()
 		mu.Lock()
@@ -157,6 +178,16 @@ func runLive(b *testing.B, store *eventstore.Store, name string, logicalMode boo
 			}
 			if d.Sent > began {
 				run.lats = append(run.lats, now.Sub(time.Unix(0, d.Sent)))
+				st.mu.Lock()
+				tr, ok := st.trace[ev.Position]
+				ack, aok := st.acked[d.Sent]
+				st.mu.Unlock()
+				if ok && aok {
+					run.ackSent = append(run.ackSent, tr[0].Sub(ack))
+					run.sentRecv = append(run.sentRecv, tr[1].Sub(tr[0]))
+					run.recvHanded = append(run.recvHanded, tr[2].Sub(tr[1]))
+					run.handedHandler = append(run.handedHandler, now.Sub(tr[2]))
+				}
 			}
 		}
 		seen.Add(int64(len(evs)))
@@ -193,9 +224,13 @@ func runLive(b *testing.B, store *eventstore.Store, name string, logicalMode boo
 					b.Error(err)
 					return
 				}
+				acked := time.Now()
 				amu.Lock()
-				run.acks = append(run.acks, time.Since(t0)) // append → acknowledged: the floor of delivery latency
+				run.acks = append(run.acks, acked.Sub(t0)) // append → acknowledged: the floor of delivery latency
 				amu.Unlock()
+				st.mu.Lock()
+				st.acked[t0.UnixNano()] = acked
+				st.mu.Unlock()
 				sent.Add(1)
 			}
 		})
@@ -254,4 +289,16 @@ func BenchmarkLogicalLiveLatency(b *testing.B) {
 	b.ReportMetric(base.pct(base.lats, 0.99), "tail-nohold-p99-ms")
 	b.ReportMetric(base.pct(base.acks, 0.99), "tail-run-append-p99-ms")
 	b.ReportMetric(float64(len(tb.Events)), "tail-delivered")
+	if len(lg.sentRecv) > 0 {
+		// Where the logical delivery's time goes (the acknowledgement can
+		// come after the server sent the commit: negative values).
+		b.ReportMetric(lg.pct(lg.ackSent, 0.5), "ack-to-sent-p50-ms")
+		b.ReportMetric(lg.pct(lg.ackSent, 0.99), "ack-to-sent-p99-ms")
+		b.ReportMetric(lg.pct(lg.sentRecv, 0.5), "sent-to-recv-p50-ms")
+		b.ReportMetric(lg.pct(lg.sentRecv, 0.99), "sent-to-recv-p99-ms")
+		b.ReportMetric(lg.pct(lg.recvHanded, 0.5), "recv-to-next-p50-ms")
+		b.ReportMetric(lg.pct(lg.recvHanded, 0.99), "recv-to-next-p99-ms")
+		b.ReportMetric(lg.pct(lg.handedHandler, 0.5), "next-to-handler-p50-ms")
+		b.ReportMetric(lg.pct(lg.handedHandler, 0.99), "next-to-handler-p99-ms")
+	}
 }

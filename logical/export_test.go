@@ -1,0 +1,13 @@
+package logical
+
+import (
+	"time"
+
+	"github.com/pgdcb/pgdcb/eventstore"
+)
+
+// SetTraceDelivery sets traceDelivery (nil ends it); call it while no reader
+// runs.
+func SetTraceDelivery(f func(ev *eventstore.StoredEvent, sent, received, handed time.Time)) {
+	traceDelivery = f
+}
