@@ -19,6 +19,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -57,10 +58,13 @@ func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 }
 
 // Main is pgfind.Main, for TestMain, closing the shared standby pair
-// (StandbyPair) after the tests:
+// (StandbyPair) and the wal_level=logical cluster (LogicalCluster) after
+// the tests:
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
-func Main(m *testing.M) { pgfind.MainThen(m, closePair) }
+func Main(m *testing.M) {
+	pgfind.MainThen(m, func() error { return errors.Join(closePair(), closeLogical()) })
+}
 
 // SchemaPrefix starts every name [Schema] returns.
 const SchemaPrefix = "pgdcb_test_"

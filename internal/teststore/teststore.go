@@ -30,7 +30,20 @@ func New(tb testing.TB, cfg *eventstore.Config) (*eventstore.Store, *pgxpool.Poo
 // application_name).
 func OnPool(tb testing.TB, pool *pgxpool.Pool, cfg *eventstore.Config) *eventstore.Store {
 	tb.Helper()
-	schema := pgtest.Schema(tb)
+	return onPool(tb, pool, pgtest.Schema(tb), cfg)
+}
+
+// Logical is New on the wal_level=logical cluster (pgtest.LogicalCluster),
+// for the tests of logical decoding readers; it skips the test when there
+// are no local PostgreSQL binaries.
+func Logical(tb testing.TB, cfg *eventstore.Config) (*eventstore.Store, *pgxpool.Pool) {
+	tb.Helper()
+	pool := pgtest.LogicalPool(tb)
+	return onPool(tb, pool, pgtest.LogicalSchema(tb), cfg), pool
+}
+
+func onPool(tb testing.TB, pool *pgxpool.Pool, schema string, cfg *eventstore.Config) *eventstore.Store {
+	tb.Helper()
 	if _, err := pgdcbsql.Migrate(context.Background(), pool, schema); err != nil {
 		tb.Fatalf("teststore: migrating %s: %v", schema, err)
 	}
