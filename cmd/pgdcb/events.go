@@ -18,6 +18,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 	"github.com/pgdcb/pgdcb/tags"
@@ -503,18 +504,28 @@ with -force (stored ids then exit 5).
 }
 
 var tailCmd = &command{
-	name: "tail", args: "[-query Q] [-after CURSOR] [-poll D]",
+	name: "tail", args: "[-query Q] [-after CURSOR] [-poll D] [-logical]",
 	summary: "follow events as NDJSON until interrupted; reconnects by itself",
 	detail: `Prints the matching events after the cursor, then waits for new ones
 (LISTEN/NOTIFY and polling), never skipping a late commit. On Ctrl-C or
 SIGTERM it stops, prints the cursor to resume from on stderr and exits 0.
 A lost connection is retried with backoff.
 
+With -logical it reads through logical decoding (server: wal_level=logical,
+a role with REPLICATION): events come in the order their transactions
+committed, and a transaction left open in the same database no longer holds
+them back. It uses the replication slot of reader "pgdcb-tail" of the schema
+(one -logical tail per schema at a time), creates it at start (replacing one
+a killed tail left) and drops it on exit. The printed cursor never passes an
+open transaction: resuming with -after it may print again events that
+committed out of log order after it, never skip one.
+
 ` + querySyntaxText,
 	flags: func(fs *flag.FlagSet) func(e *env) error {
 		qs := queryFlag(fs)
 		after := fs.String("after", "", "cursor to follow from (default: the start)")
 		poll := fs.Duration("poll", time.Second, "poll interval when no notification comes")
+		logicalMode := fs.Bool("logical", false, "read through logical decoding, in commit order (needs wal_level=logical)")
 		return func(e *env) error {
 			q, err := parseQuery(*qs)
 			if err != nil {
@@ -531,13 +542,17 @@ A lost connection is retried with backoff.
 			if err != nil {
 				return err
 			}
-			sub, err := subscription.New(store, q, &subscription.Config{Name: "pgdcb-tail", PollInterval: *poll})
+			cfg := &subscription.Config{Name: tailReader, PollInterval: *poll}
+			if *logicalMode {
+				cfg.Logical = &logical.Config{}
+			}
+			sub, err := subscription.New(store, q, cfg)
 			if err != nil {
 				return err
 			}
 			enc := json.NewEncoder(e.stdout)
 			cur := from
-			err = sub.Run(e.ctx, from, func(_ context.Context, b subscription.Batch) error {
+			h := func(_ context.Context, b subscription.Batch) error {
 				for _, ev := range b.Events {
 					if err := enc.Encode(toJSON(ev)); err != nil {
 						return err
@@ -545,7 +560,12 @@ A lost connection is retried with backoff.
 				}
 				cur = b.Cursor
 				return nil
-			})
+			}
+			if *logicalMode {
+				err = tailLogical(e.ctx, store, sub, from, h)
+			} else {
+				err = sub.Run(e.ctx, from, h)
+			}
 			if err != nil && e.ctx.Err() == nil {
 				return fmt.Errorf("%w (resume with -after %s)", err, cur)
 			}
@@ -553,4 +573,27 @@ A lost connection is retried with backoff.
 			return nil
 		}
 	},
+}
+
+// tailReader names tail's subscription (and, with -logical, its slot).
+const tailReader = "pgdcb-tail"
+
+// tailLogical runs sub in logical decoding mode from cursor from on a new
+// slot, refused while another tail streams from it, and drops the slot
+// when it returns.
+func tailLogical(ctx context.Context, store *eventstore.Store, sub *subscription.Subscription, from cursor.Cursor, h subscription.Handler) error {
+	slot := logical.SlotName(store.Schema(), tailReader)
+	st, err := logical.GetSlotStatus(ctx, store.Pool(), slot)
+	if err != nil {
+		return err
+	}
+	if st.Active {
+		return fmt.Errorf("pgdcb: tail -logical: replication slot %s is in use: another tail -logical follows schema %s", slot, store.Schema())
+	}
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		_ = logical.DropSlot(dctx, store.Pool(), slot)
+	}()
+	return sub.RunLogical(ctx, logical.Checkpoint{}, from, h)
 }
