@@ -292,13 +292,12 @@ func BenchmarkLogicalLiveLatency(b *testing.B) {
 	if len(lg.sentRecv) > 0 {
 		// Where the logical delivery's time goes (the acknowledgement can
 		// come after the server sent the commit: negative values).
-		b.ReportMetric(lg.pct(lg.ackSent, 0.5), "ack-to-sent-p50-ms")
-		b.ReportMetric(lg.pct(lg.ackSent, 0.99), "ack-to-sent-p99-ms")
-		b.ReportMetric(lg.pct(lg.sentRecv, 0.5), "sent-to-recv-p50-ms")
-		b.ReportMetric(lg.pct(lg.sentRecv, 0.99), "sent-to-recv-p99-ms")
-		b.ReportMetric(lg.pct(lg.recvHanded, 0.5), "recv-to-next-p50-ms")
-		b.ReportMetric(lg.pct(lg.recvHanded, 0.99), "recv-to-next-p99-ms")
-		b.ReportMetric(lg.pct(lg.handedHandler, 0.5), "next-to-handler-p50-ms")
-		b.ReportMetric(lg.pct(lg.handedHandler, 0.99), "next-to-handler-p99-ms")
+		for _, st := range []struct {
+			name string
+			ds   []time.Duration
+		}{{"ack-to-sent", lg.ackSent}, {"sent-to-recv", lg.sentRecv}, {"recv-to-next", lg.recvHanded}, {"next-to-handler", lg.handedHandler}} {
+			b.ReportMetric(lg.pct(st.ds, 0.5), st.name+"-p50-ms")
+			b.ReportMetric(lg.pct(st.ds, 0.99), st.name+"-p99-ms")
+		}
 	}
 }

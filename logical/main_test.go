@@ -16,19 +16,14 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/logical"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 // clusterSettings: logical decoding, and commits that are durable before
 // they are visible (the throwaway default is synchronous_commit off).
-var clusterSettings = map[string]string{
-	"wal_level":             "logical",
-	"max_replication_slots": "40",
-	"max_wal_senders":       "40",
-	"synchronous_commit":    "on",
-	"max_connections":       "100",
-}
+var clusterSettings = pgtest.LogicalSettings
 
 var (
 	srv     *pgserver.Server // the package's throwaway cluster, shared by its tests
