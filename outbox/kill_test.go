@@ -24,18 +24,27 @@ import (
 const (
 	helperSchemaEnv  = "PGDCB_OUTBOX_HELPER_SCHEMA"
 	helperSubjectEnv = "PGDCB_OUTBOX_HELPER_SUBJECT"
+	// helperDSNEnv, when set, is the server of the helper's store (else
+	// pgtest's); helperLogicalEnv=1 runs the relay in logical decoding mode.
+	helperDSNEnv     = "PGDCB_OUTBOX_HELPER_DSN"
+	helperLogicalEnv = "PGDCB_OUTBOX_HELPER_LOGICAL"
 )
 
 var ordersTopic = outbox.Topic{Name: "orders", Query: query.Tagged([]string{"OrderPlaced"})}
 
-// TestHelperRelay is the child process of TestJetStreamSIGKILL: a relay whose
-// publisher prints HALF once half of a batch was acknowledged, then lingers.
+// TestHelperRelay is the child process of TestJetStreamSIGKILL and
+// TestLogicalRelaySIGKILL: a relay whose publisher prints HALF once half of
+// a batch was acknowledged, then lingers.
 func TestHelperRelay(t *testing.T) {
 	schema := os.Getenv(helperSchemaEnv)
 	if schema == "" {
 		t.Skip("child process of TestJetStreamSIGKILL")
 	}
-	pool, err := pgxpool.New(context.Background(), pgtest.DSN(t))
+	dsn := os.Getenv(helperDSNEnv)
+	if dsn == "" {
+		dsn = pgtest.DSN(t)
+	}
+	pool, err := pgxpool.New(context.Background(), dsn)
 	require.NoError(t, err)
 	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
@@ -54,7 +63,11 @@ func TestHelperRelay(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 		return pub.Publish(ctx, msgs[h:])
 	})
-	r, err := outbox.New(s, ordersTopic, "nats", slow, fast)
+	cfg := fast
+	if os.Getenv(helperLogicalEnv) == "1" {
+		cfg = logicalFast()
+	}
+	r, err := outbox.New(s, ordersTopic, "nats", slow, cfg)
 	require.NoError(t, err)
 	_ = r.Run(context.Background()) // until killed
 }

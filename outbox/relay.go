@@ -16,6 +16,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -91,6 +92,13 @@ type Config struct {
 	// condition (pgdcbprom.NewOutboxMetrics; pgdcbotel.New for spans).
 	// Default nil.
 	DeliveryTracer Tracer
+	// Logical, when set, feeds the relay from logical decoding (passed to
+	// projection.Config.Logical; package logical): messages are published
+	// in the order their transactions COMMITTED, so a transaction left open
+	// in the same database no longer holds delivery back. The server needs
+	// wal_level=logical and a role that may replicate (docs/OUTBOX.md
+	// "Logical decoding mode"). Default nil: tail reads, in log order.
+	Logical *logical.Config
 }
 
 // validate refuses negative numbers and durations among the relay's own
@@ -196,7 +204,7 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		return nil
 	}
 	runner, err := projection.New(store, r.name, topic.Query, handler,
-		&projection.Config{BatchSize: c.BatchSize, ReaderConfig: c.ReaderConfig})
+		&projection.Config{BatchSize: c.BatchSize, ReaderConfig: c.ReaderConfig, Logical: c.Logical})
 	if err != nil {
 		return nil, err
 	}
