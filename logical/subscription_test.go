@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
@@ -131,4 +132,38 @@ func TestSubscriptionLogicalModeIsExplicit(t *testing.T) {
 	require.ErrorIs(t, sub.RunLogical(t.Context(), logical.Checkpoint{}, cursor.Start, h), pgdcb.ErrInvalidArgument)
 	_, err = subscription.New(store, query.All(), &subscription.Config{Logical: &logical.Config{Slot: "Bad-Name"}})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
+}
+
+// TestSubscriptionLogicalSlotMetric: a logical subscription with
+// Config.Metrics reports its slot's retained WAL.
+func TestSubscriptionLogicalSlotMetric(t *testing.T) {
+	store, _ := newStore(t)
+	useSlot(store, "m")
+	m := subscription.NewMetrics()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collectors()...)
+	sub, err := subscription.New(store, query.All(), &subscription.Config{Name: "m", Logical: &logical.Config{},
+		PollInterval: 50 * time.Millisecond, Metrics: m})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.RunLogical(ctx, logical.Checkpoint{}, cursor.Start, func(context.Context, subscription.Batch) error { return nil })
+	}()
+	defer func() {
+		cancel()
+		require.ErrorIs(t, <-done, context.Canceled)
+	}()
+	appendN(t, store, 1)
+	require.Eventually(t, func() bool {
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			if f.GetName() == "pgdcb_reader_slot_retained_wal_bytes" && len(f.GetMetric()) == 1 &&
+				f.GetMetric()[0].GetLabel()[0].GetValue() == "m" {
+				return true
+			}
+		}
+		return false
+	}, deadline, 20*time.Millisecond)
 }

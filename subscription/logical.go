@@ -16,6 +16,10 @@ import (
 // closeTimeout bounds closing the logical stream after ctx ended.
 const closeTimeout = 10 * time.Second
 
+// slotMetricEvery bounds how often RunLogical reads its slot's retained WAL
+// for Config.Metrics (a projection reads it at each heartbeat).
+const slotMetricEvery = 5 * time.Second
+
 // RunLogical is Run in the logical decoding mode (Config.Logical): the
 // events come from the subscription's replication slot in COMMIT order
 // (each transaction's events in position order), so a transaction left open
@@ -62,6 +66,7 @@ func (s *Subscription) RunLogical(ctx context.Context, from logical.Checkpoint, 
 		rd       *logical.Reader
 		failures int
 		lastCall time.Time
+		lastSlot time.Time
 	)
 	closeReader := func() {
 		if rd != nil {
@@ -133,6 +138,16 @@ func (s *Subscription) RunLogical(ctx context.Context, from logical.Checkpoint, 
 			// Stored by the handler already; the server learns the
 			// position at the next confirmation.
 			closeReader()
+			continue
+		}
+		if s.cfg.Metrics != nil && time.Since(lastSlot) >= slotMetricEvery {
+			lastSlot = time.Now()
+			st, err := logical.GetSlotStatus(ctx, store.Pool(), rd.Slot())
+			if err != nil {
+				s.cfg.Logger.WarnContext(ctx, "pgdcb: subscription: reading the slot's status failed", "name", s.cfg.Name, "err", err)
+				continue
+			}
+			s.cfg.Metrics.Slot(s.cfg.Name, st.RetainedBytes, st.WALStatus == "lost")
 		}
 	}
 }
