@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
 )
 
 // deadline bounds every wait for observable state: the machine is shared and
@@ -641,4 +643,39 @@ func TestPauseAndHandlerFailureResumeExactlyOnce(t *testing.T) {
 	want = append(want, more...)
 	got = waitRows(t, rows, 9)
 	require.Equal(t, want, positions(got))
+}
+
+// TestProjectionSlotMetricWhileEventsFlow: a logical projection reports its
+// slot's retained WAL while every batch moves its checkpoint (no heartbeat
+// write is then due, and the metric used to come only with one).
+func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
+	store, _ := newStore(t)
+	m := subscription.NewMetrics()
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(m.Collectors()...)
+	cfg := projConfig()
+	cfg.Metrics = m
+	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil }, cfg)
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	appending := make(chan struct{})
+	go func() {
+		defer close(appending)
+		for ctx.Err() == nil {
+			_, _ = store.Append(ctx, []eventstore.Event{event(t, "E", "k=v")})
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	require.Eventually(t, func() bool {
+		fams, err := reg.Gather()
+		require.NoError(t, err)
+		for _, f := range fams {
+			if f.GetName() == "pgdcb_reader_slot_retained_wal_bytes" && len(f.GetMetric()) == 1 {
+				return true
+			}
+		}
+		return false
+	}, deadline, 20*time.Millisecond)
+	cancel()
+	<-appending
 }

@@ -416,6 +416,7 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *wake.Waker) error 
 		lag       wake.LagTracker
 		held      wake.HorizonWait
 		lastWrite time.Time
+		lastSlot  time.Time
 	)
 	if err := r.heartbeat(ctx, conn); err != nil {
 		return err
@@ -469,6 +470,11 @@ func (r *Runner) lead(ctx context.Context, conn *pgx.Conn, w *wake.Waker) error 
 				}
 			}
 			lastWrite = time.Now()
+		}
+		// Not with the heartbeat: a logical batch that moves the checkpoint
+		// writes it, and the heartbeat then never comes.
+		if r.cfg.Logical != nil && time.Since(lastSlot) >= r.cfg.HeartbeatInterval {
+			lastSlot = time.Now()
 			r.slotMetric(ctx)
 		}
 		if res.full || res.waited {
