@@ -2,8 +2,6 @@ package pgtest
 
 import (
 	"context"
-	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -23,11 +21,9 @@ var LogicalSettings = map[string]string{
 	"max_connections":       "100",
 }
 
-var (
-	logicalMu  sync.Mutex
-	logicalSrv *pgserver.Server
-	logicalErr error
-)
+var sharedLogical = shared[*pgserver.Server]{what: "wal_level=logical cluster", start: func(ctx context.Context) (*pgserver.Server, error) {
+	return pgserver.StartThrowaway(ctx, pgserver.Options{Settings: LogicalSettings})
+}}
 
 // LogicalCluster returns the process's throwaway cluster with
 // wal_level=logical (LogicalSettings), started on first use (a few
@@ -37,20 +33,7 @@ var (
 // when there are no local PostgreSQL binaries.
 func LogicalCluster(tb testing.TB) *pgserver.Server {
 	tb.Helper()
-	logicalMu.Lock()
-	defer logicalMu.Unlock()
-	if logicalSrv == nil && logicalErr == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		logicalSrv, logicalErr = pgserver.StartThrowaway(ctx, pgserver.Options{Settings: LogicalSettings})
-	}
-	if errors.Is(logicalErr, pgserver.ErrNoBinaries) {
-		tb.Skipf("pgtest: no wal_level=logical cluster: %v", logicalErr)
-	}
-	if logicalErr != nil {
-		tb.Fatalf("pgtest: wal_level=logical cluster: %v", logicalErr)
-	}
-	return logicalSrv
+	return sharedLogical.get(tb)
 }
 
 // LogicalPool returns a new pool on the LogicalCluster, closed when the
@@ -71,16 +54,4 @@ func LogicalPool(tb testing.TB) *pgxpool.Pool {
 func LogicalSchema(tb testing.TB) string {
 	tb.Helper()
 	return schemaOn(tb, LogicalCluster(tb).DSN())
-}
-
-// closeLogical stops the LogicalCluster, if one was started (Main).
-func closeLogical() error {
-	logicalMu.Lock()
-	defer logicalMu.Unlock()
-	if logicalSrv == nil {
-		return nil
-	}
-	err := logicalSrv.Close()
-	logicalSrv = nil
-	return err
 }

@@ -63,7 +63,7 @@ func NewPool(ctx context.Context, dsn string) (*pgxpool.Pool, error) {
 //
 //	func TestMain(m *testing.M) { pgtest.Main(m) }
 func Main(m *testing.M) {
-	pgfind.MainThen(m, func() error { return errors.Join(closePair(), closeLogical()) })
+	pgfind.MainThen(m, func() error { return errors.Join(sharedPair.close(), sharedLogical.close()) })
 }
 
 // SchemaPrefix starts every name [Schema] returns.

@@ -3,7 +3,6 @@ package pgtest
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,11 +20,13 @@ type Pair struct {
 	Primary, Standby *pgserver.Server
 }
 
-var (
-	pairMu  sync.Mutex
-	pair    *Pair
-	pairErr error
-)
+// sharedPair is StandbyPair's pair: synchronous_commit on (PostgreSQL's
+// default; throwaway clusters turn it off): a walsender sends only flushed
+// WAL, so with it off the standby trails by up to wal_writer_delay (200ms)
+// even without an apply delay.
+var sharedPair = shared[*Pair]{what: "standby pair", start: func(ctx context.Context) (*Pair, error) {
+	return StartPair(ctx, pgserver.Options{Settings: map[string]string{"synchronous_commit": "on"}}, pgserver.StandbyOptions{})
+}}
 
 // StandbyPair returns the process's primary and standby, starting them on
 // first use (a few seconds), with no apply delay and synchronous_commit on. The pair is shared: a test
@@ -36,24 +37,7 @@ var (
 // the test when there are no local PostgreSQL binaries.
 func StandbyPair(tb testing.TB) *Pair {
 	tb.Helper()
-	pairMu.Lock()
-	defer pairMu.Unlock()
-	if pair == nil && pairErr == nil {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		// synchronous_commit on (PostgreSQL's default; throwaway clusters
-		// turn it off): a walsender sends only flushed WAL, so with it off
-		// the standby trails by up to wal_writer_delay (200ms) even
-		// without an apply delay.
-		pair, pairErr = StartPair(ctx, pgserver.Options{Settings: map[string]string{"synchronous_commit": "on"}}, pgserver.StandbyOptions{})
-	}
-	if errors.Is(pairErr, pgserver.ErrNoBinaries) {
-		tb.Skipf("pgtest: no standby pair: %v", pairErr)
-	}
-	if pairErr != nil {
-		tb.Fatalf("pgtest: standby pair: %v", pairErr)
-	}
-	return pair
+	return sharedPair.get(tb)
 }
 
 // StartPair starts a throwaway primary with opts and a standby of it with
@@ -74,18 +58,6 @@ func StartPair(ctx context.Context, opts pgserver.Options, sopts pgserver.Standb
 // Close stops and removes the standby, then the primary.
 func (p *Pair) Close() error {
 	return errors.Join(p.Standby.Close(), p.Primary.Close())
-}
-
-// closePair stops the shared pair, if one was started (Main).
-func closePair() error {
-	pairMu.Lock()
-	defer pairMu.Unlock()
-	if pair == nil {
-		return nil
-	}
-	err := pair.Close()
-	pair = nil
-	return err
 }
 
 // Pools returns a pool on the primary and one on the standby, closed when the
