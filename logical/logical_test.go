@@ -17,9 +17,9 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
-	"github.com/pgdcb/pgdcb/subscription"
 )
 
 // deadline bounds every wait for observable state: the machine is shared and
@@ -650,11 +650,11 @@ func TestPauseAndHandlerFailureResumeExactlyOnce(t *testing.T) {
 // write is then due, and the metric used to come only with one).
 func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 	store, _ := newStore(t)
-	m := subscription.NewMetrics()
+	m := pgdcbprom.NewReaderMetrics()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collectors()...)
 	cfg := projConfig()
-	cfg.Metrics = m
+	cfg.Tracer = m
 	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil }, cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()

@@ -15,6 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -135,15 +136,15 @@ func TestSubscriptionLogicalModeIsExplicit(t *testing.T) {
 }
 
 // TestSubscriptionLogicalSlotMetric: a logical subscription with
-// Config.Metrics reports its slot's retained WAL.
+// Config.Tracer (a StatusTracer) gets its slot's retained WAL.
 func TestSubscriptionLogicalSlotMetric(t *testing.T) {
 	store, _ := newStore(t)
 	useSlot(store, "m")
-	m := subscription.NewMetrics()
+	m := pgdcbprom.NewReaderMetrics()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m.Collectors()...)
 	sub, err := subscription.New(store, query.All(), &subscription.Config{Name: "m", Logical: &logical.Config{},
-		PollInterval: 50 * time.Millisecond, Metrics: m})
+		PollInterval: 50 * time.Millisecond, Tracer: m})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

@@ -17,7 +17,7 @@ import (
 const closeTimeout = 10 * time.Second
 
 // slotMetricEvery bounds how often RunLogical reads its slot's retained WAL
-// for Config.Metrics (a projection reads it at each heartbeat).
+// for Config.Tracer's TraceSlot (a projection reads it every HeartbeatInterval).
 const slotMetricEvery = 5 * time.Second
 
 // RunLogical is Run in the logical decoding mode (Config.Logical): the
@@ -140,14 +140,14 @@ func (s *Subscription) RunLogical(ctx context.Context, from logical.Checkpoint, 
 			closeReader()
 			continue
 		}
-		if s.cfg.Metrics != nil && time.Since(lastSlot) >= slotMetricEvery {
+		if s.tr.s != nil && time.Since(lastSlot) >= slotMetricEvery {
 			lastSlot = time.Now()
 			st, err := logical.GetSlotStatus(ctx, store.Pool(), rd.Slot())
 			if err != nil {
 				s.cfg.Logger.WarnContext(ctx, "pgdcb: subscription: reading the slot's status failed", "name", s.cfg.Name, "err", err)
 				continue
 			}
-			s.cfg.Metrics.Slot(s.cfg.Name, st.RetainedBytes, st.WALStatus == "lost")
+			s.tr.s.TraceSlot(ctx, s.cfg.Name, SlotStatus{RetainedBytes: st.RetainedBytes, Lost: st.WALStatus == "lost"})
 		}
 	}
 }
