@@ -103,6 +103,14 @@ func newPool(t *testing.T, app string, maxConns int32, params map[string]string)
 	cfg, err := pgxpool.ParseConfig(cluster(t).DSN())
 	require.NoError(t, err)
 	cfg.MaxConns = maxConns
+	if app == adminApp {
+		// The checks' pool pings every connection it hands out: after a
+		// crash its idle connections are dead, and a check must not fail
+		// on one (pgxpool pings only connections idle for a second or
+		// more). The writers' pools keep pgxpool's default: what the store
+		// does with a dead connection is under test there.
+		cfg.ShouldPing = func(context.Context, pgxpool.ShouldPingParams) bool { return true }
+	}
 	cfg.ConnConfig.ConnectTimeout = 2 * time.Second
 	cfg.ConnConfig.RuntimeParams["application_name"] = app
 	for k, v := range params {
@@ -140,6 +148,9 @@ func serverExec(ctx context.Context, stmts ...string) error {
 	return err
 }
 
+// adminApp is the application name of the admin pool.
+const adminApp = "faults_admin"
+
 // env is one scenario's schema on the cluster: a store on a writers' pool
 // and an admin pool for set-up and checks.
 type env struct {
@@ -154,7 +165,7 @@ func newEnv(t *testing.T) *env {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	schema := "faults_" + hex.EncodeToString(b[:])
-	admin := newPool(t, "faults_admin", 4, nil)
+	admin := newPool(t, adminApp, 4, nil)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
