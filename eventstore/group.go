@@ -288,13 +288,6 @@ func storeMax(m *atomic.Int64, v int64) {
 	}
 }
 
-func orDefault(v, def int) int {
-	if v <= 0 {
-		return def
-	}
-	return v
-}
-
 // appendGrouped is appendPool with group commit on (events validated).
 func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
 	return s.appendGroupedAgain(ctx, events, cond, false)
@@ -307,7 +300,7 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 		return AppendResult{}, errf("append", err) // nothing was sent
 	}
 	g := &s.group
-	maxSenders := orDefault(s.cfg.GroupSenders, DefaultGroupSenders)
+	maxSenders := s.cfg.GroupSenders
 	r := &groupReq{ctx: ctx, events: events, cond: cond, id: s.callID(events), done: make(chan groupResult, 1), again: again,
 		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
 	g.mu.Lock()
@@ -450,7 +443,7 @@ func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif
 	g.mu.Lock()
 	if g.gates == nil {
 		g.gates = make(map[int64]*keyGate)
-		n := int(s.pool.Config().MaxConns) - orDefault(s.cfg.GroupSenders, DefaultGroupSenders)
+		n := int(s.pool.Config().MaxConns) - s.cfg.GroupSenders
 		g.lanes = make(chan struct{}, max(1, n))
 	}
 	gate := g.gates[key]
@@ -574,8 +567,8 @@ func (s *Store) groupLoop(ctx context.Context) {
 // queued conflicts with the sends in flight.
 func (s *Store) takeGroupLocked() []*groupReq {
 	g := &s.group
-	maxAppends := orDefault(s.cfg.GroupMaxAppends, DefaultGroupMaxAppends)
-	maxEvents := orDefault(s.cfg.GroupMaxEvents, DefaultGroupMaxEvents)
+	maxAppends := s.cfg.GroupMaxAppends
+	maxEvents := s.cfg.GroupMaxEvents
 	var batch, rest []*groupReq
 	var left map[int64]keyUse // keys of the appends left in the queue
 	keys := make(map[int64]bool)
@@ -737,7 +730,7 @@ func (s *Store) requeue(rs []*groupReq) {
 	}
 	g.queue = append(back, g.queue...)
 	g.signalLocked()
-	if g.senders < orDefault(s.cfg.GroupSenders, DefaultGroupSenders) {
+	if g.senders < s.cfg.GroupSenders {
 		g.senders++
 		g.signalLocked()
 		s.startSender(back[0].ctx)

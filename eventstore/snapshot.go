@@ -92,22 +92,13 @@ const (
 	maxPendingSnapshotWrites = 4
 )
 
+// snapshotEvery is how many events between automatic snapshot writes (New
+// filled the default); 0 with SnapshotsManual.
 func (s *Store) snapshotEvery() int {
-	switch n := s.cfg.SnapshotEvery; {
-	case s.cfg.SnapshotsManual:
+	if s.cfg.SnapshotsManual {
 		return 0 // no automatic writes
-	case n == 0:
-		return DefaultSnapshotEvery
-	default:
-		return n
 	}
-}
-
-func (s *Store) snapshotWriteTimeout() time.Duration {
-	if d := s.cfg.SnapshotWriteTimeout; d > 0 {
-		return d
-	}
-	return DefaultSnapshotWriteTimeout
+	return s.cfg.SnapshotEvery
 }
 
 // SnapshotStats counts what the store did with decision snapshots since it
@@ -239,7 +230,7 @@ func (s *Store) scheduleSnapshotWrite(ctx context.Context, w *snapshotWrite) {
 		defer c.wg.Done()
 		defer c.pending.Add(-1)
 		defer c.inflight.Delete(id)
-		ctx, cancel := context.WithTimeout(bg, s.snapshotWriteTimeout())
+		ctx, cancel := context.WithTimeout(bg, s.cfg.SnapshotWriteTimeout)
 		defer cancel()
 		ok, err := s.writeSnapshot(ctx, w)
 		s.recordWrite(ctx, ok, err)
