@@ -241,25 +241,8 @@ func prepareLogicalLive(logicalMode, held bool) func(context.Context, *Env) (*Pl
 			}
 		}
 		var heldDeliv atomic.Int64 // handled while the holder was open
-		latMs := func() (p50, p99, mx float64, n int) {
-			mu.Lock()
-			c := append([]time.Duration(nil), samples...)
-			mu.Unlock()
-			if len(c) == 0 {
-				return 0, 0, 0, 0
-			}
-			p50, p99 = percentileMs(c, 50), percentileMs(c, 99)
-			for _, d := range c {
-				mx = max(mx, float64(d)/float64(time.Millisecond))
-			}
-			return p50, p99, mx, len(c)
-		}
-		ackMs := func() (p50, p99 float64) {
-			acks.mu.Lock()
-			c := append([]time.Duration(nil), acks.samples...)
-			acks.mu.Unlock()
-			return percentileMs(c, 50), percentileMs(c, 99)
-		}
+		latMs := func() (p50, p99, mx float64, n int) { return latencyMs(&mu, &samples) }
+		ackMs := acks.percentilesMs
 		// finish ends the holder (the tail read's events come then), waits
 		// until every appended event was handled and stops the projection;
 		// once.

@@ -147,25 +147,8 @@ func preparePacedLive(held bool) func(context.Context, *Env) (*Plan, error) {
 			})
 			return stopErr
 		}
-		latMs := func() (p50, p99, mx float64, n int) {
-			mu.Lock()
-			c := append([]time.Duration(nil), samples...)
-			mu.Unlock()
-			if len(c) == 0 {
-				return 0, 0, 0, 0
-			}
-			p50, p99 = percentileMs(c, 50), percentileMs(c, 99)
-			for _, d := range c {
-				mx = max(mx, float64(d)/float64(time.Millisecond))
-			}
-			return p50, p99, mx, len(c)
-		}
-		ackMs := func() (p50, p99 float64) {
-			acks.mu.Lock()
-			c := append([]time.Duration(nil), acks.samples...)
-			acks.mu.Unlock()
-			return percentileMs(c, 50), percentileMs(c, 99)
-		}
+		latMs := func() (p50, p99, mx float64, n int) { return latencyMs(&mu, &samples) }
+		ackMs := acks.percentilesMs
 		what := "no other transaction open"
 		if held {
 			what = "a transaction holding an xid open in another database for the whole workload"
@@ -243,4 +226,28 @@ func pacedAppends(store *eventstore.Store, acks *ackMeter, measuring *atomic.Boo
 		return 1, nil
 	}
 	return op, floor
+}
+
+// latencyMs copies samples under mu and returns their p50, p99 and maximum
+// in milliseconds, and their number.
+func latencyMs(mu *sync.Mutex, samples *[]time.Duration) (p50, p99, mx float64, n int) {
+	mu.Lock()
+	c := append([]time.Duration(nil), *samples...)
+	mu.Unlock()
+	if len(c) == 0 {
+		return 0, 0, 0, 0
+	}
+	for _, d := range c {
+		mx = max(mx, float64(d)/float64(time.Millisecond))
+	}
+	return percentileMs(c, 50), percentileMs(c, 99), mx, len(c)
+}
+
+// percentilesMs is the p50 and p99 of the recorded acknowledgement times,
+// in milliseconds.
+func (m *ackMeter) percentilesMs() (p50, p99 float64) {
+	m.mu.Lock()
+	c := append([]time.Duration(nil), m.samples...)
+	m.mu.Unlock()
+	return percentileMs(c, 50), percentileMs(c, 99)
 }
