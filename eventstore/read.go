@@ -136,8 +136,8 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 	defer func() { t.endRead(ReadOpHead, err) }()
 	var snapText string
 	var c cursor.Cursor
-	var pf proof
-	if err := db.QueryRow(ctx, s.sql.head).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest(true)...)...); err != nil {
+	pf := s.newProof(true)
+	if err := db.QueryRow(ctx, s.sql.head).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest()...)...); err != nil {
 		return cursor.Cursor{}, errf("head", err)
 	}
 	snap, err := cursor.ParseSnapshot(snapText)
@@ -199,22 +199,23 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	// The durable point (tailing reads only): the last event below the
 	// horizon, a backward scan of events_log_order from the horizon, one row.
 	// A tailing cursor never moves past it (see TailBatch.Cursor).
-	durable, durableJoin := `'0'::xid8, 0::bigint, '0'::xid8, 0, ''`, ""
+	// Only a tailing read has these header columns (readTargets).
+	durable, durableJoin := "", ""
 	// A decision read proves its cursor on a standby (provenJoin); a
 	// tailing read's cursor is the durable point, below the horizon, which
 	// is the standby's xmin there already (internal/horizon).
-	proven, provenSQL := noProofColumns, ""
+	proven, provenSQL := "", ""
 	if !tail {
 		proven, provenSQL = s.proofSQL("s.snap", "h.transaction_id")
 	}
 	if tail {
-		durable = `coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns
+		durable = `, coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns
 		durableJoin = horizon.Join("s.snap", "h.transaction_id") + `
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			WHERE transaction_id < hz.horizon
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true`
 	}
-	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + durable + `, ` + proven + `, r.*
+	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)` + durable + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + durableJoin + provenSQL + `
@@ -281,17 +282,20 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			n        int
 			last     StoredEvent
 			traced   = s.traceOf(ctx)
-			pf       proof
+			pf       = s.newProof(!tail)
 		)
+		// The header columns repeat on every row; scan them once.
+		hdr := []any{&snapText, &head.TransactionID, &head.Position}
+		if tail {
+			hdr = append(hdr, &es.durable.TransactionID, &es.durable.Position, &es.horizon, &es.holder.PID, &es.holder.Database)
+		}
+		first, rest := rowTargets(append(hdr, pf.dest()...))
 		for rows.Next() {
-			// The header columns repeat on every row; scan them once.
-			var snapDest, hx, hp, dx, dp, hz, hpid, hdb any
+			targets := rest
 			if n == 0 {
-				snapDest, hx, hp = &snapText, &head.TransactionID, &head.Position
-				dx, dp = &es.durable.TransactionID, &es.durable.Position
-				hz, hpid, hdb = &es.horizon, &es.holder.PID, &es.holder.Database
+				targets = first
 			}
-			ev, ok, err := scanEventRow(rows, append([]any{snapDest, hx, hp, dx, dp, hz, hpid, hdb}, pf.dest(n == 0)...)...)
+			ev, ok, err := scanEventRow(rows, targets...)
 			if err != nil {
 				yield(StoredEvent{}, errf("read", err))
 				return
@@ -326,6 +330,20 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 	}
 	return es
 }
+
+// rowTargets returns the scan targets of a read's rows, built once per read:
+// first scans the header columns into hdr, rest discards them (nil), and
+// each has room for the event's columns, which scanEventRow appends.
+func rowTargets(hdr []any) (first, rest []any) {
+	first = make([]any, len(hdr), len(hdr)+eventColumnCount)
+	copy(first, hdr)
+	rest = make([]any, len(hdr), len(hdr)+eventColumnCount)
+	return first, rest
+}
+
+// eventColumnCount is the number of eventColumns, the columns scanEventRow
+// scans after the header.
+const eventColumnCount = 8
 
 // scanEventRow scans one row of a read statement: its header columns into
 // header (nil destinations discard them, as on every row after the first),

@@ -213,7 +213,7 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, arg
 	}
 	proven, provenSQL := s.proofSQL("s.snap", "h.transaction_id")
 	return `SELECT s.snap::text, s.epoch, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
-			coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + proven + `, r.*
+			coalesce(d.transaction_id, '0'), coalesce(d.position, 0)` + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap,
 				(SELECT epoch FROM ` + s.schema + `.decision_snapshot_epoch) AS epoch) s
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
@@ -246,7 +246,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 		passedDurable  bool
 		captureFailure error
 		traced         = s.traceOf(ctx)
-		pf             proof
+		pf             = s.newProof(true)
 	)
 	capture := func() {
 		passedDurable = true
@@ -269,13 +269,14 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 				tx: durable.TransactionID, position: durable.Position, state: b, epoch: epoch})
 		}
 	}
+	first, rest := rowTargets(append([]any{&snapText, &epoch, &head.TransactionID, &head.Position,
+		&durable.TransactionID, &durable.Position}, pf.dest()...))
 	for rows.Next() {
-		var snapDest, ep, hx, hp, dx, dp any
+		targets := rest
 		if n == 0 {
-			snapDest, ep, hx, hp = &snapText, &epoch, &head.TransactionID, &head.Position
-			dx, dp = &durable.TransactionID, &durable.Position
+			targets = first
 		}
-		ev, ok, err := scanEventRow(rows, append([]any{snapDest, ep, hx, hp, dx, dp}, pf.dest(n == 0)...)...)
+		ev, ok, err := scanEventRow(rows, targets...)
 		if err != nil {
 			return c, nil, false, errf("project", err)
 		}

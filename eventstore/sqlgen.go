@@ -80,7 +80,7 @@ func newStatements(schema string) statements {
 // (proofSQL).
 func (s *Store) headSQL() string {
 	proven, join := s.proofSQL("s.snap", "h.transaction_id")
-	return `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), ` + proven + `
+	return `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)` + proven + `
 			FROM (SELECT pg_current_snapshot() AS snap) s
 			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + join

@@ -88,19 +88,23 @@ func provenJoin(events, snap, headTx string) string {
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) pc ON true`
 }
 
-// noProofColumns stand for provenColumns in a read that proves nothing: a
-// store without Config.ReadPool reads on its primary, where the proof is
-// empty (pg_is_in_recovery() false) and its SQL is not sent.
-const noProofColumns = `false, NULL::bigint[], false, '0'::xid8, 0::bigint`
-
-// proofSQL returns the select list and the join of a decision read:
-// provenColumns and provenJoin when the store has a read pool (a standby may
-// serve the read), noProofColumns and nothing otherwise.
+// proofSQL returns what a decision read adds to its select list (after a
+// comma) and its join: provenColumns and provenJoin when the store has a read
+// pool (a standby may serve the read), nothing otherwise (a store without
+// Config.ReadPool reads on its primary, where the proof is empty); newProof
+// scans them.
 func (s *Store) proofSQL(snap, headTx string) (columns, join string) {
 	if s.cfg.ReadPool == nil {
-		return noProofColumns, ""
+		return "", ""
 	}
-	return provenColumns, provenJoin(s.sql.events, snap, headTx)
+	return ", " + provenColumns, provenJoin(s.sql.events, snap, headTx)
+}
+
+// newProof returns the proof of a read whose statement carries
+// proofSQL's columns when proved (a decision read) and the store has a read
+// pool; otherwise one that scans nothing and proves nothing.
+func (s *Store) newProof(proved bool) proof {
+	return proof{used: proved && s.cfg.ReadPool != nil}
 }
 
 // provenColumns is the select list of provenJoin, scanned by proof.dest.
@@ -108,6 +112,7 @@ const provenColumns = `pv.rec, pv.ids, pv.cut_at IS NOT NULL, coalesce(pc.cut_tx
 
 // proof is what provenColumns return.
 type proof struct {
+	used   bool // the statement has provenColumns (newProof)
 	rec    bool
 	ids    []int64
 	cut    bool
@@ -115,11 +120,11 @@ type proof struct {
 	cutPos int64
 }
 
-// dest returns the scan destinations of provenColumns (nil: discard, for
-// the rows after the first).
-func (p *proof) dest(first bool) []any {
-	if !first {
-		return []any{nil, nil, nil, nil, nil}
+// dest returns the scan destinations of provenColumns, none when the
+// statement has none.
+func (p *proof) dest() []any {
+	if !p.used {
+		return nil
 	}
 	return []any{&p.rec, &p.ids, &p.cut, &p.cutTx, &p.cutPos}
 }
