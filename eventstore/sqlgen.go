@@ -38,10 +38,7 @@ func newStatements(schema string) statements {
 		// already: no wait) and checks after them, as always. No table is
 		// read outside append_group (no index involved).
 		appendGroup: `SELECT t.busy, g.statuses, g.tx, g.positions, g.conflicts
-			FROM (SELECT array_agg(l.k) FILTER (WHERE NOT l.got) AS busy
-			        FROM (SELECT u.k, CASE WHEN u.x THEN pg_try_advisory_xact_lock(u.k)
-			                               ELSE pg_try_advisory_xact_lock_shared(u.k) END AS got
-			                FROM unnest($8::bigint[], $9::boolean[]) AS u(k, x)) l) t,
+			FROM ` + tryKeysSQL("$8", "$9") + ` t,
 			LATERAL ` + schema + `.append_group(
 			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
 			CASE WHEN t.busy IS NULL THEN $7::integer[] END,
@@ -58,10 +55,7 @@ func newStatements(schema string) statements {
 		// carries its outputs; when a key was busy it never runs and they
 		// are NULL (LEFT JOIN). TestAloneBusyKeyRunsNothing checks both.
 		appendAlone: `SELECT t.busy, a.status, a.tx, a.positions, a.conflict_position
-			FROM (SELECT array_agg(l.k) FILTER (WHERE NOT l.got) AS busy
-			        FROM (SELECT u.k, CASE WHEN u.x THEN pg_try_advisory_xact_lock(u.k)
-			                               ELSE pg_try_advisory_xact_lock_shared(u.k) END AS got
-			                FROM unnest($7::bigint[], $8::boolean[]) AS u(k, x)) l) t
+			FROM ` + tryKeysSQL("$7", "$8") + ` t
 			LEFT JOIN LATERAL (SELECT * FROM ` + schema + `.append_events(
 			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
 			$7::bigint[], $8::boolean[],
@@ -84,6 +78,17 @@ func (s *Store) headSQL() string {
 			FROM (SELECT pg_current_snapshot() AS snap) s
 			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + join
+}
+
+// tryKeysSQL is the subquery that tries the lock keys (parameter keys,
+// bigint[]) each in its mode (parameter excl, boolean[]: exclusive or shared)
+// without waiting, and returns the keys it did not get as busy (NULL when
+// it got them all): the try of appendGroup and appendAlone.
+func tryKeysSQL(keys, excl string) string {
+	return `(SELECT array_agg(l.k) FILTER (WHERE NOT l.got) AS busy
+			FROM (SELECT u.k, CASE WHEN u.x THEN pg_try_advisory_xact_lock(u.k)
+			                       ELSE pg_try_advisory_xact_lock_shared(u.k) END AS got
+			        FROM unnest(` + keys + `::bigint[], ` + excl + `::boolean[]) AS u(k, x)) l)`
 }
 
 // args accumulates positional parameters.

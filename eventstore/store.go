@@ -194,10 +194,10 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgdcb: eventstore.New: nil pool")
 	}
-	if err := cfg.validate(); err != nil {
+	c, err := ResolveConfig(cfg)
+	if err != nil {
 		return nil, err
 	}
-	c := cfg.withDefaults()
 	q, err := pgdcbsql.Quote(c.Schema)
 	if err != nil {
 		return nil, err
