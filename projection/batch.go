@@ -140,6 +140,7 @@ func (r *Runner) Step(ctx context.Context) (StepResult, error) {
 	}()
 	var lag wake.LagTracker
 	res, err := r.batch(ctx, pc.Conn(), &lag, true)
+	r.tr.end(r.name, res, err) // as lead does after each batch
 	out := StepResult{Led: true, State: res.state, Events: res.n, Batch: res.tail}
 	switch {
 	case errors.Is(err, errFenced):

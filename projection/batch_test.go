@@ -3,6 +3,7 @@ package projection_test
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/jackc/pgx/v5"
@@ -13,6 +14,7 @@ import (
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
 )
 
 // Step runs the tail; a logical projection refuses it (it would move the
@@ -36,3 +38,41 @@ func TestStepRefusesLogicalMode(t *testing.T) {
 type nopBatch struct{}
 
 func (nopBatch) HandleBatch(context.Context, pgx.Tx, eventstore.TailBatch) error { return nil }
+
+// stepTracer counts the batches a Tracer saw start and end.
+type stepTracer struct {
+	starts, ends, events atomic.Int64
+}
+
+func (st *stepTracer) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+	st.starts.Add(1)
+	return ctx
+}
+
+func (st *stepTracer) TraceBatchEnd(_ context.Context, d subscription.TraceBatchEndData) {
+	st.ends.Add(1)
+	if d.Committed {
+		st.events.Add(int64(d.Events))
+	}
+}
+
+// TestStepEndsItsBatchTrace: a batch that Step runs is traced to its end,
+// as one that Run runs (a span left open and a metric never counted, for
+// runstore's CatchUp and ProcessBatch, before).
+func TestStepEndsItsBatchTrace(t *testing.T) {
+	s, _ := newStore(t)
+	appendN(t, s, "P", 7, 1)
+	tr := &stepTracer{}
+	cfg := *fast
+	cfg.Tracer = tr
+	r, err := projection.New(s, "steptrace", query.Tagged([]string{"P"}),
+		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil }, &cfg)
+	require.NoError(t, err)
+	for range 3 {
+		_, err := r.Step(context.Background())
+		require.NoError(t, err)
+	}
+	require.Positive(t, tr.starts.Load())
+	require.Equal(t, tr.starts.Load(), tr.ends.Load(), "every traced batch ended")
+	require.EqualValues(t, 7, tr.events.Load(), "the committed batches' events")
+}
