@@ -57,7 +57,8 @@ func NewWorker(store *eventstore.Store, cfg *Config) (*Worker, error) {
 	return &Worker{store: store, cfg: c}, nil
 }
 
-// ID returns the worker's id, as recorded in effect_started.
+// Identity returns the worker's identity (Config.Identity), as recorded in
+// effect_started.
 func (w *Worker) Identity() string { return w.cfg.Identity }
 
 // Run executes effects until ctx ends, then returns ctx's error. It follows

@@ -438,7 +438,6 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 		for _, t := range r.traced {
 			traceDelivery(&evs[t.i], t.sent, t.received, now)
 		}
-		r.traced = r.traced[:0]
 	}
 	return Batch{Events: evs, Checkpoint: r.checkpoint(), Tail: r.tail}, nil
 }

@@ -91,7 +91,8 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	if res.state != Active {
 		return res, nil
 	}
-	if text != r.base.String() {
+	base := r.base.String() // up to 1,000 consumed ids: rendered once
+	if text != base {
 		return res, errFenced
 	}
 	ctx = r.tr.start(ctx, r.name, &res, r.baseTail)
@@ -106,7 +107,7 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 		SET transaction_id = $2::xid8, position = $3, logical_checkpoint = nullif($4, ''), error_count = 0, leader = $8,
 		    heartbeat_at = now(), updated_at = now()
 		WHERE name = $1 AND coalesce(logical_checkpoint, '') = $5 AND transaction_id = $6::xid8 AND position = $7 AND status = 'ACTIVE'`,
-		r.name, b.Tail.TransactionID, b.Tail.Position, b.Checkpoint.String(), r.base.String(),
+		r.name, b.Tail.TransactionID, b.Tail.Position, b.Checkpoint.String(), base,
 		r.baseTail.TransactionID, r.baseTail.Position, r.cfg.Identity)
 	if err != nil {
 		return res, fmt.Errorf("pgdcb: projection %q: moving checkpoint: %w", r.name, err)
