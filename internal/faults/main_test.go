@@ -99,11 +99,17 @@ func cluster(t *testing.T) *pgserver.Server {
 // newPool returns a pool on the cluster; its sessions carry application_name
 // app (so that they can be found in pg_stat_activity) and params.
 func newPool(t *testing.T, app string, maxConns int32, params map[string]string) *pgxpool.Pool {
+	return newPoolPinging(t, app, maxConns, params, false)
+}
+
+// newPoolPinging is newPool; with pingAlways the pool pings every
+// connection it hands out.
+func newPoolPinging(t *testing.T, app string, maxConns int32, params map[string]string, pingAlways bool) *pgxpool.Pool {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(cluster(t).DSN())
 	require.NoError(t, err)
 	cfg.MaxConns = maxConns
-	if app == adminApp {
+	if pingAlways {
 		// The checks' pool pings every connection it hands out: after a
 		// crash its idle connections are dead, and a check must not fail
 		// on one (pgxpool pings only connections idle for a second or
@@ -148,9 +154,6 @@ func serverExec(ctx context.Context, stmts ...string) error {
 	return err
 }
 
-// adminApp is the application name of the admin pool.
-const adminApp = "faults_admin"
-
 // env is one scenario's schema on the cluster: a store on a writers' pool
 // and an admin pool for set-up and checks.
 type env struct {
@@ -165,7 +168,7 @@ func newEnv(t *testing.T) *env {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	schema := "faults_" + hex.EncodeToString(b[:])
-	admin := newPool(t, adminApp, 4, nil)
+	admin := newPoolPinging(t, "faults_admin", 4, nil, true)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
