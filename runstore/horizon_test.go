@@ -8,9 +8,11 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/runstore"
+	"github.com/pgdcb/pgdcb/tags"
 )
 
 // A transaction holding an id open elsewhere in the cluster (a batch job, a
@@ -124,4 +126,142 @@ func TestCatchUpIsNotHeldByAnotherDatabase(t *testing.T) {
 		require.Equal(t, seq, snap.LastEventSeq, id)
 		require.Equal(t, seq, snap.EventCount, id)
 	}
+}
+
+// isolatedStore returns a runstore in a throwaway database of its own, so that
+// no transaction of other packages' tests (they run in the default database)
+// holds its tail, and that database's DSN.
+func isolatedStore(t *testing.T, cfg *runstore.Config) (*runstore.Store, string) {
+	t.Helper()
+	pool, dsn := pgtest.PoolOnOtherDatabase(t)
+	es := teststore.OnPool(t, pool, nil)
+	_, err := runstore.Migrate(context.Background(), pool, es.Schema())
+	require.NoError(t, err)
+	rs, err := runstore.New(es, cfg)
+	require.NoError(t, err)
+	return rs, dsn
+}
+
+// requireReflected requires every run's snapshot to hold its events up to
+// the given runSeq, each once.
+func requireReflected(t *testing.T, rs *runstore.Store, want map[string]int64) {
+	t.Helper()
+	for id, seq := range want {
+		snap, err := rs.GetSnapshot(context.Background(), id)
+		require.NoError(t, err)
+		require.NotNil(t, snap, id)
+		require.Equal(t, seq, snap.LastEventSeq, id)
+		require.Equal(t, seq, snap.EventCount, id)
+	}
+}
+
+// CatchUp returns once the snapshots hold every run event committed before
+// the call, while a transaction of the store's OWN database holds an xid
+// older than every appended event for the whole test: first with no
+// projector running (CatchUp projects itself, beyond the held horizon), then
+// beside a running projector (CatchUp watches the snapshots the leader
+// writes). Before, CatchUp waited for the tail's checkpoint to reach the last
+// run event, which the held horizon kept from it: it never returned while
+// the transaction was open (here: its 30 s deadline).
+func TestCatchUpIsNotHeldBySameDatabaseTransaction(t *testing.T) {
+	rs, dsn := isolatedStore(t, &runstore.Config{PollInterval: 20 * time.Millisecond})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := rs.AppendEvent(ctx, runEvent("run-0", "k-before"))
+	require.NoError(t, err)
+	held := pgtest.HoldXID(t, dsn) // older than every event appended below
+	want := map[string]int64{}
+	appendRuns := func(round int) {
+		for i := range 5 {
+			for r := range 3 {
+				id := fmt.Sprint("run-", r)
+				res, err := rs.AppendEvent(ctx, runEvent(id, fmt.Sprint("k", round, "-", i)))
+				require.NoError(t, err)
+				want[id] = res.RunSeq
+			}
+		}
+	}
+	catchUp := func(what string) {
+		t.Helper()
+		cctx, ccancel := context.WithTimeout(ctx, 30*time.Second)
+		defer ccancel()
+		require.NoError(t, rs.CatchUp(cctx), "%s: CatchUp returns while a transaction of the same database is open", what)
+		running, err := held.Running(ctx)
+		require.NoError(t, err)
+		require.True(t, running, "%s: the transaction was still open when CatchUp returned", what)
+		requireReflected(t, rs, want)
+	}
+
+	appendRuns(1)
+	catchUp("no projector running")
+
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rs.Projector().Run(runCtx) }()
+	defer func() { stop(); <-done }()
+	require.Eventually(t, func() bool { // the runner leads: it wrote its first heartbeat
+		st, err := rs.Projector().Status(ctx)
+		return err == nil && !st.HeartbeatAt.IsZero()
+	}, time.Minute, 5*time.Millisecond)
+	appendRuns(2)
+	catchUp("beside a running projector")
+}
+
+// A run event committed before the call that the projector cannot apply
+// beyond the horizon (its run has a gap: runSeq 2 is written, around
+// AppendEvent, by a transaction still open) makes CatchUp wait: it returns
+// ctx's error while the gap is open, having applied meanwhile what it could
+// (another run's events, appended after a second open transaction took its
+// xid), and returns once the blocker commits, although that second
+// transaction of the same database (newer than the blocked event, older
+// than the other run's events) stays open for the whole test. Before,
+// CatchUp waited for the tail to pass the other run's events, which that
+// transaction holds back: it never returned.
+func TestCatchUpWaitsForAnEventItCannotApplyYet(t *testing.T) {
+	rs, dsn := isolatedStore(t, nil)
+	es := rs.EventStore()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, err := rs.AppendEvent(ctx, runEvent("g", "k1"))
+	require.NoError(t, err)
+	require.NoError(t, rs.CatchUp(ctx))
+
+	// The blocker writes runSeq 2 of g and stays open; runSeq 3 commits.
+	blocker, err := es.Pool().Begin(ctx)
+	require.NoError(t, err)
+	defer blocker.Rollback(context.Background())
+	second := runEvent("g", "k2")
+	second.RunSeq = 2
+	_, err = es.AppendTx(ctx, blocker, []eventstore.Event{runEventRow(t, second, tags.Must("fixture", "gap"))})
+	require.NoError(t, err)
+	third := runEvent("g", "k3")
+	third.RunSeq = 3
+	writeRunEventAt(t, es, third)
+
+	// Open for the whole test, newer than runSeq 3, older than run h.
+	held := pgtest.HoldXID(t, dsn)
+	for _, k := range []string{"k1", "k2"} {
+		_, err := rs.AppendEvent(ctx, runEvent("h", k))
+		require.NoError(t, err)
+	}
+
+	wctx, wcancel := context.WithTimeout(ctx, 3*time.Second)
+	err = rs.CatchUp(wctx)
+	wcancel()
+	require.ErrorIs(t, err, context.DeadlineExceeded, "CatchUp waits while runSeq 3 of g cannot be applied")
+	requireReflected(t, rs, map[string]int64{"g": 1, "h": 2})
+
+	result := make(chan error, 1)
+	go func() { result <- rs.CatchUp(ctx) }()
+	require.NoError(t, blocker.Commit(ctx))
+	select {
+	case err := <-result:
+		require.NoError(t, err, "CatchUp returns once the blocker committed")
+	case <-ctx.Done():
+		t.Fatal("CatchUp did not return after the blocker committed")
+	}
+	running, err := held.Running(ctx)
+	require.NoError(t, err)
+	require.True(t, running, "the newer transaction was still open when CatchUp returned")
+	requireReflected(t, rs, map[string]int64{"g": 3, "h": 2})
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
@@ -71,6 +72,10 @@ func TestProjectorReadsOnlyRunEvents(t *testing.T) {
 	}
 	appendOther(t, es, otherPerRun, runs)
 
+	// CatchUp returns once the snapshots hold the run events, which the
+	// projector may apply beyond a horizon a parallel test holds; the count
+	// is the tail's, so let the horizon pass the log first.
+	waitLogBelowHorizon(t, rs)
 	require.NoError(t, rs.CatchUp(ctx))
 	require.Equal(t, float64(runs), counter(t, reg, "pgdcb_runstore_projector_events_total"),
 		"the projector reads the run events, not the %d other events", runs*otherPerRun+otherPerRun)
@@ -158,4 +163,56 @@ type planNode struct {
 	ActualLoops     float64    `json:"Actual Loops"`
 	RemovedByFilter float64    `json:"Rows Removed by Filter"`
 	Plans           []planNode `json:"Plans"`
+}
+
+// CatchUp's check (is every run event committed before the call in its run's
+// snapshot?) reads the run events after the projector's checkpoint and no
+// other row of events: a range scan of events_runstore_log_order. From the
+// start of the log it reads the 20 run events among 2,000 others; from the
+// last run event (where the checkpoint is once the tail passed it), none.
+func TestCatchUpCheckReadsRunEventsAfterTheCheckpoint(t *testing.T) {
+	t.Parallel()
+	rs := newStore(t, nil)
+	es := rs.EventStore()
+	ctx := context.Background()
+	const runs = 20
+	for i := range runs {
+		appendOther(t, es, 100, i)
+		_, err := rs.AppendEvent(ctx, runEvent(fmt.Sprint("run-", i%4), fmt.Sprint("k", i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, rs.CatchUp(ctx))
+	_, err := es.Pool().Exec(ctx, "ANALYZE "+ident.Schema(es)+".events")
+	require.NoError(t, err)
+	var last cursor.Cursor
+	require.NoError(t, es.Pool().QueryRow(ctx, `SELECT transaction_id, position FROM `+ident.Schema(es)+`.events
+		WHERE metadata @> '{"runstore": "v1"}' ORDER BY transaction_id DESC, position DESC LIMIT 1`).
+		Scan(&last.TransactionID, &last.Position))
+
+	read := func(from cursor.Cursor) float64 {
+		t.Helper()
+		var snap string
+		require.NoError(t, es.Pool().QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap))
+		var plan []byte
+		require.NoError(t, es.Pool().QueryRow(ctx, "EXPLAIN (ANALYZE, FORMAT JSON) "+runstore.UnreflectedSQL(rs),
+			from.TransactionID, from.Position, snap).Scan(&plan))
+		var doc []struct{ Plan planNode }
+		require.NoError(t, json.Unmarshal(plan, &doc))
+		rows, usesIndex := 0.0, false
+		var walk func(n planNode)
+		walk = func(n planNode) {
+			if n.Relation == "events" {
+				rows += (n.ActualRows + n.RemovedByFilter) * n.ActualLoops
+				usesIndex = usesIndex || n.Index == "events_runstore_log_order"
+			}
+			for _, c := range n.Plans {
+				walk(c)
+			}
+		}
+		walk(doc[0].Plan)
+		require.True(t, usesIndex, "plan: %s", plan)
+		return rows
+	}
+	require.Equal(t, float64(runs), read(cursor.Start), "from the start: the run events, no other event")
+	require.Zero(t, read(last), "from the last run event: nothing")
 }

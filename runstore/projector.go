@@ -128,61 +128,148 @@ func (p *SnapshotProjector) ProcessBatch(ctx context.Context) (int, error) {
 	return st.Events, err
 }
 
-// CatchUp projects until every event committed before the call is projected.
-// It waits (polling) while an older transaction of the store's database still
-// runs (the tailing horizon; transactions of other databases do not hold it),
-// and returns ctx's error if that lasts longer than ctx. While another
-// instance leads, it waits for that one's checkpoint. It fails with an error
-// matching projection.ErrNotActive when the projector is PAUSED or FAILED.
+// CatchUp's polling while what it waits for is not reflected yet: from
+// catchUpPollMin, doubling, up to catchUpPollMax, back to the minimum after
+// progress.
+const (
+	catchUpPollMin = 2 * time.Millisecond
+	catchUpPollMax = 50 * time.Millisecond
+)
+
+// CatchUp returns once every run event committed before the call (visible in
+// the snapshot CatchUp takes first) is reflected in its run's snapshot: the
+// run's snapshot exists, its lastEventSeq is at or past the event's runSeq
+// and no gap it records holds that runSeq. It projects batches itself (the tail, and beyond a held horizon the
+// run events that extend their runs contiguously, see HandleBatch) while no
+// other instance leads, and otherwise watches the snapshots the leader
+// writes. So no transaction open elsewhere, in this database or another,
+// holds it, as long as the events it waits for extend their runs: a run's
+// events commit in runSeq order when written by AppendEvent. A run event it
+// cannot apply beyond the horizon (a writer around AppendEvent left an
+// earlier runSeq of its run uncommitted, or a gap filled later) is applied
+// when the tail reaches it, and CatchUp waits for that: until every
+// transaction of the store's database that is older than the event ends. It
+// returns ctx's error if what it waits for lasts longer than ctx, and an
+// error matching projection.ErrNotActive when the projector is PAUSED or
+// FAILED.
 func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
-	// The target is the last run event committed before the call, not the
-	// head of the log: a leader elsewhere moves its checkpoint past other
-	// events only at its heartbeat.
-	var head cursor.Cursor
-	err := p.s.es.Pool().QueryRow(ctx, p.s.sql.lastRunEvent).Scan(&head.TransactionID, &head.Position)
-	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
-		return errfmt.Errorf("pgdcb: runstore: catch up: %w", err)
+	// fail returns ctx's error when ctx ended (a statement it interrupted
+	// fails with an error of its own), else err.
+	fail := func(err error) error {
+		if cerr := ctx.Err(); cerr != nil {
+			return cerr
+		}
+		return err
 	}
+	var snap string
+	if err := p.s.es.Pool().QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&snap); err != nil {
+		return fail(errfmt.Errorf("pgdcb: runstore: catch up: %w", err))
+	}
+	var (
+		// from: every run event up to it committed before the call is
+		// reflected (the checkpoint, or just before the first event the
+		// last check found missing), so that a check reads each reflected
+		// event once. at: the checkpoint last seen.
+		from, at cursor.Cursor
+		// standingBy: when a step last found another instance leading;
+		// CatchUp stands for election again after DefaultElectionInterval.
+		standingBy time.Time
+		poll       = catchUpPollMin
+	)
 	for {
-		st, err := p.r.Step(ctx)
-		if err != nil {
-			return err
-		}
-		if !st.Led {
-			// Another instance leads: wait for its checkpoint, and stand
-			// for election again after a while (it may have stopped).
-			wctx, cancel := context.WithTimeout(ctx, projection.DefaultElectionInterval)
-			err := p.r.WaitFor(wctx, head)
-			cancel()
-			switch {
-			case err == nil:
-				_, _ = p.Lag(ctx)
-				return nil
-			case ctx.Err() != nil:
-				return ctx.Err()
-			case errors.Is(err, projection.ErrNotActive):
-				return errfmt.Errorf("pgdcb: runstore: catch up: %w", err)
+		led, progressed := false, false
+		var (
+			cp    cursor.Cursor
+			state projection.State
+			last  string
+		)
+		if standingBy.IsZero() || time.Since(standingBy) >= projection.DefaultElectionInterval {
+			st, err := p.r.Step(ctx)
+			if err != nil {
+				return fail(err)
 			}
-			continue
+			led = st.Led
+			if led {
+				standingBy = time.Time{}
+				state, cp = st.State, st.Batch.Cursor
+				progressed = st.Events > 0
+				if state == projection.Active && st.Events == p.s.cfg.ProjectorBatch {
+					continue // a full page: more below the horizon
+				}
+			} else {
+				standingBy = time.Now()
+			}
 		}
-		if st.State != projection.Active {
-			return errfmt.Errorf("pgdcb: runstore: catch up: %w: the snapshot projector %q is %s",
-				projection.ErrNotActive, p.r.Name(), st.State)
+		if !led {
+			// Another instance leads: its checkpoint bounds the check.
+			st, err := p.r.Status(ctx)
+			switch {
+			case errors.Is(err, projection.ErrNotFound):
+				state = projection.Active
+			case err != nil:
+				return fail(errfmt.Errorf("pgdcb: runstore: catch up: %w", err))
+			default:
+				state, cp, last = st.State, st.Cursor, st.LastError
+			}
 		}
-		cur := st.Batch.Cursor
-		if cursor.Compare(cur.TransactionID, cur.Position, head.TransactionID, head.Position) >= 0 {
+		if state != projection.Active {
+			return errfmt.Errorf("pgdcb: runstore: catch up: %w: the snapshot projector %q is %s (last error: %q)",
+				projection.ErrNotActive, p.r.Name(), state, last)
+		}
+		if before(cp, at) {
+			from = cursor.Cursor{} // the checkpoint went back (a Reset): check everything again
+		}
+		at = cp
+		if before(from, cp) {
+			from = cp
+		}
+		missing, err := p.unreflected(ctx, snap, from)
+		if err != nil {
+			return fail(err)
+		}
+		if missing == nil {
 			_, _ = p.Lag(ctx)
 			return nil
 		}
-		if st.Events == 0 {
-			// The horizon is held below the head: poll.
-			select {
-			case <-ctx.Done():
-				return ctx.Err()
-			case <-time.After(10 * time.Millisecond):
-			}
+		if before(from, *missing) {
+			progressed = true
+			from = *missing
 		}
+		if progressed {
+			poll = catchUpPollMin
+			continue
+		}
+		t := time.NewTimer(poll)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+		poll = min(2*poll, catchUpPollMax)
 	}
+}
+
+// unreflected returns the log point just before the first run event after
+// from, committed in the snapshot snap, that its run's snapshot does not
+// hold yet; nil when there is none.
+func (p *SnapshotProjector) unreflected(ctx context.Context, snap string, from cursor.Cursor) (*cursor.Cursor, error) {
+	var c cursor.Cursor
+	err := p.s.es.Pool().QueryRow(ctx, p.s.sql.unreflected, from.TransactionID, from.Position, snap).
+		Scan(&c.TransactionID, &c.Position)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return nil, nil
+	case err != nil:
+		return nil, errfmt.Errorf("pgdcb: runstore: catch up: %w", err)
+	}
+	c.Position-- // the check reads after from: keep the event itself in
+	return &c, nil
+}
+
+// before reports whether a's log point sorts before b's.
+func before(a, b cursor.Cursor) bool {
+	return cursor.Compare(a.TransactionID, a.Position, b.TransactionID, b.Position) < 0
 }
 
 // Lag measures the projector's lag (the age of the oldest committed run

@@ -12,7 +12,7 @@ const markerPred = `e.metadata @> '{"runstore": "v1"}'`
 type statements struct {
 	lastSeq, fetch, existingSeq, getSnapshot, deleteRun, deleteSnapshot string
 	loadSnapshots, upsertSnapshot, lag, deleteSnapshots                 string
-	lastRunEvent                                                        string
+	unreflected                                                         string
 	projectorLock, lagging, markStale, staleRuns                        string
 	clearStale, countStale, insertPending                               string
 }
@@ -73,10 +73,23 @@ func newStatements(schema string) statements {
 			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint) AND ` + markerPred + `
 			  AND (r.run_id IS NULL OR (e.data->>'runSeq')::bigint > r.last_event_seq)
 			ORDER BY e.transaction_id, e.position LIMIT 1`,
-		// The last run event of the log (events_runstore_log_order backward,
-		// one row): CatchUp's target.
-		lastRunEvent: `SELECT e.transaction_id, e.position FROM ` + ev + ` e WHERE ` + markerPred + `
-			ORDER BY e.transaction_id DESC, e.position DESC LIMIT 1`,
+		// CatchUp's check: the first run event after $1/$2 (at least the
+		// projector's checkpoint) that was committed in the snapshot $3 (the
+		// call's: below its xmax and visible in it) and that its run's snapshot
+		// does not hold yet: no snapshot, runSeq past last_event_seq, or
+		// runSeq inside a gap the snapshot records (a gap filled later). A
+		// range scan of events_runstore_log_order bounded by the checkpoint
+		// and xmax($3), a run_snapshots primary-key probe per run event; no
+		// row: every run event committed before the call is reflected.
+		unreflected: `SELECT e.transaction_id, e.position FROM ` + ev + ` e
+			LEFT JOIN ` + schema + `.run_snapshots r ON r.run_id = e.data->>'runId'
+			WHERE (e.transaction_id, e.position) > ($1::xid8, $2::bigint)
+			  AND e.transaction_id < pg_snapshot_xmax($3::pg_snapshot) AND ` + markerPred + `
+			  AND pg_visible_in_snapshot(e.transaction_id, $3::pg_snapshot)
+			  AND (r.run_id IS NULL OR (e.data->>'runSeq')::bigint > r.last_event_seq
+				OR jsonb_path_exists(r.snapshot_data, '$.gaps[*] ? (@.from <= $s && @.to >= $s)',
+					jsonb_build_object('s', e.data->'runSeq')))
+			ORDER BY e.transaction_id, e.position LIMIT 1`,
 		// Runstore.Reset's clearing of the read model (whole table).
 		deleteSnapshots: `DELETE FROM ` + schema + `.run_snapshots`,
 		// Runs, not STALE yet, holding a committed run event past the

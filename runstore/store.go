@@ -223,6 +223,7 @@ func (s *Store) EventStore() *eventstore.Store { return s.es }
 // Projector returns the store's snapshot projector (run it with Run).
 func (s *Store) Projector() *SnapshotProjector { return s.proj }
 
-// CatchUp implements Syncer: it runs the snapshot projector until every event
-// committed before the call is projected.
+// CatchUp implements Syncer: it returns once every run event committed before
+// the call is reflected in its run's snapshot (SnapshotProjector.CatchUp says
+// what can make it wait).
 func (s *Store) CatchUp(ctx context.Context) error { return s.proj.CatchUp(ctx) }
