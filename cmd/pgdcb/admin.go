@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/runstore"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -201,7 +202,7 @@ var statusCmd = &command{
 				if err := pgdcbsql.CheckTransactionIDs(e.ctx, e.pool, e.schema); err != nil {
 					var ahead *pgdcbsql.TransactionIDsAheadError
 					if !errors.As(err, &ahead) {
-						return wrap("check transaction ids", err)
+						return errfmt.Wrap("check transaction ids", err)
 					}
 					tx = &transactionsJSON{Stored: ahead.Stored, Next: ahead.Next, Error: message(err)}
 					reasons = append(reasons, "transaction ids: "+tx.Error)
@@ -279,20 +280,20 @@ cluster); -force rebases a healthy log anyway.
 		force := fs.Bool("force", false, "rebase even if the log is not ahead of the server")
 		return func(e *env) error {
 			if err := pgdcbsql.CheckCurrent(e.ctx, e.pool, e.schema); err != nil {
-				return wrap("check schema", err)
+				return errfmt.Wrap("check schema", err)
 			}
 			err := pgdcbsql.CheckTransactionIDs(e.ctx, e.pool, e.schema)
 			switch {
 			case errors.Is(err, pgdcb.ErrTransactionIDsAhead):
 			case err != nil:
-				return wrap("check transaction ids", err)
+				return errfmt.Wrap("check transaction ids", err)
 			case !*force:
 				return errors.New("refused: the log's transaction ids are below the server's counter, nothing to mend; " +
 					"rebasing would rewrite them all and invalidate every cursor, ETag and checkpoint held outside the database (pass -force to do it anyway)")
 			}
 			var ids int64
 			if err := e.pool.QueryRow(e.ctx, `SELECT count(DISTINCT transaction_id) FROM `+pgx.Identifier{e.schema}.Sanitize()+`.events`).Scan(&ids); err != nil {
-				return wrap("count transaction ids", err)
+				return errfmt.Wrap("count transaction ids", err)
 			}
 			upTo := (time.Duration(ids/rebaseRate+1) * time.Second).String()
 			e.note(map[string]any{"rebasing_transaction_ids": ids, "schema": e.schema, "up_to": upTo,

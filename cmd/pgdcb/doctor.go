@@ -15,6 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/effects"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
@@ -143,7 +144,7 @@ func diagnose(e *env, withEffects bool) (*doctorJSON, error) {
 	d.Schema = doctorSchemaJSON{Name: e.schema, LatestVersion: pgdcbsql.LatestVersion(), Pending: []int{}}
 	st, err := pgdcbsql.Status(e.ctx, e.pool, e.schema)
 	if err != nil {
-		return nil, wrap("migrations", err)
+		return nil, errfmt.Wrap("migrations", err)
 	}
 	for _, s := range st {
 		if s.Applied {
@@ -171,7 +172,7 @@ func diagnose(e *env, withEffects bool) (*doctorJSON, error) {
 	if err := pgdcbsql.CheckTransactionIDs(e.ctx, e.pool, e.schema); err != nil {
 		var ahead *pgdcbsql.TransactionIDsAheadError
 		if !errors.As(err, &ahead) {
-			return nil, wrap("check transaction ids", err)
+			return nil, errfmt.Wrap("check transaction ids", err)
 		}
 		d.Schema.TransactionIDs = message(err)
 		d.problem("transaction ids: %s", d.Schema.TransactionIDs)
@@ -183,12 +184,12 @@ func diagnose(e *env, withEffects bool) (*doctorJSON, error) {
 	}
 	head, err := store.Head(e.ctx)
 	if err != nil {
-		return nil, wrap("head", err)
+		return nil, errfmt.Wrap("head", err)
 	}
 	d.Head = &doctorHeadJSON{Cursor: head.String(), TransactionID: head.TransactionID, Position: head.Position}
 	last, _, err := store.ReadLast(e.ctx, query.All())
 	if err != nil {
-		return nil, wrap("last event", err)
+		return nil, errfmt.Wrap("last event", err)
 	}
 	if last != nil {
 		d.Head.LastEventAt = timeText(last.OccurredAt)
@@ -226,10 +227,10 @@ func readHorizon(e *env) (*doctorHorizonJSON, error) {
 	h := &doctorHorizonJSON{Transactions: []doctorXactJSON{}}
 	var xmin string
 	if err := e.pool.QueryRow(e.ctx, `SELECT pg_snapshot_xmin(pg_current_snapshot())::text`).Scan(&xmin); err != nil {
-		return nil, wrap("horizon", err)
+		return nil, errfmt.Wrap("horizon", err)
 	}
 	if _, err := fmt.Sscan(xmin, &h.XMin); err != nil {
-		return nil, wrap("horizon", err)
+		return nil, errfmt.Wrap("horizon", err)
 	}
 	// Backends holding an xid, and prepared transactions, oldest id first
 	// (age() of a 32-bit xid is its distance from the next one).
@@ -247,7 +248,7 @@ func readHorizon(e *env) (*doctorHorizonJSON, error) {
 		  FROM pg_prepared_xacts
 		 ORDER BY 13 DESC`)
 	if err != nil {
-		return nil, wrap("transactions", err)
+		return nil, errfmt.Wrap("transactions", err)
 	}
 	for rows.Next() {
 		var x doctorXactJSON
@@ -257,12 +258,12 @@ func readHorizon(e *env) (*doctorHorizonJSON, error) {
 		if err := rows.Scan(&x.PID, &x.Prepared, &xid32, &x.Database, &x.User, &x.App, &x.Client, &x.State,
 			&x.Age, &start, &queryAt, &x.Query, &age); err != nil {
 			rows.Close()
-			return nil, wrap("transactions", err)
+			return nil, errfmt.Wrap("transactions", err)
 		}
 		var epochless uint64
 		if _, err := fmt.Sscan(xid32, &epochless); err != nil {
 			rows.Close()
-			return nil, wrap("transactions", err)
+			return nil, errfmt.Wrap("transactions", err)
 		}
 		x.XID = widenXID(epochless, h.XMin)
 		if start != nil {
@@ -274,7 +275,7 @@ func readHorizon(e *env) (*doctorHorizonJSON, error) {
 		h.Transactions = append(h.Transactions, x)
 	}
 	if err := rows.Err(); err != nil {
-		return nil, wrap("transactions", err)
+		return nil, errfmt.Wrap("transactions", err)
 	}
 	for i := range h.Transactions {
 		if h.Transactions[i].XID == h.XMin {
@@ -300,7 +301,7 @@ func widenXID(xid32, horizon uint64) uint64 {
 func (d *doctorJSON) readReaders(e *env, store *eventstore.Store, head cursor.Cursor) error {
 	list, err := projection.List(e.ctx, store)
 	if err != nil {
-		return wrap("checkpoints", err)
+		return errfmt.Wrap("checkpoints", err)
 	}
 	events := pgx.Identifier{e.schema, "events"}.Sanitize()
 	for _, st := range list {
@@ -319,7 +320,7 @@ func (d *doctorJSON) readReaders(e *env, store *eventstore.Store, head cursor.Cu
 		switch {
 		case errors.Is(err, pgx.ErrNoRows):
 		case err != nil:
-			return wrap("reader lag", err)
+			return errfmt.Wrap("reader lag", err)
 		case age != nil:
 			r.LagSeconds = max(*age, 0)
 		}
@@ -336,18 +337,18 @@ func (d *doctorJSON) readReaders(e *env, store *eventstore.Store, head cursor.Cu
 func (d *doctorJSON) readEffects(e *env, store *eventstore.Store) error {
 	requested, _, err := store.ReadLast(e.ctx, query.Tagged([]string{effects.TypeRequested}))
 	if err != nil {
-		return wrap("effects", err)
+		return errfmt.Wrap("effects", err)
 	}
 	if requested == nil {
 		return nil
 	}
 	q, err := effects.New(store, nil)
 	if err != nil {
-		return wrap("effects", err)
+		return errfmt.Wrap("effects", err)
 	}
 	c, err := q.Counts(e.ctx)
 	if err != nil {
-		return wrap("effects", err)
+		return errfmt.Wrap("effects", err)
 	}
 	d.Effects = &doctorEffectsJSON{Pending: c.Pending, Executing: c.Executing, Completed: c.Completed, Failed: c.Failed}
 	return nil
@@ -359,22 +360,22 @@ func (d *doctorJSON) readEffects(e *env, store *eventstore.Store) error {
 func (d *doctorJSON) readRuns(e *env, store *eventstore.Store) error {
 	st, err := runstore.Status(e.ctx, e.pool, e.schema)
 	if err != nil {
-		return wrap("runstore migrations", err)
+		return errfmt.Wrap("runstore migrations", err)
 	}
 	if !slices.ContainsFunc(st, func(s pgdcbsql.MigrationStatus) bool { return s.Applied }) {
 		return nil
 	}
 	rs, err := runstore.New(store, nil)
 	if err != nil {
-		return wrap("runstore", err)
+		return errfmt.Wrap("runstore", err)
 	}
 	lag, err := rs.SnapshotLag(e.ctx)
 	if err != nil {
-		return wrap("runstore lag", err)
+		return errfmt.Wrap("runstore lag", err)
 	}
 	stale, err := rs.StaleRuns(e.ctx)
 	if err != nil {
-		return wrap("runstore stale runs", err)
+		return errfmt.Wrap("runstore stale runs", err)
 	}
 	d.Runstore = &doctorRunsJSON{LagSeconds: lag.Lag.Seconds(), LagHigh: lag.Alert, StaleRuns: len(stale)}
 	if lag.Alert {

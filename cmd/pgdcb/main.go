@@ -40,7 +40,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -127,9 +126,7 @@ func envDSN(getenv func(string) string) (dsn, source string) {
 // message is err's text with the library's "pgdcb: " prefixes removed, so
 // that the output has one.
 func message(err error) string {
-	s := err.Error()
-	s = strings.TrimPrefix(s, "pgdcb: ")
-	return strings.ReplaceAll(s, ": pgdcb: ", ": ")
+	return errfmt.Trim(err.Error())
 }
 
 func exitCode(err error) int {
@@ -161,7 +158,7 @@ var errSchemaAttention = errors.New("the schema needs attention")
 var errPrecondition = errors.New("refused")
 
 // usageError is a command line the program cannot run. Its text does not
-// name the command (wrap does); cmd is for the hint to its usage.
+// name the command (errfmt.Wrap does); cmd is for the hint to its usage.
 type usageError struct {
 	cmd string // "" for the top level
 	err error
@@ -178,30 +175,6 @@ func (e *usageError) cmdPrefix() string {
 
 func usagef(format string, args ...any) error {
 	return &usageError{err: fmt.Errorf(format, args...)}
-}
-
-// opError names the command (and, inside it, the step) that failed.
-type opError struct {
-	op  string
-	err error
-}
-
-// Error names op once: a library error that already starts with it (after
-// its "pgdcb: ") is not given it again ("append: append: …" was a message).
-func (e *opError) Error() string {
-	inner := errfmt.Trim(e.err.Error())
-	if strings.HasPrefix(inner, e.op+": ") {
-		return inner
-	}
-	return e.op + ": " + inner
-}
-func (e *opError) Unwrap() error { return e.err }
-
-func wrap(op string, err error) error {
-	if err == nil {
-		return nil
-	}
-	return &opError{op, err}
 }
 
 // env is what a command runs with.
@@ -233,11 +206,11 @@ func (e *env) connect() error {
 	}
 	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 	if err != nil {
-		return wrap("connect", err)
+		return errfmt.Wrap("connect", err)
 	}
 	if err := pool.Ping(e.ctx); err != nil {
 		pool.Close()
-		return wrap("connect", err)
+		return errfmt.Wrap("connect", err)
 	}
 	e.pool = pool
 	return nil
@@ -250,7 +223,7 @@ func (e *env) store() (*eventstore.Store, error) {
 		return nil, err
 	}
 	if err := store.CheckSchema(e.ctx); err != nil {
-		return nil, wrap("check schema", err)
+		return nil, errfmt.Wrap("check schema", err)
 	}
 	return store, nil
 }
@@ -431,7 +404,7 @@ func executeEnv(e *env, args []string) error {
 			printCommandUsage(stdout, c)
 			return nil
 		}
-		return wrap(name, &usageError{cmd: name, err: err})
+		return errfmt.Wrap(name, &usageError{cmd: name, err: err})
 	}
 	e.args = pos
 	err = runCommand(c, e, body)
@@ -439,7 +412,7 @@ func executeEnv(e *env, args []string) error {
 	if errors.As(err, &u) {
 		u.cmd = name
 	}
-	return wrap(name, err)
+	return errfmt.Wrap(name, err)
 }
 
 func runCommand(c *command, e *env, body func(*env) error) error {
