@@ -4,7 +4,6 @@ import (
 	"context"
 
 	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/pgdcb/pgdcb/commands"
@@ -46,22 +45,6 @@ var (
 	_ effects.Tracer      = (*Tracer)(nil)
 	_ runstore.Tracer     = (*Tracer)(nil)
 )
-
-func (t *Tracer) start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) context.Context {
-	ctx, _ = t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
-	return ctx
-}
-
-// finish records err (if any) as the span's error and ends it.
-func finish(ctx context.Context, err error, attrs ...attribute.KeyValue) {
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attrs...)
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-	}
-	span.End()
-}
 
 // TraceExecuteStart implements commands.Tracer: a span "pgdcb.command".
 func (t *Tracer) TraceExecuteStart(ctx context.Context, d commands.TraceExecuteStartData) context.Context {

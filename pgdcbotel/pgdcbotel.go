@@ -95,23 +95,20 @@ func New(cfg *Config) *Tracer {
 func (t *Tracer) TraceAppendStart(ctx context.Context, d eventstore.TraceAppendStartData) context.Context {
 	conditional := d.Condition != nil && !d.Condition.FailIfEventsMatch.IsEmpty()
 	idempotency := d.Condition != nil && !d.Condition.Idempotency.IsEmpty()
-	ctx, _ = t.tracer.Start(ctx, "pgdcb.append", trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(dbSystem, AttrEvents.Int(len(d.Events)), AttrConditional.Bool(conditional),
-			AttrIdempotency.Bool(idempotency), AttrInTx.Bool(d.InTx)))
-	return ctx
+	return t.start(ctx, "pgdcb.append", trace.SpanKindInternal, dbSystem, AttrEvents.Int(len(d.Events)),
+		AttrConditional.Bool(conditional), AttrIdempotency.Bool(idempotency), AttrInTx.Bool(d.InTx))
 }
 
 // TraceAppendEnd implements eventstore.Tracer.
 func (t *Tracer) TraceAppendEnd(ctx context.Context, d eventstore.TraceAppendEndData) {
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(AttrOutcome.String(string(d.Outcome)), AttrGrouped.Bool(d.Grouped))
+	attrs := []attribute.KeyValue{AttrOutcome.String(string(d.Outcome)), AttrGrouped.Bool(d.Grouped)}
 	if d.Grouped {
-		span.SetAttributes(AttrGroupSize.Int(d.GroupSize))
+		attrs = append(attrs, AttrGroupSize.Int(d.GroupSize))
 	}
 	if d.CheckItems > 0 {
-		span.SetAttributes(AttrCheckItems.Int(d.CheckItems))
+		attrs = append(attrs, AttrCheckItems.Int(d.CheckItems))
 	}
-	end(span, d.Outcome, d.Err)
+	finish(ctx, outcomeErr(d.Outcome, d.Err), attrs...)
 }
 
 // TraceReadStart implements eventstore.Tracer.
@@ -120,29 +117,40 @@ func (t *Tracer) TraceReadStart(ctx context.Context, d eventstore.TraceReadStart
 	if !d.Query.IsEmpty() {
 		attrs = append(attrs, AttrQuery.String(clip.Quote(d.Query.String())))
 	}
-	ctx, _ = t.tracer.Start(ctx, "pgdcb."+string(d.Op), trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attrs...))
-	return ctx
+	return t.start(ctx, "pgdcb."+string(d.Op), trace.SpanKindInternal, attrs...)
 }
 
 // TraceReadEnd implements eventstore.Tracer.
 func (t *Tracer) TraceReadEnd(ctx context.Context, d eventstore.TraceReadEndData) {
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(AttrOutcome.String(string(d.Outcome)), AttrEvents.Int(d.Events))
-	end(span, d.Outcome, d.Err)
+	finish(ctx, outcomeErr(d.Outcome, d.Err), AttrOutcome.String(string(d.Outcome)), AttrEvents.Int(d.Events))
 }
 
-// end sets the span's status and ends it: answers (a failed condition, an
-// idempotent refusal) are not errors.
-func end(span trace.Span, o eventstore.Outcome, err error) {
+// outcomeErr is the error a store span records: none for an answer (a
+// failed condition, an idempotent refusal) or a success.
+func outcomeErr(o eventstore.Outcome, err error) error {
 	switch o {
 	case eventstore.OutcomeCommitted, eventstore.OutcomeOK,
 		eventstore.OutcomeConditionFailed, eventstore.OutcomeIdempotent:
-	default:
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-		}
+		return nil
+	}
+	return err
+}
+
+// start starts a span named name as a child of the span in ctx, and returns
+// the context carrying it; every span of the package starts here.
+func (t *Tracer) start(ctx context.Context, name string, kind trace.SpanKind, attrs ...attribute.KeyValue) context.Context {
+	ctx, _ = t.tracer.Start(ctx, name, trace.WithSpanKind(kind), trace.WithAttributes(attrs...))
+	return ctx
+}
+
+// finish sets attrs on the span in ctx, records err (if any) as its error
+// and ends it; every span of the package ends here.
+func finish(ctx context.Context, err error, attrs ...attribute.KeyValue) {
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attrs...)
+	if err != nil {
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
 	}
 	span.End()
 }
