@@ -78,10 +78,11 @@ var _ eventstore.Interface = (*Store)(nil)
 
 // New returns an empty store.
 func New(cfg *Config) (*Store, error) {
-	if err := cfg.validate(); err != nil {
+	l, err := cfg.validate()
+	if err != nil {
 		return nil, errfmt.Errorf("pgdcb: memstore.New: %w", err)
 	}
-	c := cfg.withDefaults()
+	c := cfg.withDefaults(l)
 	return &Store{limits: *c.limits(), now: c.Now, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
 		listeners: make(map[chan struct{}]struct{})}, nil
 }
@@ -94,21 +95,22 @@ func (c *Config) limits() *eventstore.Config {
 	return &eventstore.Config{MaxBatchSize: c.MaxBatchSize, MaxEventBytes: c.MaxEventBytes, MaxBatchBytes: c.MaxBatchBytes}
 }
 
-// validate refuses what eventstore.New refuses in the same fields (see
-// eventstore.ResolveConfig). New calls it first, then withDefaults.
-func (c *Config) validate() error {
-	_, err := eventstore.ResolveConfig(c.limits())
-	return err
+// validate refuses what eventstore.New refuses in the same fields, through
+// eventstore.ResolveConfig, and returns the limits that resolved (defaults
+// filled in) for withDefaults: the limits are resolved once. New calls it
+// first, then withDefaults.
+func (c *Config) validate() (limits eventstore.Config, err error) {
+	return eventstore.ResolveConfig(c.limits())
 }
 
 // withDefaults returns a copy of c (nil: the zero Config) with every zero
-// field set to its default: eventstore.Config's for the limits.
-func (c *Config) withDefaults() Config {
+// field set to its default: the limits as validate resolved them (l), so
+// eventstore.Config's defaults.
+func (c *Config) withDefaults(l eventstore.Config) Config {
 	var o Config
 	if c != nil {
 		o = *c
 	}
-	l, _ := eventstore.ResolveConfig(o.limits()) // validated
 	o.MaxBatchSize, o.MaxEventBytes, o.MaxBatchBytes = l.MaxBatchSize, l.MaxEventBytes, l.MaxBatchBytes
 	if o.Now == nil {
 		o.Now = time.Now
