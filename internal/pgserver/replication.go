@@ -29,24 +29,8 @@ func (s *Server) WALPosition(ctx context.Context) (string, error) {
 // only when replayed, so this includes the delay. On a server that is not in
 // recovery (a primary, or a promoted standby) it returns at once.
 func (s *Server) WaitReplay(ctx context.Context, lsn string) error {
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var done bool
-		err := s.queryRow(ctx, `SELECT NOT pg_is_in_recovery()
-			OR coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)`, []any{lsn}, &done)
-		if err == nil && done {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if err != nil {
-				return fmt.Errorf("pgserver: WaitReplay %s: %w (last error: %v)", lsn, ctx.Err(), err)
-			}
-			return fmt.Errorf("pgserver: WaitReplay %s: %w", lsn, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	return s.pollUntil(ctx, "WaitReplay "+lsn, `SELECT NOT pg_is_in_recovery()
+		OR coalesce(pg_last_wal_replay_lsn() >= $1::pg_lsn, false)`, lsn)
 }
 
 // Promote ends a standby's recovery and makes it a primary
@@ -79,21 +63,10 @@ func (s *Server) SetApplyDelay(ctx context.Context, d time.Duration) error {
 	if _, err := conn.Exec(ctx, `SELECT pg_reload_conf()`); err != nil {
 		return fmt.Errorf("pgserver: SetApplyDelay: %w", err)
 	}
-	tick := time.NewTicker(10 * time.Millisecond)
-	defer tick.Stop()
-	for {
-		var got int64
-		// A new session reads the reloaded configuration.
-		err := s.queryRow(ctx, `SELECT setting::bigint FROM pg_settings WHERE name = 'recovery_min_apply_delay'`, nil, &got)
-		if err == nil && got == d.Milliseconds() {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("pgserver: SetApplyDelay %s: %w", want, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	// The session reloads the configuration between statements once the
+	// server did.
+	return s.pollUntil(ctx, "SetApplyDelay "+want,
+		`SELECT setting::bigint = $1 FROM pg_settings WHERE name = 'recovery_min_apply_delay'`, d.Milliseconds())
 }
 
 // InRecovery reports whether the server is a standby (pg_is_in_recovery).
@@ -149,17 +122,43 @@ func (s *Server) Detach(ctx context.Context, primary *Server) error {
 			return fmt.Errorf("pgserver: Detach: %w", err)
 		}
 	}
+	return primary.pollUntil(ctx, "Detach: the walsender stayed", `SELECT count(*) = 0 FROM pg_stat_replication`)
+}
+
+// pollUntil runs query, which returns one boolean, every 10ms on one
+// connection to s until it returns true, or ctx ends: then the error, named
+// after op, carries the last error seen. A connection that fails is opened
+// again at the next poll (the server may be starting).
+func (s *Server) pollUntil(ctx context.Context, op, query string, args ...any) error {
+	var conn *pgx.Conn
+	defer func() {
+		if conn != nil {
+			_ = conn.Close(context.WithoutCancel(ctx))
+		}
+	}()
 	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
+	var last error
 	for {
-		var n int
-		err := primary.queryRow(ctx, `SELECT count(*) FROM pg_stat_replication`, nil, &n)
-		if err == nil && n == 0 {
-			return nil
+		if conn == nil {
+			conn, last = pgx.Connect(ctx, s.dsn)
+		}
+		if last == nil {
+			var done bool
+			if last = conn.QueryRow(ctx, query, args...).Scan(&done); last == nil && done {
+				return nil
+			}
+			if last != nil {
+				_ = conn.Close(context.WithoutCancel(ctx))
+				conn = nil
+			}
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("pgserver: Detach: the walsender stayed: %w (last error: %v)", ctx.Err(), err)
+			if last != nil {
+				return fmt.Errorf("pgserver: %s: %w (last error: %v)", op, ctx.Err(), last)
+			}
+			return fmt.Errorf("pgserver: %s: %w", op, ctx.Err())
 		case <-tick.C:
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 )
@@ -34,7 +33,7 @@ type StandbyOptions struct {
 // itself a throwaway cluster (Crash, Stop, Start, Close work on it) that also
 // answers [Server.WaitReplay] and [Server.Promote]. Close it before the
 // primary. Only for a throwaway cluster (else a *NotThrowawayError).
-func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (_ *Server, err error) {
+func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (*Server, error) {
 	p, ok := s.ctl.(*cluster)
 	if !ok {
 		return nil, &NotThrowawayError{Op: "StartStandby", Source: s.source}
@@ -46,8 +45,6 @@ func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (_ *Serv
 	if timeout <= 0 {
 		timeout = 60 * time.Second
 	}
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
 	// Queries on the standby are never cancelled by replay (they delay it
 	// instead): a test's reads fail only for its own reasons.
 	set := map[string]string{
@@ -62,60 +59,28 @@ func (s *Server) StartStandby(ctx context.Context, opts StandbyOptions) (_ *Serv
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
 	}
-
-	dir, err := os.MkdirTemp(tempBase(p.cred), "pgdcb-pg-standby-")
-	if err != nil {
-		return nil, err
-	}
-	defer func() {
-		if err != nil {
-			_ = os.RemoveAll(dir)
-		}
-	}()
-	if p.cred != nil {
-		if err := os.Chown(dir, int(p.cred.Uid), int(p.cred.Gid)); err != nil {
-			return nil, fmt.Errorf("chown %s to the postgres user: %w", dir, err)
-		}
-	}
-	data := filepath.Join(dir, "data")
-	bb := exec.CommandContext(ctx, filepath.Join(filepath.Dir(p.bin.postgres), "pg_basebackup"),
-		"-D", data, "-R", "-X", "stream", "-c", "fast", "--no-sync",
-		"-d", p.dsn())
-	bb.Dir = dir
-	bb.Env = childEnv()
-	bb.SysProcAttr = procAttr(p.cred)
-	if out, err := bb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("pgserver: StartStandby: pg_basebackup: %w: %s", err, tail(out))
-	}
-	// The delay goes to postgresql.auto.conf (beside the primary_conninfo
-	// that -R wrote), not to the command line, so that SetApplyDelay (ALTER
-	// SYSTEM) can change it later.
-	auto, err := os.OpenFile(filepath.Join(data, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	settings = append(append([]string(nil), p.settings...), settings...)
+	st, err := newCluster(ctx, &Options{}, "pgdcb-pg-standby-", p.bin, p.cred, settings, timeout,
+		func(ctx context.Context, dir, data string) error {
+			if err := runChild(ctx, dir, p.cred, filepath.Join(filepath.Dir(p.bin.postgres), "pg_basebackup"),
+				"-D", data, "-R", "-X", "stream", "-c", "fast", "--no-sync", "-d", p.dsn()); err != nil {
+				return err
+			}
+			// The delay goes to postgresql.auto.conf (beside the
+			// primary_conninfo that -R wrote), not to the command line, so
+			// that SetApplyDelay (ALTER SYSTEM) can change it later.
+			auto, err := os.OpenFile(filepath.Join(data, "postgresql.auto.conf"), os.O_APPEND|os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintf(auto, "recovery_min_apply_delay = '%dms'\n", opts.ApplyDelay.Milliseconds())
+			if cerr := auto.Close(); err == nil {
+				err = cerr
+			}
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
 	}
-	_, err = fmt.Fprintf(auto, "recovery_min_apply_delay = '%dms'\n", opts.ApplyDelay.Milliseconds())
-	if cerr := auto.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
-	}
-	for attempt := 1; ; attempt++ {
-		port, err := freePort()
-		if err != nil {
-			return nil, err
-		}
-		c := &cluster{bin: p.bin, dir: dir, data: data, port: port, cred: p.cred,
-			settings: append(append([]string(nil), p.settings...), settings...), startTimeout: timeout}
-		bindFailed, err := c.launch(ctx)
-		if err == nil {
-			st := &Server{dsn: c.dsn(), source: SourceThrowaway, dir: dir, ctl: c}
-			st.closeFn = c.close
-			return st, nil
-		}
-		if !bindFailed || attempt == 3 {
-			return nil, fmt.Errorf("pgserver: StartStandby: %w", err)
-		}
-	}
+	return st, nil
 }

@@ -240,12 +240,26 @@ func procAttr(cred *syscall.Credential) *syscall.SysProcAttr {
 
 // startCluster runs initdb in a new temporary directory and starts postgres
 // on a free port of 127.0.0.1.
-func startCluster(ctx context.Context, o *Options, b pgBin, cred *syscall.Credential, settings []string) (_ *Server, err error) {
-	timeout := o.startTimeout(60 * time.Second)
+func startCluster(ctx context.Context, o *Options, b pgBin, cred *syscall.Credential, settings []string) (*Server, error) {
+	return newCluster(ctx, o, "pgdcb-pg-", b, cred, settings, o.startTimeout(60*time.Second),
+		func(ctx context.Context, dir, data string) error {
+			return runChild(ctx, dir, cred, b.initdb, "-D", data, "-U", "postgres",
+				"-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync")
+		})
+}
+
+// newCluster makes a throwaway cluster in a new temporary directory (named
+// after prefix) and starts it on a free port of 127.0.0.1, within timeout
+// (which also bounds its later starts): makeData makes its data directory
+// data (initdb, or a standby's base backup) in dir, as the postgres user
+// when this process runs as root (cred). The directory is removed on
+// failure.
+func newCluster(ctx context.Context, o *Options, prefix string, b pgBin, cred *syscall.Credential, settings []string,
+	timeout time.Duration, makeData func(ctx context.Context, dir, data string) error) (_ *Server, err error) {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 
-	dir, err := os.MkdirTemp(tempBase(cred), "pgdcb-pg-")
+	dir, err := os.MkdirTemp(tempBase(cred), prefix)
 	if err != nil {
 		return nil, err
 	}
@@ -260,14 +274,8 @@ func startCluster(ctx context.Context, o *Options, b pgBin, cred *syscall.Creden
 		}
 	}
 	data := filepath.Join(dir, "data")
-
-	initdb := exec.CommandContext(ctx, b.initdb, "-D", data, "-U", "postgres",
-		"-A", "trust", "-E", "UTF8", "--no-locale", "--no-sync")
-	initdb.Dir = dir
-	initdb.Env = childEnv()
-	initdb.SysProcAttr = procAttr(cred)
-	if out, err := initdb.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("initdb: %w: %s", err, tail(out))
+	if err := makeData(ctx, dir, data); err != nil {
+		return nil, err
 	}
 
 	// The port is picked by binding and releasing it, so another process may
@@ -290,6 +298,20 @@ func startCluster(ctx context.Context, o *Options, b pgBin, cred *syscall.Creden
 		}
 		o.log("port taken, retrying", "port", port)
 	}
+}
+
+// runChild runs the PostgreSQL program bin (initdb, pg_basebackup) in dir,
+// as the postgres user when cred is set; its error carries the end of the
+// program's output.
+func runChild(ctx context.Context, dir string, cred *syscall.Credential, bin string, args ...string) error {
+	cmd := exec.CommandContext(ctx, bin, args...)
+	cmd.Dir = dir
+	cmd.Env = childEnv()
+	cmd.SysProcAttr = procAttr(cred)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("%s: %w: %s", filepath.Base(bin), err, tail(out))
+	}
+	return nil
 }
 
 func freePort() (int, error) {
