@@ -71,6 +71,25 @@ func call(t *testing.T, method, url, body string, hdr ...string) answer {
 	return a
 }
 
+// startRun runs walletd's run with args in the background, logging to logs,
+// and returns the API's base URL once it serves, and the channel run's
+// result comes on.
+func startRun(ctx context.Context, t *testing.T, logs *syncBuffer, args ...string) (base string, done <-chan error) {
+	t.Helper()
+	addrc := make(chan string, 1)
+	result := make(chan error, 1)
+	go func() { result <- run(ctx, args, logs, func(addr string) { addrc <- addr }) }()
+	select {
+	case addr := <-addrc:
+		return "http://" + addr, result
+	case err := <-result:
+		t.Fatalf("run returned before serving: %v\n%s", err, logs)
+	case <-time.After(60 * time.Second):
+		t.Fatalf("walletd did not start\n%s", logs)
+	}
+	return "", nil
+}
+
 // walletd's run serves the API over real HTTP on a schema it migrates itself,
 // and on cancellation lets a request in flight finish before returning nil.
 func TestRunServesAndShutsDownGracefully(t *testing.T) {
@@ -90,21 +109,7 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 		}
 	}
 	t.Cleanup(func() { connStateHook = nil })
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-schema", schema, "-shutdown-timeout", "20s"}, logs,
-			func(addr string) { addrc <- addr })
-	}()
-	var base string
-	select {
-	case addr := <-addrc:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("run returned before serving: %v\n%s", err, logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("walletd did not start\n%s", logs)
-	}
+	base, done := startRun(ctx, t, logs, "-addr", "127.0.0.1:0", "-schema", schema, "-shutdown-timeout", "20s")
 
 	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"alice"}`).status)
 	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"bob"}`).status)
@@ -269,10 +274,14 @@ func TestWalletdBinarySIGTERM(t *testing.T) {
 	require.Contains(t, strings.Join(log, "\n"), "walletd stopped")
 }
 
-// walletd with -read-dsn on a streaming standby: decisions read there,
-// appends go to the primary. A decision on a read that has not caught up
-// can reject (a wallet not found yet), never commit blind; the client
-// retries such a rejection here.
+// walletd with -read-dsn on a streaming standby: GET /wallets/{id} (a
+// store.Project) reads there, appends go to the primary, and the commands
+// decide in a transaction on the primary (the executor's). With the
+// standby's replay paused, a deposit and a wallet opened meanwhile commit
+// but do not show in the reads, a deposit to that wallet is accepted (the
+// decision is not stale), and once replay resumes the reads show them. With
+// reads on the primary the paused reads would show them at once, and the
+// test fails.
 func TestStandbyReadDSN(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -284,30 +293,37 @@ func TestStandbyReadDSN(t *testing.T) {
 	defer pair.Close()
 	t.Setenv(pgserver.EnvVar, pair.Primary.DSN())
 	logs := &syncBuffer{}
-	addrc := make(chan string, 1)
-	done := make(chan error, 1)
-	go func() {
-		done <- run(ctx, []string{"-addr", "127.0.0.1:0", "-schema", "wallet", "-read-dsn", pair.Standby.DSN()}, logs,
-			func(addr string) { addrc <- addr })
-	}()
-	var base string
-	select {
-	case addr := <-addrc:
-		base = "http://" + addr
-	case err := <-done:
-		t.Fatalf("run returned before serving: %v\n%s", err, logs)
-	case <-time.After(60 * time.Second):
-		t.Fatalf("walletd did not start\n%s", logs)
+	base, done := startRun(ctx, t, logs, "-addr", "127.0.0.1:0", "-schema", "wallet", "-read-dsn", pair.Standby.DSN())
+	replayed := func() {
+		t.Helper()
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		require.NoError(t, pair.Sync(sctx))
 	}
 	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"alice"}`).status)
-	key := uuid.NewString()
+	replayed()
+	require.Equal(t, 200, call(t, "POST", base+"/wallets/alice/deposits", `{"amount":100}`).status)
+	replayed()
+	require.EqualValues(t, 100, call(t, "GET", base+"/wallets/alice", "").body["balance"])
+
+	require.NoError(t, pair.Standby.PauseReplay(ctx))
+	dep := call(t, "POST", base+"/wallets/alice/deposits", `{"amount":50}`)
+	require.Equal(t, 200, dep.status, "decided on the paused standby, committed on the primary")
+	require.EqualValues(t, 150, dep.body["balance"])
+	require.Equal(t, 201, call(t, "POST", base+"/wallets", `{"wallet_id":"bob"}`).status)
+	g := call(t, "GET", base+"/wallets/alice", "")
+	require.Equal(t, 200, g.status)
+	require.EqualValues(t, 100, g.body["balance"], "the read is the paused standby's: without the deposit")
+	require.Equal(t, 404, call(t, "GET", base+"/wallets/bob", "").status, "the read is the paused standby's: bob not open yet")
+	require.Equal(t, 200, call(t, "POST", base+"/wallets/bob/deposits", `{"amount":10}`).status,
+		"decided on the primary, which has bob")
+
+	require.NoError(t, pair.Standby.ResumeReplay(ctx))
 	require.Eventually(t, func() bool {
-		return call(t, "POST", base+"/wallets/alice/deposits", `{"amount":100}`, "Idempotency-Key", key).status == 200
-	}, 30*time.Second, 10*time.Millisecond, "the deposit is accepted once the standby shows the wallet")
-	require.Eventually(t, func() bool {
-		g := call(t, "GET", base+"/wallets/alice", "")
-		return g.status == 200 && g.body["balance"] == float64(100)
-	}, 30*time.Second, 10*time.Millisecond, "the standby shows the deposit")
+		a := call(t, "GET", base+"/wallets/alice", "")
+		b := call(t, "GET", base+"/wallets/bob", "")
+		return a.status == 200 && a.body["balance"] == float64(150) && b.status == 200 && b.body["balance"] == float64(10)
+	}, 30*time.Second, 10*time.Millisecond, "the standby shows the deposits and bob once it replays")
 	cancel()
 	require.NoError(t, <-done, "%s", logs)
 }
