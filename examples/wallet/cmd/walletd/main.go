@@ -95,16 +95,9 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 		return fmt.Errorf("finding PostgreSQL (set %s): %w", pgserver.EnvVar, err)
 	}
 	defer srv.Close()
-	cfg, err := pgxpool.ParseConfig(srv.DSN())
+	pool, err := openPool(ctx, srv.DSN(), "the database")
 	if err != nil {
-		return fmt.Errorf("parsing %s: %w", pgserver.EnvVar, err)
-	}
-	if !strings.Contains(srv.DSN(), "pool_max_conns") {
-		cfg.MaxConns = defaultMaxConns
-	}
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return fmt.Errorf("connecting: %w", err)
+		return err
 	}
 	defer pool.Close()
 
@@ -114,16 +107,9 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	}
 	storeCfg := &eventstore.Config{Schema: *schema, Logger: log}
 	if *readDSN != "" {
-		rcfg, err := pgxpool.ParseConfig(*readDSN)
+		readPool, err := openPool(ctx, *readDSN, "-read-dsn")
 		if err != nil {
-			return fmt.Errorf("parsing -read-dsn: %w", err)
-		}
-		if !strings.Contains(*readDSN, "pool_max_conns") {
-			rcfg.MaxConns = defaultMaxConns
-		}
-		readPool, err := pgxpool.NewWithConfig(ctx, rcfg)
-		if err != nil {
-			return fmt.Errorf("connecting to -read-dsn: %w", err)
+			return err
 		}
 		defer readPool.Close()
 		storeCfg.ReadPool = readPool
@@ -196,4 +182,21 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 	rm.Wait()
 	log.Info("walletd stopped")
 	return nil
+}
+
+// openPool opens a pool of defaultMaxConns connections on dsn (unless the DSN
+// sets pool_max_conns), the primary's or -read-dsn's; from names it in errors.
+func openPool(ctx context.Context, dsn, from string) (*pgxpool.Pool, error) {
+	cfg, err := pgxpool.ParseConfig(dsn)
+	if err != nil {
+		return nil, fmt.Errorf("parsing %s: %w", from, err)
+	}
+	if !strings.Contains(dsn, "pool_max_conns") {
+		cfg.MaxConns = defaultMaxConns
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", from, err)
+	}
+	return pool, nil
 }
