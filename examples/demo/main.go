@@ -243,31 +243,33 @@ func run(o options) error {
 	stopProgress()
 	after := svc.Executor().Stats()
 
-	// With reads on a standby, let it show the primary's last event first
-	// (read-your-writes: Store.WaitFor), so that the checks below read
-	// the whole log.
-	if o.readDSN != "" {
-		onPrimary, err := eventstore.New(pool, storeConfig(o, schema))
-		if err != nil {
-			return err
-		}
-		if last, _, err := onPrimary.ReadLast(ctx, query.All()); err != nil {
-			return err
-		} else if last != nil {
+	// The last event, read on the primary (in a transaction of its pool:
+	// with reads on a standby, the store's ReadLast would read there).
+	tx, err := pool.Begin(ctx)
+	if err != nil {
+		return err
+	}
+	last, _, err := store.ReadLastTx(ctx, tx, query.All())
+	_ = tx.Rollback(ctx)
+	if err != nil {
+		return err
+	}
+	if last != nil {
+		at := cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}
+		// With reads on a standby, let it show that event first
+		// (read-your-writes: Store.WaitFor), so that the checks below
+		// read the whole log.
+		if o.readDSN != "" {
 			wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-			err := store.WaitFor(wctx, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position})
+			err := store.WaitFor(wctx, at)
 			cancel()
 			if err != nil {
 				return fmt.Errorf("waiting for the standby: %w", err)
 			}
 		}
-	}
-	// Let the read model catch up, then stop it.
-	if last, _, err := store.ReadLast(ctx, query.All()); err != nil {
-		return err
-	} else if last != nil {
+		// Let the read model catch up, then stop it.
 		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
-		err := balances.WaitFor(wctx, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position})
+		err := balances.WaitFor(wctx, at)
 		cancel()
 		if err != nil {
 			return err
