@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,7 +11,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	pgdcb "github.com/pgdcb/pgdcb"
@@ -305,48 +302,6 @@ func (p *lagProbe) run(ctx context.Context) {
 	}
 }
 
-// holdElsewhere creates a database of its own and holds a transaction with
-// an xid open in it (a batch job, a session idle in transaction): it holds
-// the cluster's tailing horizon. release ends it and drops the database.
-func holdElsewhere(ctx context.Context, env *Env) (release func(), err error) {
-	var b [4]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return nil, err
-	}
-	name := SchemaPrefix + "hold_" + hex.EncodeToString(b[:])
-	ident := pgx.Identifier{name}.Sanitize()
-	if _, err := env.Pool.Exec(ctx, "CREATE DATABASE "+ident); err != nil {
-		return nil, fmt.Errorf("creating the database that holds a transaction: %w", err)
-	}
-	drop := func() {
-		_, _ = env.Pool.Exec(context.Background(), "DROP DATABASE IF EXISTS "+ident+" WITH (FORCE)")
-	}
-	cfg := env.Pool.Config().ConnConfig.Copy()
-	cfg.Database = name
-	conn, err := pgx.ConnectConfig(ctx, cfg)
-	if err != nil {
-		drop()
-		return nil, err
-	}
-	_, err = conn.Exec(ctx, fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", holdTimeout.Milliseconds()))
-	if err == nil {
-		_, err = conn.Exec(ctx, "BEGIN; SELECT pg_current_xact_id()")
-	}
-	if err != nil {
-		_ = conn.Close(context.Background())
-		drop()
-		return nil, err
-	}
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			_, _ = conn.Exec(context.Background(), "ROLLBACK")
-			_ = conn.Close(context.Background())
-			drop()
-		})
-	}, nil
-}
-
 // prepareSnapshotLag: every call is one AppendEvent, paced so that all
 // writers together append lagRate events/s (each writer to a run of its own,
 // a new run every lagRunLen events); the snapshot projector runs for the whole
@@ -374,9 +329,9 @@ func prepareSnapshotLag(held bool) func(context.Context, *Env) (*Plan, error) {
 			ppool.Close()
 			return nil, err
 		}
-		release := func() {}
+		release := func() error { return nil }
 		if held {
-			if release, err = holdElsewhere(ctx, env); err != nil {
+			if release, err = holdXact(ctx, env, otherDatabase); err != nil {
 				ppool.Close()
 				return nil, err
 			}
@@ -395,7 +350,7 @@ func prepareSnapshotLag(held bool) func(context.Context, *Env) (*Plan, error) {
 		wg.Go(func() {
 			probe.run(bg)
 			if bg.Err() == nil {
-				release() // the probe failed (the schema was dropped?): do not hold on
+				_ = release() // the probe failed (the schema was dropped?): do not hold on
 			}
 		})
 		var stopOnce sync.Once
@@ -403,7 +358,7 @@ func prepareSnapshotLag(held bool) func(context.Context, *Env) (*Plan, error) {
 			stopOnce.Do(func() {
 				stop()
 				wg.Wait()
-				release()
+				_ = release()
 				ppool.Close()
 			})
 		}

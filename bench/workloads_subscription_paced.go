@@ -95,9 +95,9 @@ func preparePacedLive(held bool) func(context.Context, *Env) (*Plan, error) {
 		if err != nil {
 			return nil, err
 		}
-		release := func() {}
+		release := func() error { return nil }
 		if held {
-			if release, err = holdElsewhere(ctx, env); err != nil {
+			if release, err = holdXact(ctx, env, otherDatabase); err != nil {
 				return nil, err
 			}
 		}
@@ -143,7 +143,7 @@ func preparePacedLive(held bool) func(context.Context, *Env) (*Plan, error) {
 				if err := <-runErr; !errors.Is(err, context.Canceled) {
 					stopErr = fmt.Errorf("subscription.Run: %w", err)
 				}
-				release()
+				_ = release()
 			})
 			return stopErr
 		}
