@@ -121,34 +121,6 @@ func logicalEnv(ctx context.Context, env *Env) (lenv *Env, where string, drop fu
 	return lenv, where, func() { _ = lenv.drop(context.Background()) }, nil
 }
 
-// holdSameDB opens a transaction that holds an xid in env's own database
-// until release (ended server-side after holdTimeout should the workload
-// fail first). release returns an error when the transaction had ended
-// before it (it did not hold for the whole workload).
-func holdSameDB(ctx context.Context, env *Env) (release func() error, err error) {
-	conn, err := pgx.ConnectConfig(ctx, env.Pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return nil, err
-	}
-	_, err = conn.Exec(ctx, fmt.Sprintf("SET idle_in_transaction_session_timeout = %d", holdTimeout.Milliseconds()))
-	if err == nil {
-		_, err = conn.Exec(ctx, "BEGIN; SELECT pg_current_xact_id()")
-	}
-	if err != nil {
-		_ = conn.Close(context.Background())
-		return nil, err
-	}
-	return sync.OnceValue(func() error {
-		defer conn.Close(context.Background())
-		var xid *uint64
-		if err := conn.QueryRow(context.Background(), `SELECT pg_current_xact_id_if_assigned()`).Scan(&xid); err != nil || xid == nil {
-			return fmt.Errorf("SELF-CHECK FAILED: the transaction held in the same database ended before the workload did (%v)", err)
-		}
-		_, err := conn.Exec(context.Background(), "ROLLBACK")
-		return err
-	}), nil
-}
-
 func prepareLogicalLive(logicalMode, held bool) func(context.Context, *Env) (*Plan, error) {
 	return func(ctx context.Context, env *Env) (*Plan, error) {
 		lenv, where, drop, err := logicalEnv(ctx, env)
@@ -235,7 +207,7 @@ func prepareLogicalLive(logicalMode, held bool) func(context.Context, *Env) (*Pl
 			}
 		}
 		if held {
-			if release, err = holdSameDB(ctx, lenv); err != nil {
+			if release, err = holdXact(ctx, lenv, sameDatabase); err != nil {
 				_ = stop()
 				return nil, err
 			}
