@@ -41,7 +41,7 @@ const pingTimeout = 2 * time.Second
 // one is closed and another taken, at most the pool's size plus one times
 // (as pgxpool's own Acquire does); the last one is returned unchecked.
 func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
-	tries := int(s.pool.Config().MaxConns) + 1
+	tries := s.maxConns + 1
 	for range tries {
 		conn, err := s.pool.Acquire(ctx)
 		if err != nil {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/pgdcb/pgdcb"
 )
 
@@ -16,7 +18,7 @@ import (
 // and insert (the text both functions share, sql/functions/_append.sql);
 // it costs less client and server CPU (docs/GROUPCOMMIT.md, "A group of
 // one"). When a key was busy it returns the busy keys, and nothing ran.
-func (s *Store) tryCallAlone(ctx context.Context, db dbtx, r *groupReq) ([]groupResult, map[int64]bool, error) {
+func (s *Store) tryCallAlone(ctx context.Context, conn *pgxpool.Conn, r *groupReq) ([]groupResult, map[int64]bool, error) {
 	var (
 		busy     []int64
 		status   *string
@@ -24,8 +26,20 @@ func (s *Store) tryCallAlone(ctx context.Context, db dbtx, r *groupReq) ([]group
 		pos      []int64
 		conflict *int64
 	)
-	err := db.QueryRow(ctx, s.sql.appendAlone, appendEventsArgs(r.events, r.cond, r.locks, r.id)...).
-		Scan(&busy, &status, &txID, &pos, &conflict)
+	p := getWireParams()
+	defer putWireParams(p)
+	p.appendEventsWire(newWireCall(r.events, r.cond, r.id), r.locks)
+	err := s.callRow(ctx, conn, &s.sql.appendAloneWire, p, func(cols [][]byte) error {
+		if len(cols) != 5 {
+			return errWireFormat
+		}
+		var err error
+		if busy, err = colInt8Array(cols[0]); err != nil {
+			return err
+		}
+		status, txID, pos, conflict, err = appendRow(cols, 1)
+		return err
+	})
 	if err != nil {
 		return nil, nil, err
 	}

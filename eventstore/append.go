@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
@@ -145,10 +146,27 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		txID     *uint64
 		pos      []int64
 		conflict *int64
+		err      error
 	)
-	err := db.QueryRow(ctx, s.sql.appendEvents,
-		appendEventsArgs(events, cond, locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys), id)...,
-	).Scan(&status, &txID, &pos, &conflict)
+	locks := locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)
+	if conn, ok := db.(*pgxpool.Conn); ok {
+		// The store's own connection: the call written in binary format
+		// by the store (wire.go).
+		p := getWireParams()
+		defer putWireParams(p)
+		p.appendEventsWire(newWireCall(events, cond, id), locks)
+		err = s.callRow(ctx, conn, &s.sql.appendEventsWire, p, func(cols [][]byte) error {
+			st, tx, ps, c, err := appendRow(cols, 0)
+			if st != nil {
+				status = *st
+			}
+			txID, pos, conflict = tx, ps, c
+			return err
+		})
+	} else {
+		err = db.QueryRow(ctx, s.sql.appendEvents, appendEventsArgs(events, cond, locks, id)...).
+			Scan(&status, &txID, &pos, &conflict)
+	}
 	if err != nil {
 		if autocommit {
 			return AppendResult{}, errOutcome("append", err)

@@ -6,13 +6,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
@@ -443,7 +441,7 @@ func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif
 	g.mu.Lock()
 	if g.gates == nil {
 		g.gates = make(map[int64]*keyGate)
-		n := int(s.pool.Config().MaxConns) - s.cfg.GroupSenders
+		n := s.maxConns - s.cfg.GroupSenders
 		g.lanes = make(chan struct{}, max(1, n))
 	}
 	gate := g.gates[key]
@@ -952,71 +950,16 @@ func firstBusy(r *groupReq, busy map[int64]bool) int64 {
 // first (statements.appendGroup), and decodes each member's outcome. When a
 // key was busy it returns the busy keys, and nothing was written. An error
 // is the call's: nothing was written unless it is of unknown outcome.
-func (s *Store) tryCall(ctx context.Context, db dbtx, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
-	keys := unionKeys(batch)
-	nev, ntags := 0, 0
-	for _, r := range batch {
-		nev += len(r.events)
-		for _, e := range r.events {
-			ntags += e.Tags.Len()
-		}
-	}
-	var (
-		// Sized once: the arrays of every member's events.
-		types        = make([]string, 0, nev)
-		tagCounts    = make([]int32, 0, nev)
-		allTags      = make([]string, 0, ntags)
-		data         = make([]string, 0, nev)
-		meta         = make([]*string, 0, nev)
-		ids          = make([]pgtype.UUID, 0, nev)
-		memberEvents = make([]int32, len(batch))
-		memberItems  = make([]int32, len(batch))
-		afterTx      = make([]string, len(batch))
-		afterPos     = make([]int64, len(batch))
-		afterSnap    = make([]*string, len(batch))
-		items        = checksFor(nil)
-	)
+func (s *Store) tryCall(ctx context.Context, conn *pgxpool.Conn, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
+	calls := make([]wireCall, len(batch))
 	for m, r := range batch {
-		memberEvents[m] = int32(len(r.events))
-		for j, e := range r.events {
-			types = append(types, e.Type)
-			tagCounts = append(tagCounts, int32(e.Tags.Len()))
-			allTags = append(allTags, e.Tags.Strings()...)
-			data = append(data, string(e.Data))
-			var mp *string
-			if len(e.Metadata) > 0 {
-				ms := string(e.Metadata)
-				mp = &ms
-			}
-			meta = append(meta, mp)
-			var id pgtype.UUID
-			if e.ID != [16]byte{} {
-				id = pgtype.UUID{Bytes: e.ID, Valid: true}
-			} else if j == 0 && r.id != uuid.Nil {
-				id = pgtype.UUID{Bytes: r.id, Valid: true} // the call's id (settle.go)
-			}
-			ids = append(ids, id)
-		}
-		c := checksFor(r.cond)
-		memberItems[m] = int32(len(c.idem))
-		items.idem = append(items.idem, c.idem...)
-		items.typeCounts = append(items.typeCounts, c.typeCounts...)
-		items.types = append(items.types, c.types...)
-		items.tagCounts = append(items.tagCounts, c.tagCounts...)
-		items.tags = append(items.tags, c.tags...)
-		afterTx[m] = "0"
-		if r.cond != nil && r.cond.After != nil {
-			afterTx[m] = strconv.FormatUint(r.cond.After.TransactionID, 10)
-			afterPos[m] = r.cond.After.Position
-			if r.cond.After.Snapshot != nil {
-				sn := r.cond.After.Snapshot.String()
-				afterSnap[m] = &sn
-			}
-		}
+		calls[m] = newWireCall(r.events, r.cond, r.id)
 	}
 	// The union of the members' keys: at most MaxLockKeys (takeGroupLocked
 	// sees to it; a member's own set is already escalated if need be).
-	locks := sortedLocks(keys)
+	params := getWireParams()
+	defer putWireParams(params)
+	params.appendGroupWire(calls, sortedLocks(unionKeys(batch)))
 	var (
 		busy      []int64
 		statuses  []string
@@ -1024,12 +967,41 @@ func (s *Store) tryCall(ctx context.Context, db dbtx, batch []*groupReq) ([]grou
 		positions []int64
 		conflicts []*int64
 	)
-	err := db.QueryRow(ctx, s.sql.appendGroup,
-		types, tagCounts, allTags, data, meta, ids, memberEvents,
-		locks.keys, locks.excl,
-		items.idem, items.typeCounts, items.types, items.tagCounts, items.tags, memberItems,
-		afterTx, afterPos, afterSnap,
-	).Scan(&busy, &statuses, &txID, &positions, &conflicts)
+	err := s.callRow(ctx, conn, &s.sql.appendGroupWire, params, func(cols [][]byte) error {
+		if len(cols) != 5 {
+			return errWireFormat
+		}
+		var err error
+		if busy, err = colInt8Array(cols[0]); err != nil {
+			return err
+		}
+		statuses = make([]string, 0, arrayLen(cols[1]))
+		if err := colArray(cols[1], func(e []byte) error {
+			statuses = append(statuses, colString(e))
+			return nil
+		}); err != nil {
+			return err
+		}
+		if v, ok, err := colInt8(cols[2]); err != nil {
+			return err
+		} else if ok {
+			u := uint64(v)
+			txID = &u
+		}
+		if positions, err = colInt8Array(cols[3]); err != nil {
+			return err
+		}
+		conflicts = make([]*int64, 0, arrayLen(cols[4]))
+		return colArray(cols[4], func(e []byte) error {
+			v, ok, err := colInt8(e)
+			if !ok {
+				conflicts = append(conflicts, nil)
+			} else {
+				conflicts = append(conflicts, &v)
+			}
+			return err
+		})
+	})
 	if err != nil {
 		return nil, nil, err
 	}

@@ -1,7 +1,6 @@
 package eventstore
 
 import (
-	"hash/fnv"
 	"slices"
 
 	appendif "github.com/pgdcb/pgdcb/append"
@@ -27,13 +26,29 @@ const (
 	kindTag    lockKind = 't'
 )
 
+// lockKey is FNV-1a (64 bits) of schema, 0, kind, 0, value, computed in
+// place (hash/fnv's would allocate its state and the byte slices at every
+// key; the keys must stay these values: every binary appending to a schema
+// must compute the same, TestLockKeyIsFNV1a).
 func lockKey(schema string, kind lockKind, value string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(schema))
-	h.Write([]byte{0, byte(kind), 0})
-	h.Write([]byte(value))
-	return int64(h.Sum64())
+	h := uint64(fnvOffset64)
+	for i := 0; i < len(schema); i++ {
+		h = (h ^ uint64(schema[i])) * fnvPrime64
+	}
+	h = (h ^ 0) * fnvPrime64
+	h = (h ^ uint64(kind)) * fnvPrime64
+	h = (h ^ 0) * fnvPrime64
+	for i := 0; i < len(value); i++ {
+		h = (h ^ uint64(value[i])) * fnvPrime64
+	}
+	return int64(h)
 }
+
+// FNV-1a's 64-bit parameters (hash/fnv).
+const (
+	fnvOffset64 = 14695981039346656037
+	fnvPrime64  = 1099511628211
+)
 
 type lockSet struct {
 	keys []int64

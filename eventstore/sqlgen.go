@@ -17,12 +17,16 @@ type statements struct {
 	head         string
 	events       string // "<schema>.events"
 	eventCols    string
+
+	// The three append statements with their prepared names and parameter
+	// types, as the store sends them on its own connections (wire.go).
+	appendEventsWire, appendGroupWire, appendAloneWire wireStmt
 }
 
 const eventColumns = "e.position, e.transaction_id, e.type, e.tags, e.data, e.metadata, e.event_id, e.occurred_at"
 
 func newStatements(schema string) statements {
-	return statements{
+	st := statements{
 		appendEvents: `SELECT status, tx, positions, conflict_position FROM ` + schema + `.append_events(
 			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
 			$7::bigint[], $8::boolean[],
@@ -66,6 +70,10 @@ func newStatements(schema string) statements {
 		events:    schema + ".events",
 		eventCols: eventColumns,
 	}
+	st.appendEventsWire = newWireStmt(st.appendEvents, appendEventsOIDs...)
+	st.appendGroupWire = newWireStmt(st.appendGroup, appendGroupOIDs...)
+	st.appendAloneWire = newWireStmt(st.appendAlone, appendEventsOIDs...)
+	return st
 }
 
 // headSQL is Head's statement: the last event in log order, a backward scan

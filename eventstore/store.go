@@ -164,6 +164,10 @@ type Store struct {
 	schema  string // quoted
 	channel string
 	sql     statements
+	wire    wireConfig // the pool's connections, for the append calls (wire.go)
+	// maxConns is the pool's MaxConns (pgxpool's Config() copies the whole
+	// configuration at every call: not on the append path).
+	maxConns int
 
 	notifyPending atomic.Bool
 	// listenK1, listenK2 are ListenerLockKey(schema).
@@ -207,6 +211,9 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	s.born = time.Now()
 	s.sql = newStatements(q)
 	s.sql.head = s.headSQL()
+	pc := pool.Config()
+	s.wire = newWireConfig(pc.ConnConfig)
+	s.maxConns = int(pc.MaxConns)
 	return s, nil
 }
 
