@@ -35,9 +35,9 @@ func lockKey(schema string, kind lockKind, value string) int64 {
 	for i := 0; i < len(schema); i++ {
 		h = (h ^ uint64(schema[i])) * fnvPrime64
 	}
-	h = (h ^ 0) * fnvPrime64
+	h *= fnvPrime64 // byte 0 (x ^ 0 is x)
 	h = (h ^ uint64(kind)) * fnvPrime64
-	h = (h ^ 0) * fnvPrime64
+	h *= fnvPrime64 // byte 0
 	for i := 0; i < len(value); i++ {
 		h = (h ^ uint64(value[i])) * fnvPrime64
 	}

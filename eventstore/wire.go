@@ -73,10 +73,7 @@ type wireConfig struct {
 }
 
 func newWireConfig(cc *pgx.ConnConfig) wireConfig {
-	var w wireConfig
-	w.prepare = cc.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement
-	w.tracer, _ = cc.Tracer.(pgx.QueryTracer)
-	return w
+	return wireConfig{prepare: cc.DefaultQueryExecMode == pgx.QueryExecModeCacheStatement, tracer: cc.Tracer}
 }
 
 // wireParams are a call's parameters in binary format, written one after
@@ -222,23 +219,7 @@ func (p *wireParams) elemBool(v bool) {
 	p.n++
 }
 
-// textArray, int4Array, int8Array and boolArray are whole arrays.
-func (p *wireParams) textArray(vs []string) {
-	p.begin(oidText)
-	for _, v := range vs {
-		p.elemText(v)
-	}
-	p.end()
-}
-
-func (p *wireParams) int4Array(vs []int32) {
-	p.begin(oidInt4)
-	for _, v := range vs {
-		p.elemInt4(v)
-	}
-	p.end()
-}
-
+// int8Array and boolArray are whole arrays.
 func (p *wireParams) int8Array(vs []int64) {
 	p.begin(oidInt8)
 	for _, v := range vs {
