@@ -256,42 +256,57 @@ func (s *Store) callRow(ctx context.Context, conn *pgxpool.Conn, st *wireStmt, p
 		ctx = t.TraceQueryStart(ctx, c, pgx.TraceQueryStartData{SQL: st.sql, Args: args})
 		defer func() { t.TraceQueryEnd(ctx, c, pgx.TraceQueryEndData{CommandTag: tag, Err: err}) }()
 	}
+	for try := 0; ; try++ {
+		var rowErr error
+		var n int
+		tag, rowErr, n, err = s.execRow(ctx, c, st, values, row)
+		if err != nil {
+			var pgErr *pgconn.PgError
+			if !s.wire.prepare || !errors.As(err, &pgErr) || pgErr.Code != "26000" && pgErr.Code != "0A000" {
+				return err
+			}
+			// The prepared statement is gone (DEALLOCATE, DISCARD:
+			// 26000, refused at Bind, before anything ran) or stale (its
+			// result type changed after a migration: 0A000). Forget it
+			// (a Close message, which succeeds for a statement the server
+			// lacks); a statement that was gone is prepared and sent again
+			// at once, once.
+			if derr := c.Deallocate(ctx, st.name); derr != nil || pgErr.Code != "26000" || try > 0 {
+				return err
+			}
+			continue
+		}
+		if rowErr != nil {
+			return rowErr
+		}
+		if n != 1 {
+			return fmt.Errorf("%w, got %d", errWireRow, n)
+		}
+		return nil
+	}
+}
+
+// execRow sends st once and reads its result: the first row goes to row
+// (rowErr its error), n counts the rows, err is the statement's.
+func (s *Store) execRow(ctx context.Context, c *pgx.Conn, st *wireStmt, values [][]byte, row func(cols [][]byte) error) (tag pgconn.CommandTag, rowErr error, n int, err error) {
 	var rr *pgconn.ResultReader
 	if s.wire.prepare {
 		sd, err := c.Prepare(ctx, st.name, st.sql)
 		if err != nil {
-			return err
+			return tag, nil, 0, err
 		}
 		rr = c.PgConn().ExecStatement(ctx, sd, values, binaryFormats, binaryFormats)
 	} else {
 		rr = c.PgConn().ExecParams(ctx, st.sql, values, st.oids, binaryFormats, binaryFormats)
 	}
-	n := 0
-	var rowErr error
 	for rr.NextRow() {
 		if n == 0 {
 			rowErr = row(rr.Values())
 		}
 		n++
 	}
-	if tag, err = rr.Close(); err != nil {
-		var pgErr *pgconn.PgError
-		if s.wire.prepare && errors.As(err, &pgErr) && (pgErr.Code == "0A000" || pgErr.Code == "26000") {
-			// The prepared statement is stale (its result type changed
-			// after a migration) or gone (DISCARD): prepared again at the
-			// next call, as pgx does with its cache. Best effort: the
-			// connection may be dead.
-			_ = c.Deallocate(ctx, st.name)
-		}
-		return err
-	}
-	if rowErr != nil {
-		return rowErr
-	}
-	if n != 1 {
-		return fmt.Errorf("%w, got %d", errWireRow, n)
-	}
-	return nil
+	tag, err = rr.Close()
+	return tag, rowErr, n, err
 }
 
 // Result decoding, binary format.

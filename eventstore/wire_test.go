@@ -153,3 +153,34 @@ func (r *appendRecorder) TraceQueryEnd(ctx context.Context, _ *pgx.Conn, d pgx.T
 		r.mu.Unlock()
 	}
 }
+
+// An append whose prepared statement the server no longer has (DEALLOCATE
+// ALL or DISCARD ALL on the connection, a pooler's reset) is refused at
+// Bind, before anything runs: the store forgets the statement, prepares it
+// again and sends the call once more, and the append succeeds.
+func TestAppendAfterDeallocateAll(t *testing.T) {
+	t.Parallel()
+	ctx := t.Context()
+	cfg, err := pgxpool.ParseConfig(pgtest.DSN(t))
+	require.NoError(t, err)
+	cfg.MaxConns = 1 // one connection: the DEALLOCATE reaches the store's statements
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	s := teststore.OnPool(t, pool, nil)
+	for i := range 3 {
+		if i > 0 {
+			// Below pgx: its own cache keeps believing in the statements.
+			conn, err := pool.Acquire(ctx)
+			require.NoError(t, err)
+			_, err = conn.Conn().PgConn().Exec(ctx, "DEALLOCATE ALL").ReadAll()
+			conn.Release()
+			require.NoError(t, err)
+		}
+		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, "acct=d")})
+		require.NoError(t, err, "append %d", i)
+	}
+	evs, _, err := s.ReadAll(ctx, query.Tagged(nil, "acct=d"), nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 3)
+}
