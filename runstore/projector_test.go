@@ -171,7 +171,10 @@ func TestMetrics(t *testing.T) {
 	require.Equal(t, 1.0, got["pgdcb_runstore_appends_total/idempotent"])
 	require.Equal(t, 5.0, got["pgdcb_runstore_projector_lag_alert_threshold_seconds"])
 	require.Equal(t, 0.0, got["pgdcb_runstore_projector_lag_high"])
-	require.Equal(t, 1.0, got["pgdcb_runstore_projector_events_total"])
+	// CatchUp returns once the snapshot holds the event: read below the
+	// horizon, or beyond it when another test's transaction holds the
+	// horizon (then it is counted again once the tail reaches it).
+	require.Equal(t, 1.0, max(got["pgdcb_runstore_projector_events_total"], got["pgdcb_runstore_projector_ahead_events_total"]))
 }
 
 // A batch takes the projector's lock before it reads the tail
