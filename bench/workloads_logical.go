@@ -35,9 +35,11 @@ import (
 //     projection with nothing held, on the same cluster: what the machine
 //     and the projection's own batches allow, the baseline of the two above.
 //   - subscription/catchup/<size>/logical: a backlog of <size> events
-//     (appended in transactions of 1,000) streamed from a replication slot
-//     that existed before it (logical.Reader, batches of catchUpBatch, never
-//     confirmed, so every call streams the same backlog again), against the
+//     (appended in transactions of 1,000) read from a replication slot
+//     that existed before it (logical.Reader with its defaults: a backlog of
+//     DefaultCatchUpBytes or more comes through the SQL interface, see
+//     logical.Config.CatchUpBytes; batches of catchUpBatch, never confirmed,
+//     so every call reads the same backlog again), against the
 //     bare ReadTail loop (floor) and subscription.Run (a baseline: the
 //     subscription/catchup row's operation) over the same backlog.
 //
@@ -375,7 +377,7 @@ func prepareLogicalCatchUp(n int) func(context.Context, *Env) (*Plan, error) {
 				return nil
 			},
 			Notes: func(*Counters, float64) string {
-				return fmt.Sprintf("whole %s backlog per call (transactions of %d events) streamed from a slot created before it, batches of %d, no handler; %s",
+				return fmt.Sprintf("whole %s backlog per call (transactions of %d events) read from a slot created before it by logical.Reader with its defaults (a backlog of logical.DefaultCatchUpBytes or more is read through the SQL interface, a temporary copy of the slot, in calls of logical.DefaultCatchUpChunk changes), batches of %d, no handler; %s",
 					sizeName(n), logicalBacklogTx, catchUpBatch, where)
 			},
 		}, nil

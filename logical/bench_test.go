@@ -301,3 +301,84 @@ func BenchmarkLogicalLiveLatency(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLogicalCatchUpSQL: a backlog (transactions of 1000 events, the
+// bench row's payload) read by a logical.Reader (no handler, batches of
+// 1000) from a slot that existed before it: through the stream, and
+// through the SQL interface (a catch-up) in calls of several chunk sizes;
+// and the server's share, measured in SQL on copies of the slot: a whole
+// pgoutput decoding in text and in binary (count(*) of
+// pg_logical_slot_peek_binary_changes), a decoding that outputs nothing (a
+// copy moved to the end first: what each call of a catch-up decodes again
+// from the restart point) and the move itself (pg_replication_slot_advance).
+// The WAL per event says how large a backlog Config.CatchUpBytes is.
+//
+//	PGDCB_BENCH_BACKLOG=1000000 go test -run '^$' -bench LogicalCatchUpSQL -benchtime 1x ./logical
+func BenchmarkLogicalCatchUpSQL(b *testing.B) {
+	n := envInt(BacklogEnv, 200_000)
+	store, pool := newStore(b)
+	ctx := context.Background()
+	useSlot(store, "r")
+	slot := logical.SlotName(store.Schema(), "r")
+	rd, err := logical.Open(ctx, store, "r", query.All(), logical.Checkpoint{}, cursor.Start, nil)
+	require.NoError(b, err)
+	bt, err := rd.Next(ctx, 10, 10*time.Millisecond)
+	require.NoError(b, err)
+	require.NoError(b, rd.Close(ctx))
+	from, tail := bt.Checkpoint, bt.Tail
+
+	var w0, w1 int64
+	require.NoError(b, pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&w0))
+	for lo := 1; lo <= n; lo += 1000 {
+		_, err := pool.Exec(ctx, `INSERT INTO `+ident.Schema(store)+`.events (type, tags, data)
+			SELECT 'BenchEvent' || (g % 7), ARRAY['entity=' || (g % 1000), 'shard=' || (g % 16)],
+			       jsonb_build_object('n', g, 'amount', g % 1000, 'note', 'benchmark fixture payload')
+			  FROM generate_series($1::bigint, $2::bigint) AS g`, lo, min(lo+999, n))
+		require.NoError(b, err)
+	}
+	require.NoError(b, pool.QueryRow(ctx, `SELECT pg_current_wal_lsn() - '0/0'`).Scan(&w1))
+
+	read := func(cfg *logical.Config) float64 {
+		start := time.Now()
+		rd, err := logical.Open(ctx, store, "r", query.All(), from, tail, cfg)
+		require.NoError(b, err)
+		defer rd.Close(ctx)
+		got := 0
+		for got < n {
+			bt, err := rd.Next(ctx, 1000, 100*time.Millisecond)
+			require.NoError(b, err)
+			got += len(bt.Events)
+		}
+		return float64(n) / time.Since(start).Seconds()
+	}
+	sqlTime := func(pre, q string) float64 {
+		conn, err := pool.Acquire(ctx)
+		require.NoError(b, err)
+		defer conn.Release()
+		tmp := slot + "_bench"
+		_, err = conn.Exec(ctx, `SELECT pg_copy_logical_replication_slot($1, $2, false)`, slot, tmp)
+		require.NoError(b, err)
+		defer conn.Exec(ctx, `SELECT pg_drop_replication_slot($1)`, tmp) //nolint:errcheck
+		if pre != "" {
+			_, err = conn.Exec(ctx, pre, tmp)
+			require.NoError(b, err)
+		}
+		start := time.Now()
+		_, err = conn.Exec(ctx, q, tmp)
+		require.NoError(b, err)
+		return time.Since(start).Seconds()
+	}
+	b.ResetTimer() // (it also deletes the metrics reported so far)
+	b.ReportMetric(float64(w1-w0)/float64(n), "WAL-B/ev")
+	b.ReportMetric(read(&logical.Config{CatchUpBytes: 1 << 50}), "stream-ev/s")
+	for _, chunk := range []int{50_000, 200_000, 500_000, 2_000_000} {
+		b.ReportMetric(read(&logical.Config{CatchUpBytes: 1, CatchUpChunk: chunk}), "sql-"+strconv.Itoa(chunk/1000)+"k-ev/s")
+	}
+	pub := "'publication_names', '" + logical.PublicationName(store.Schema()) + "'"
+	peek := `SELECT count(*) FROM pg_logical_slot_peek_binary_changes($1, NULL, NULL, 'proto_version', '1', ` + pub
+	advance := `SELECT pg_replication_slot_advance($1, pg_current_wal_flush_lsn())`
+	b.ReportMetric(1e6*sqlTime("", peek+`)`)/float64(n), "text-decode-µs/ev")
+	b.ReportMetric(1e6*sqlTime("", peek+`, 'binary', 'true')`)/float64(n), "binary-decode-µs/ev")
+	b.ReportMetric(1e6*sqlTime("", advance)/float64(n), "advance-µs/ev")
+	b.ReportMetric(1e6*sqlTime(advance, peek+`, 'binary', 'true')`)/float64(n), "redecode-µs/ev")
+}

@@ -1,6 +1,7 @@
 package logical
 
 import (
+	"cmp"
 	"fmt"
 	"hash/fnv"
 	"regexp"
@@ -12,6 +13,12 @@ import (
 
 // DefaultStatusInterval is Config.StatusInterval's default.
 const DefaultStatusInterval = 10 * time.Second
+
+// DefaultCatchUpBytes is Config.CatchUpBytes's default.
+const DefaultCatchUpBytes = 4 << 20
+
+// DefaultCatchUpChunk is Config.CatchUpChunk's default.
+const DefaultCatchUpChunk = 2_000_000
 
 // Config configures a logical reader. nil or the zero value means every
 // default.
@@ -28,6 +35,22 @@ type Config struct {
 	// server when nothing else made it do so; keep it well below the server's
 	// wal_sender_timeout (60s by default). 0: the default, 10s.
 	StatusInterval time.Duration
+	// CatchUpBytes: a reader that starts (or restarts, or falls behind
+	// while streaming) at least this many bytes of WAL behind the server
+	// reads that backlog through the SQL interface (pgoutput decoded in a
+	// backend, on a temporary copy of its slot, in calls of CatchUpChunk
+	// changes), then switches to the stream; while streaming, it switches
+	// back when it is 8 times as far behind (docs/SUBSCRIPTIONS.md "What
+	// bounds a logical catch-up"). 0: the default, 4 MiB.
+	CatchUpBytes int
+	// CatchUpChunk is how many changes (pgoutput messages: an event, a
+	// BEGIN, a COMMIT) one SQL call of a catch-up reads at most; a call
+	// ends at a transaction's end, so it may return more. Every call
+	// decodes the WAL again from the temporary slot's restart point, which
+	// moves only at the server's running-transactions records (about every
+	// 15 s of writing): small chunks decode a backlog many times over.
+	// 0: the default, 2,000,000.
+	CatchUpChunk int
 }
 
 var slotNameRE = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -38,7 +61,9 @@ func (c *Config) Validate() error {
 	if c == nil {
 		return nil
 	}
-	if err := cfgcheck.NonNegative(cfgcheck.Duration("StatusInterval", c.StatusInterval, DefaultStatusInterval)); err != nil {
+	if err := cfgcheck.NonNegative(cfgcheck.Duration("StatusInterval", c.StatusInterval, DefaultStatusInterval),
+		cfgcheck.Int("CatchUpBytes", c.CatchUpBytes, DefaultCatchUpBytes),
+		cfgcheck.Int("CatchUpChunk", c.CatchUpChunk, DefaultCatchUpChunk)); err != nil {
 		return err
 	}
 	if c.Slot != "" && !slotNameRE.MatchString(c.Slot) {
@@ -66,6 +91,8 @@ func (c *Config) withDefaults(schema, name string) Config {
 	if o.StatusInterval <= 0 {
 		o.StatusInterval = DefaultStatusInterval
 	}
+	o.CatchUpBytes = cmp.Or(o.CatchUpBytes, DefaultCatchUpBytes)
+	o.CatchUpChunk = cmp.Or(o.CatchUpChunk, DefaultCatchUpChunk)
 	return o
 }
 

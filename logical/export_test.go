@@ -11,3 +11,7 @@ import (
 func SetTraceDelivery(f func(ev *eventstore.StoredEvent, sent, received, handed time.Time)) {
 	traceDelivery = f
 }
+
+// CatchingUp reports whether r reads through the SQL interface (a catch-up)
+// rather than the stream.
+func CatchingUp(r *Reader) bool { return r.cu != nil }

@@ -340,30 +340,38 @@ func evPositions(evs []eventstore.StoredEvent) []int64 {
 // TestDecodedEventsEqualReadTail: the stream decodes every field as a read
 // returns it.
 func TestDecodedEventsEqualReadTail(t *testing.T) {
-	store, _ := newStore(t)
-	ctx := t.Context()
-	useSlot(store, "r")
-	rd, err := logical.Open(ctx, store, "r", query.All(), logical.Checkpoint{}, cursor.Start, nil)
-	require.NoError(t, err)
-	defer rd.Close(context.Background())
-	_, err = rd.Next(ctx, 10, 10*time.Millisecond)
-	require.NoError(t, err)
-	ev := event(t, "Typed", "a=1", "b=x y", `c={"q"}`)
-	ev.Metadata = []byte(`{"corr": "x", "n": [1, 2.50]}`)
-	ev.ID = [16]byte{1, 2, 3}
-	_, err = store.Append(ctx, []eventstore.Event{ev, event(t, "Other", "a=2")})
-	require.NoError(t, err)
-	var got []eventstore.StoredEvent
-	for len(got) < 2 {
-		got = append(got, nextEvents(t, rd, 10).Events...)
-	}
-	tb, err := store.ReadTail(ctx, query.All(), cursor.Start, 0)
-	require.NoError(t, err)
-	require.Len(t, tb.Events, 2)
-	for i := range got {
-		require.True(t, got[i].OccurredAt.Equal(tb.Events[i].OccurredAt))
-		got[i].OccurredAt = tb.Events[i].OccurredAt
-		require.Equal(t, tb.Events[i], got[i])
+	for _, c := range []struct {
+		name string
+		cfg  *logical.Config
+	}{{"stream", nil}, {"catch-up", catchUpCfg()}} {
+		t.Run(c.name, func(t *testing.T) {
+			store, _ := newStore(t)
+			ctx := t.Context()
+			useSlot(store, "r")
+			rd, err := logical.Open(ctx, store, "r", query.All(), logical.Checkpoint{}, cursor.Start, c.cfg)
+			require.NoError(t, err)
+			defer rd.Close(context.Background())
+			_, err = rd.Next(ctx, 10, 10*time.Millisecond)
+			require.NoError(t, err)
+			ev := event(t, "Typed", "a=1", "b=x y", `c={"q"}`)
+			ev.Metadata = []byte(`{"corr": "x", "n": [1, 2.50]}`)
+			ev.ID = [16]byte{1, 2, 3}
+			_, err = store.Append(ctx, []eventstore.Event{ev, event(t, "Other", "a=2")})
+			require.NoError(t, err)
+			var got []eventstore.StoredEvent
+			for len(got) < 2 {
+				got = append(got, nextEvents(t, rd, 10).Events...)
+			}
+			require.Equal(t, c.cfg != nil, logical.CatchingUp(rd))
+			tb, err := store.ReadTail(ctx, query.All(), cursor.Start, 0)
+			require.NoError(t, err)
+			require.Len(t, tb.Events, 2)
+			for i := range got {
+				require.True(t, got[i].OccurredAt.Equal(tb.Events[i].OccurredAt))
+				got[i].OccurredAt = tb.Events[i].OccurredAt
+				require.Equal(t, tb.Events[i], got[i])
+			}
+		})
 	}
 }
 

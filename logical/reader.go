@@ -55,7 +55,11 @@ type Reader struct {
 	m      *pgtype.Map
 
 	conn *pgconn.PgConn // replication connection while streaming
-	rel  map[uint32]*relation
+	cu   *catchUp       // while catching up through the SQL interface
+	// streamedAt: when the stream started.
+	streamedAt time.Time
+	rel        map[uint32]*relation
+	cols       []column // parseInsert's, reused
 
 	cp    Checkpoint // after everything handed out
 	flush pglogrepl.LSN
@@ -329,6 +333,16 @@ func (r *Reader) connect(ctx context.Context) (*pgconn.PgConn, error) {
 // at the last confirmed position).
 func (r *Reader) Close(ctx context.Context) error {
 	r.closeSampleConn(ctx)
+	err := r.endCatchUp(ctx)
+	if e := r.closeStream(ctx); e != nil {
+		err = e
+	}
+	return err
+}
+
+// closeStream closes the replication connection, if any, and waits until
+// its walsender has released the slot.
+func (r *Reader) closeStream(ctx context.Context) error {
 	if r.conn == nil {
 		return nil
 	}
@@ -373,6 +387,14 @@ func (r *Reader) Confirm(ctx context.Context, cp Checkpoint) error {
 		return nil
 	}
 	r.flush = cp.LSN
+	if r.cu != nil {
+		// Catching up: no stream to tell; the slot is moved now and
+		// then (each move decodes the WAL from the slot's restart point).
+		if time.Now().Before(r.nextStatus) {
+			return nil
+		}
+		return r.advance(ctx)
+	}
 	return r.sendStatus(ctx, false)
 }
 
@@ -400,8 +422,19 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 	if r.cp.Sync != nil {
 		return r.syncPage(ctx, max)
 	}
-	if r.conn == nil {
-		if err := r.start(ctx); err != nil {
+	if r.conn == nil && r.cu == nil {
+		// (Re)starting: a backlog of CatchUpBytes or more is read through
+		// the SQL interface first.
+		n, err := r.behind(ctx, r.cp.LSN)
+		if err != nil {
+			return Batch{}, err
+		}
+		if n >= int64(r.cfg.CatchUpBytes) {
+			err = r.beginCatchUp(ctx)
+		} else {
+			err = r.start(ctx)
+		}
+		if err != nil {
 			return Batch{}, err
 		}
 	}
@@ -411,6 +444,21 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 		if err := r.sampleIfIdle(ctx); err != nil {
 			return Batch{}, err
 		}
+	}
+	if r.cu != nil {
+		return r.catchUpNext(ctx, max, wait)
+	}
+	if p := r.pending; p != nil && time.Since(r.streamedAt) >= catchUpAfter &&
+		int64(p.lsn)-int64(r.passed) >= catchUpFactor*int64(r.cfg.CatchUpBytes) {
+		// Fallen far behind while streaming: what was read and not
+		// handed out is read again by the catch-up, from the checkpoint.
+		if err := r.closeStream(ctx); err != nil {
+			return Batch{}, err
+		}
+		if err := r.beginCatchUp(ctx); err != nil {
+			return Batch{}, err
+		}
+		return r.catchUpNext(ctx, max, wait)
 	}
 	deadline := time.Now().Add(wait)
 	r.traced = r.traced[:0]
@@ -467,7 +515,7 @@ func (r *Reader) take(evs []eventstore.StoredEvent, max int) []eventstore.Stored
 			ev := t.rows[t.off]
 			t.off++
 			if r.q.Matches(ev.Type, ev.Tags) {
-				if traceDelivery != nil {
+				if traceDelivery != nil && !t.received.IsZero() {
 					r.traced = append(r.traced, traced{i: len(evs), sent: t.sent, received: t.received})
 				}
 				evs = append(evs, ev)
@@ -573,8 +621,9 @@ func (r *Reader) closeSampleConn(ctx context.Context) {
 	}
 }
 
-// start begins streaming from the checkpoint.
-func (r *Reader) start(ctx context.Context) error {
+// checkSlot fails with a *SlotLostError when the reader's slot is gone or
+// invalidated.
+func (r *Reader) checkSlot(ctx context.Context) error {
 	st, err := GetSlotStatus(ctx, r.store.Pool(), r.cfg.Slot)
 	if err != nil {
 		return err
@@ -585,12 +634,23 @@ func (r *Reader) start(ctx context.Context) error {
 	if st.WALStatus == "lost" {
 		return &SlotLostError{Slot: r.cfg.Slot, Reason: "wal_status is lost (max_slot_wal_keep_size)"}
 	}
+	return nil
+}
+
+// start begins streaming from the checkpoint.
+func (r *Reader) start(ctx context.Context) error {
+	if err := r.checkSlot(ctx); err != nil {
+		return err
+	}
 	conn, err := r.connect(ctx)
 	if err != nil {
 		return err
 	}
-	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, r.cp.LSN, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'"}})
+	args := []string{"proto_version '1'", "publication_names '" + r.cfg.Publication + "'"}
+	if binaryColumns(conn) {
+		args = append(args, "binary 'true'")
+	}
+	err = pglogrepl.StartReplication(ctx, conn, r.cfg.Slot, r.cp.LSN, pglogrepl.StartReplicationOptions{PluginArgs: args})
 	if err != nil {
 		conn.Close(context.WithoutCancel(ctx))
 		if pgcode.Of(err) == pgcode.ObjectNotInPrerequisiteState {
@@ -602,11 +662,8 @@ func (r *Reader) start(ctx context.Context) error {
 		return fmt.Errorf("pgdcb: logical: starting slot %s at %s: %w", r.cfg.Slot, r.cp.LSN, err)
 	}
 	r.conn = conn
-	r.skipAt, r.skipN = r.cp.LSN, r.cp.Skip
-	r.passed, r.received = r.cp.LSN, r.cp.LSN
-	r.cur, r.ready = nil, nil
-	r.rel = map[uint32]*relation{}
-	r.nextStatus = time.Now().Add(r.cfg.StatusInterval)
+	r.resume()
+	r.streamedAt = time.Now()
 	return nil
 }
 
@@ -700,6 +757,9 @@ func (r *Reader) copyData(ctx context.Context, data []byte) error {
 }
 
 func (r *Reader) logical(data []byte, sent time.Time) error {
+	if len(data) > 0 && data[0] == 'I' {
+		return r.insert(data)
+	}
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
 		return fmt.Errorf("pgdcb: logical: pgoutput: %w", err)
@@ -715,19 +775,6 @@ func (r *Reader) logical(data []byte, sent time.Time) error {
 		r.rel[m.RelationID] = rel
 	case *pglogrepl.BeginMessage:
 		r.cur = &txn{commit: m.FinalLSN}
-	case *pglogrepl.InsertMessage:
-		rel := r.rel[m.RelationID]
-		if r.cur == nil || rel == nil {
-			return fmt.Errorf("pgdcb: logical: insert outside a transaction or of an unknown relation %d", m.RelationID)
-		}
-		if !rel.events {
-			return nil
-		}
-		ev, err := decodeEvent(rel, r.m, m.Tuple)
-		if err != nil {
-			return err
-		}
-		r.cur.rows = append(r.cur.rows, ev)
 	case *pglogrepl.CommitMessage:
 		t := r.cur
 		r.cur = nil
@@ -735,7 +782,7 @@ func (r *Reader) logical(data []byte, sent time.Time) error {
 			return errors.New("pgdcb: logical: commit without begin")
 		}
 		t.commit, t.end = m.CommitLSN, m.TransactionEndLSN
-		if traceDelivery != nil {
+		if traceDelivery != nil && !sent.IsZero() {
 			t.sent, t.received = sent, time.Now()
 		}
 		if t.end > r.received {
@@ -749,6 +796,29 @@ func (r *Reader) logical(data []byte, sent time.Time) error {
 		}
 		r.ready = append(r.ready, t)
 	}
+	return nil
+}
+
+// insert decodes an inserted row (parseInsert: the most frequent message,
+// read without pglogrepl's allocations).
+func (r *Reader) insert(data []byte) error {
+	relID, cols, err := parseInsert(data, r.cols)
+	r.cols = cols
+	if err != nil {
+		return err
+	}
+	rel := r.rel[relID]
+	if r.cur == nil || rel == nil {
+		return fmt.Errorf("pgdcb: logical: insert outside a transaction or of an unknown relation %d", relID)
+	}
+	if !rel.events {
+		return nil
+	}
+	ev, err := decodeEvent(rel, r.m, cols)
+	if err != nil {
+		return err
+	}
+	r.cur.rows = append(r.cur.rows, ev)
 	return nil
 }
 

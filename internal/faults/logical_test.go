@@ -245,8 +245,13 @@ func TestLogicalProjectionServerCrash(t *testing.T) {
 // BATCH each time a batch's rows are written but not committed, then lingers
 // 30 ms there so that the parent can kill it.
 func TestHelperLogicalProjection(t *testing.T) {
-	if os.Getenv(childEnv) != "logical" {
+	mode := os.Getenv(childEnv)
+	if mode != "logical" && mode != "logical-catchup" {
 		t.Skip("child process of TestLogicalProjectionSIGKILL")
+	}
+	cfg := logicalConfig()
+	if mode == "logical-catchup" {
+		cfg.Logical = catchUpConfig()
 	}
 	pool, err := pgxpool.New(context.Background(), os.Getenv(dsnEnv))
 	require.NoError(t, err)
@@ -261,7 +266,7 @@ func TestHelperLogicalProjection(t *testing.T) {
 		fmt.Println("BATCH")
 		time.Sleep(30 * time.Millisecond)
 		return nil
-	}, logicalConfig())
+	}, cfg)
 	require.NoError(t, err)
 	_ = r.Run(context.Background()) // until killed
 }
@@ -271,7 +276,20 @@ func TestHelperLogicalProjection(t *testing.T) {
 // in three rounds with transactions appended between them; then the
 // projection runs here to the end. Every event exactly once, transactions
 // whole and in commit order.
-func TestLogicalProjectionSIGKILL(t *testing.T) {
+func TestLogicalProjectionSIGKILL(t *testing.T) { logicalSIGKILL(t, false) }
+
+// catchUpConfig: every restart with a backlog catches up through the SQL
+// interface, in calls of 100 changes (pgoutput messages).
+func catchUpConfig() *logical.Config { return &logical.Config{CatchUpBytes: 1, CatchUpChunk: 100} }
+
+// Scenario L3. L2, with children that read the backlog of each round
+// through the SQL interface (logical.Config.CatchUpBytes): each is
+// SIGKILLed while it catches up (a temporary copy of its slot exists when
+// it dies), so that a restart resumes from a checkpoint stored during a
+// catch-up. Every event exactly once, transactions whole, in commit order.
+func TestLogicalProjectionSIGKILLDuringCatchUp(t *testing.T) { logicalSIGKILL(t, true) }
+
+func logicalSIGKILL(t *testing.T, catchUp bool) {
 	s := cluster(t)
 	began := time.Now()
 	e := newEnv(t)
@@ -289,13 +307,38 @@ func TestLogicalProjectionSIGKILL(t *testing.T) {
 		require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM `+e.quoted+`.rm`).Scan(&n))
 		return n
 	}
+	slot := logical.SlotName(e.schema, "rm")
+	copies := func() int { // temporary copies of the slot: catch-ups in progress
+		var n int
+		require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_replication_slots
+			WHERE temporary AND starts_with(slot_name::text, $1 || '_c')`, slot).Scan(&n))
+		return n
+	}
+	mode := "logical"
+	if catchUp {
+		mode = "logical-catchup"
+	}
 	total := 0
+	if catchUp {
+		// The slot and a checkpoint past the initial snapshot read, so
+		// that every child resumes from a checkpoint (a catch-up).
+		stop := runLogicalProjection(t, store, e.quoted)
+		appendP(1)
+		total += logicalTxSize
+		require.Eventually(t, func() bool { return rmCount() == total }, 60*time.Second, 10*time.Millisecond)
+		stop()
+	}
 	var counts []int
 	for round := range 3 {
 		appendP(15)
 		total += 15 * logicalTxSize
+		if catchUp {
+			// The killed child's copy goes when the server sees its
+			// session end.
+			require.Eventually(t, func() bool { return copies() == 0 }, 60*time.Second, 10*time.Millisecond)
+		}
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLogicalProjection$", "-test.count=1")
-		cmd.Env = append(os.Environ(), childEnv+"=logical", dsnEnv+"="+s.DSN(), schemaEnv+"="+e.schema)
+		cmd.Env = append(os.Environ(), childEnv+"="+mode, dsnEnv+"="+s.DSN(), schemaEnv+"="+e.schema)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		cmd.Stderr = os.Stderr
@@ -306,7 +349,11 @@ func TestLogicalProjectionSIGKILL(t *testing.T) {
 				n++
 			}
 		}
-		time.Sleep(time.Duration(round*13) * time.Millisecond)
+		if catchUp {
+			require.Equal(t, 1, copies(), "the child catches up through the SQL interface when killed (round %d)", round)
+		} else {
+			time.Sleep(time.Duration(round*13) * time.Millisecond)
+		}
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
 		counts = append(counts, rmCount())
@@ -324,7 +371,11 @@ func TestLogicalProjectionSIGKILL(t *testing.T) {
 			disorder++
 		}
 	}
-	f := figures{Scenario: "L2 logical projection SIGKILL", Attempts: 3, Acked: total, Lost: v.missing,
+	scenario := "L2 logical projection SIGKILL"
+	if catchUp {
+		scenario = "L3 logical projection SIGKILL during catch-up"
+	}
+	f := figures{Scenario: scenario, Attempts: 3, Acked: total, Lost: v.missing,
 		Duplicated: v.rows - v.distinct, Partial: v.split, Recovery: recovery, Elapsed: time.Since(began),
 		Note: fmt.Sprintf("3 children killed; rows committed when each died: %v; out of commit order: %d", counts, disorder)}
 	record(t, f)
