@@ -45,7 +45,7 @@ const catchUpFactor = 8
 
 // catchUpAfter: a stream younger than this does not switch to a catch-up
 // (its position is known only once it has read or been told where it is).
-const catchUpAfter = 5 * time.Second
+var catchUpAfter = 5 * time.Second // a variable for the package's tests
 
 // behind is how many bytes of WAL the server has flushed beyond lsn.
 func (r *Reader) behind(ctx context.Context, lsn pglogrepl.LSN) (int64, error) {

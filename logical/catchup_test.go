@@ -220,3 +220,45 @@ func TestCatchUpOpenTransactionDelaysNothing(t *testing.T) {
 	b := nextEvents(t, rd, 30)
 	require.Equal(t, open.Positions, evPositions(b.Events))
 }
+
+// TestStreamFallenBehindCatchesUp: a streaming reader that falls 8 times
+// CatchUpBytes behind (a backlog appended while it did not read, events of
+// a split transaction read from the stream but not handed out) closes the
+// stream and catches up through the SQL interface from its checkpoint:
+// every event once, in commit order, and then the stream again.
+func TestStreamFallenBehindCatchesUp(t *testing.T) {
+	defer logical.SetCatchUpAfter(0)()
+	store, _ := newStore(t)
+	ctx := t.Context()
+	cfg := &logical.Config{CatchUpBytes: 8 << 10, CatchUpChunk: 50}
+	cp, tail := openEmpty(t, store, "r", cfg)
+	rd, err := logical.Open(ctx, store, "r", query.All(), cp, tail, cfg)
+	require.NoError(t, err)
+	defer rd.Close(context.Background())
+	want := appendN(t, store, 5)
+	b := nextEvents(t, rd, 3) // from the stream, the transaction split
+	require.False(t, logical.CatchingUp(rd))
+	got := evPositions(b.Events)
+	require.NoError(t, rd.Confirm(ctx, b.Checkpoint))
+	for range 10 { // about 64 KiB of WAL and more
+		want = append(want, appendN(t, store, 30)...)
+	}
+	caughtUp := false
+	end := time.Now().Add(deadline)
+	for len(got) < len(want) {
+		require.True(t, time.Now().Before(end), "got %d of %d", len(got), len(want))
+		b, err := rd.Next(ctx, 20, 100*time.Millisecond)
+		require.NoError(t, err)
+		caughtUp = caughtUp || logical.CatchingUp(rd)
+		got = append(got, evPositions(b.Events)...)
+		require.NoError(t, rd.Confirm(ctx, b.Checkpoint))
+	}
+	require.True(t, caughtUp, "the reader switched to a catch-up")
+	require.Equal(t, want, got)
+	more := appendN(t, store, 2)
+	var rest []int64
+	for len(rest) < 2 {
+		rest = append(rest, evPositions(nextEvents(t, rd, 10).Events)...)
+	}
+	require.Equal(t, more, rest)
+}

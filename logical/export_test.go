@@ -15,3 +15,11 @@ func SetTraceDelivery(f func(ev *eventstore.StoredEvent, sent, received, handed 
 // CatchingUp reports whether r reads through the SQL interface (a catch-up)
 // rather than the stream.
 func CatchingUp(r *Reader) bool { return r.cu != nil }
+
+// SetCatchUpAfter sets how long a stream runs before it may switch to a
+// catch-up; call it while no reader runs.
+func SetCatchUpAfter(d time.Duration) (restore func()) {
+	old := catchUpAfter
+	catchUpAfter = d
+	return func() { catchUpAfter = old }
+}
