@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
@@ -108,6 +109,15 @@ func TestLogicalRelaySIGKILL(t *testing.T) {
 			stop := run(t, newRelay(logicalFast()))
 			appendN(t, s, "OrderPlaced", 1, 1)
 			require.Eventually(t, func() bool { return streamMsgs(t, st) == 1 }, wait, 10*time.Millisecond)
+			// And its logical checkpoint is stored: a relay stopped before
+			// (published, batch not committed) leaves none, and the next
+			// one creates the slot anew, which waits for the holder below.
+			require.Eventually(t, func() bool {
+				var stored bool
+				err := pool.QueryRow(ctx, `SELECT coalesce(logical_checkpoint, '') <> '' FROM `+
+					pgx.Identifier{s.Schema()}.Sanitize()+`.checkpoints WHERE name = $1`, name).Scan(&stored)
+				return err == nil && stored
+			}, wait, 10*time.Millisecond)
 			stop()
 
 			still := holdXID(t, pool)
