@@ -182,11 +182,7 @@ func TestCatchUpOpenTransactionDelaysNothing(t *testing.T) {
 	cfg := catchUpCfg()
 	cp, tail := openEmpty(t, store, "r", cfg)
 
-	holder, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer holder.Rollback(context.Background())
-	var holdXID uint64
-	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_current_xact_id()`).Scan(&holdXID))
+	holder, holdXID := holdXact(t, pool)
 	appender, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer appender.Rollback(context.Background())

@@ -191,11 +191,7 @@ func TestOpenTransactionDoesNotDelay(t *testing.T) {
 	waitRows(t, rows, 1) // the slot exists: creating it waits for running transactions
 
 	ctx := t.Context()
-	holder, err := pool.Begin(ctx)
-	require.NoError(t, err)
-	defer holder.Rollback(context.Background())
-	var holdXID uint64
-	require.NoError(t, holder.QueryRow(ctx, `SELECT pg_current_xact_id()`).Scan(&holdXID))
+	holder, holdXID := holdXact(t, pool)
 
 	appender, err := pool.Begin(ctx)
 	require.NoError(t, err)

@@ -136,3 +136,15 @@ func dropSlot(t testing.TB, pool *pgxpool.Pool, slot string) {
 	}
 	require.NoError(t, err)
 }
+
+// holdXact opens a transaction on pool that holds a transaction id until
+// the test ends (or it is rolled back), and returns it with that id.
+func holdXact(t testing.TB, pool *pgxpool.Pool) (pgx.Tx, uint64) {
+	t.Helper()
+	tx, err := pool.Begin(t.Context())
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	var xid uint64
+	require.NoError(t, tx.QueryRow(t.Context(), `SELECT pg_current_xact_id()`).Scan(&xid))
+	return tx, xid
+}

@@ -68,3 +68,17 @@ func waitLogBelowHorizon(t testing.TB, rs *runstore.Store) {
 		time.Sleep(10 * time.Millisecond) // a poll of observable state, bounded by the deadline
 	}
 }
+
+// runLeadingProjector runs rs's projector in the background until the test
+// ends and returns once it leads (it wrote its first heartbeat).
+func runLeadingProjector(t testing.TB, ctx context.Context, rs *runstore.Store) {
+	t.Helper()
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- rs.Projector().Run(runCtx) }()
+	t.Cleanup(func() { stop(); <-done })
+	require.Eventually(t, func() bool {
+		st, err := rs.Projector().Status(ctx)
+		return err == nil && !st.HeartbeatAt.IsZero()
+	}, time.Minute, 5*time.Millisecond)
+}

@@ -195,14 +195,7 @@ func TestCatchUpIsNotHeldBySameDatabaseTransaction(t *testing.T) {
 	appendRuns(1)
 	catchUp("no projector running")
 
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- rs.Projector().Run(runCtx) }()
-	defer func() { stop(); <-done }()
-	require.Eventually(t, func() bool { // the runner leads: it wrote its first heartbeat
-		st, err := rs.Projector().Status(ctx)
-		return err == nil && !st.HeartbeatAt.IsZero()
-	}, time.Minute, 5*time.Millisecond)
+	runLeadingProjector(t, ctx, rs)
 	appendRuns(2)
 	catchUp("beside a running projector")
 }

@@ -125,14 +125,7 @@ func TestCatchUpBesideARunningProjector(t *testing.T) {
 		Projection: &projection.ReaderConfig{HeartbeatInterval: time.Hour}})
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	runCtx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- rs.Projector().Run(runCtx) }()
-	defer func() { stop(); <-done }()
-	require.Eventually(t, func() bool { // the runner leads: it wrote its first heartbeat
-		st, err := rs.Projector().Status(ctx)
-		return err == nil && !st.HeartbeatAt.IsZero()
-	}, time.Minute, 5*time.Millisecond)
+	runLeadingProjector(t, ctx, rs)
 
 	_, err := rs.AppendEvent(ctx, runEvent("r1", "k1"))
 	require.NoError(t, err)
