@@ -12,7 +12,7 @@ import (
 
 // tryCallAlone is tryCall for a group of one member, r: append_events'
 // call (the per-call path's, one function call with its arguments) with
-// r's keys tried first (statements.appendAlone), instead of append_group's.
+// r's keys tried first (statements.appendAloneWire), instead of append_group's.
 // It decides exactly what append_group decides for one member: the same
 // keys, tried the same way, then the same misuse checks, key locks, checks
 // and insert (the text both functions share, sql/functions/_append.sql);

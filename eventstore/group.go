@@ -31,7 +31,7 @@ import (
 //
 // Nothing sent by a sender's place ever waits for a lock (docs/GROUPCOMMIT.md,
 // "Busy keys"): the group's keys are tried first, in the same statement
-// (statements.appendGroup, statements.appendAlone); when one is busy (held by a transaction that
+// (statements.appendGroupWire, statements.appendAloneWire); when one is busy (held by a transaction that
 // shares it with a member) nothing is written, the members that need a busy
 // key leave the group, and the others are sent again at once. A member that
 // left is sent by its own caller, alone, on a connection of its own and
@@ -947,7 +947,7 @@ func firstBusy(r *groupReq, busy map[int64]bool) int64 {
 }
 
 // tryCall sends the members as one call of append_group, their keys tried
-// first (statements.appendGroup), and decodes each member's outcome. When a
+// first (statements.appendGroupWire), and decodes each member's outcome. When a
 // key was busy it returns the busy keys, and nothing was written. An error
 // is the call's: nothing was written unless it is of unknown outcome.
 func (s *Store) tryCall(ctx context.Context, conn *pgxpool.Conn, batch []*groupReq) ([]groupResult, map[int64]bool, error) {

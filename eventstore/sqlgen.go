@@ -12,67 +12,68 @@ import (
 // statements are the store's fixed SQL texts, rendered once for its schema.
 type statements struct {
 	appendEvents string
-	appendGroup  string // group commit, keys tried first (group.go)
-	appendAlone  string // a group of one: append_events, keys tried first (alone.go)
 	head         string
 	events       string // "<schema>.events"
 	eventCols    string
 
 	// The three append statements with their prepared names and parameter
-	// types, as the store sends them on its own connections (wire.go).
+	// types, as the store sends them on its own connections (wire.go):
+	// append_events' call (appendEvents), group commit with its keys tried
+	// first (group.go) and a group of one, append_events with its keys tried
+	// first (alone.go).
 	appendEventsWire, appendGroupWire, appendAloneWire wireStmt
 }
 
 const eventColumns = "e.position, e.transaction_id, e.type, e.tags, e.data, e.metadata, e.event_id, e.occurred_at"
 
 func newStatements(schema string) statements {
+	// append_group with its keys tried first (docs/GROUPCOMMIT.md, "Busy
+	// keys"): subquery t takes every key of the union without waiting
+	// (pg_try_advisory_xact_lock*, any order: a try never waits, so no
+	// deadlock) and lists those it could not have; append_group runs
+	// after it (its arguments depend on t) and, when t found a key busy,
+	// gets no keys and no members, and does nothing. Otherwise it takes
+	// the keys again in its sorted pass (held by this transaction
+	// already: no wait) and checks after them, as always. No table is
+	// read outside append_group (no index involved).
+	appendGroup := `SELECT t.busy, g.statuses, g.tx, g.positions, g.conflicts
+		FROM ` + tryKeysSQL("$8", "$9") + ` t,
+		LATERAL ` + schema + `.append_group(
+		$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
+		CASE WHEN t.busy IS NULL THEN $7::integer[] END,
+		CASE WHEN t.busy IS NULL THEN $8::bigint[] END, $9::boolean[],
+		$10::boolean[], $11::integer[], $12::text[], $13::integer[], $14::text[], $15::integer[],
+		$16::text[]::xid8[], $17::bigint[], $18::text[]) g`
+	// A group of one (alone.go): append_events' call, its keys tried
+	// first as appendGroup tries them (subquery t, same text). The call
+	// sits in a LATERAL subquery whose only condition is t's: a
+	// condition on nothing but an outer value is a one-time filter
+	// evaluated before the function scan starts (OFFSET 0 keeps the
+	// subquery whole, so the condition cannot move into a join), so
+	// append_events runs only when every key was had, and the row then
+	// carries its outputs; when a key was busy it never runs and they
+	// are NULL (LEFT JOIN). TestAloneBusyKeyRunsNothing checks both.
+	appendAlone := `SELECT t.busy, a.status, a.tx, a.positions, a.conflict_position
+		FROM ` + tryKeysSQL("$7", "$8") + ` t
+		LEFT JOIN LATERAL (SELECT * FROM ` + schema + `.append_events(
+		$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
+		$7::bigint[], $8::boolean[],
+		$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
+		$14::xid8, $15::bigint, $16::text::pg_snapshot)
+		        WHERE t.busy IS NULL OFFSET 0) a ON true`
 	st := statements{
 		appendEvents: `SELECT status, tx, positions, conflict_position FROM ` + schema + `.append_events(
 			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
 			$7::bigint[], $8::boolean[],
 			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
 			$14::xid8, $15::bigint, $16::text::pg_snapshot)`,
-		// append_group with its keys tried first (docs/GROUPCOMMIT.md, "Busy
-		// keys"): subquery t takes every key of the union without waiting
-		// (pg_try_advisory_xact_lock*, any order: a try never waits, so no
-		// deadlock) and lists those it could not have; append_group runs
-		// after it (its arguments depend on t) and, when t found a key busy,
-		// gets no keys and no members, and does nothing. Otherwise it takes
-		// the keys again in its sorted pass (held by this transaction
-		// already: no wait) and checks after them, as always. No table is
-		// read outside append_group (no index involved).
-		appendGroup: `SELECT t.busy, g.statuses, g.tx, g.positions, g.conflicts
-			FROM ` + tryKeysSQL("$8", "$9") + ` t,
-			LATERAL ` + schema + `.append_group(
-			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
-			CASE WHEN t.busy IS NULL THEN $7::integer[] END,
-			CASE WHEN t.busy IS NULL THEN $8::bigint[] END, $9::boolean[],
-			$10::boolean[], $11::integer[], $12::text[], $13::integer[], $14::text[], $15::integer[],
-			$16::text[]::xid8[], $17::bigint[], $18::text[]) g`,
-		// A group of one (alone.go): append_events' call, its keys tried
-		// first as appendGroup tries them (subquery t, same text). The call
-		// sits in a LATERAL subquery whose only condition is t's: a
-		// condition on nothing but an outer value is a one-time filter
-		// evaluated before the function scan starts (OFFSET 0 keeps the
-		// subquery whole, so the condition cannot move into a join), so
-		// append_events runs only when every key was had, and the row then
-		// carries its outputs; when a key was busy it never runs and they
-		// are NULL (LEFT JOIN). TestAloneBusyKeyRunsNothing checks both.
-		appendAlone: `SELECT t.busy, a.status, a.tx, a.positions, a.conflict_position
-			FROM ` + tryKeysSQL("$7", "$8") + ` t
-			LEFT JOIN LATERAL (SELECT * FROM ` + schema + `.append_events(
-			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
-			$7::bigint[], $8::boolean[],
-			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
-			$14::xid8, $15::bigint, $16::text::pg_snapshot)
-			        WHERE t.busy IS NULL OFFSET 0) a ON true`,
 		// head: Store.headSQL (it depends on Config.ReadPool).
 		events:    schema + ".events",
 		eventCols: eventColumns,
 	}
 	st.appendEventsWire = newWireStmt(st.appendEvents, appendEventsOIDs...)
-	st.appendGroupWire = newWireStmt(st.appendGroup, appendGroupOIDs...)
-	st.appendAloneWire = newWireStmt(st.appendAlone, appendEventsOIDs...)
+	st.appendGroupWire = newWireStmt(appendGroup, appendGroupOIDs...)
+	st.appendAloneWire = newWireStmt(appendAlone, appendEventsOIDs...)
 	return st
 }
 

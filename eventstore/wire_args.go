@@ -149,7 +149,7 @@ var appendEventsOIDs = []uint32{
 	oidXID8, oidInt8, oidText,
 }
 
-// appendGroupOIDs: statements.appendGroup's parameter types ($1 to $18).
+// appendGroupOIDs: statements.appendGroupWire's parameter types ($1 to $18).
 var appendGroupOIDs = []uint32{
 	oidTextArr, oidInt4Arr, oidTextArr, oidJSONBArr, oidJSONBArr, oidUUIDArr, oidInt4Arr,
 	oidInt8Arr, oidBoolArr,
@@ -180,7 +180,7 @@ func (p *wireParams) appendEventsWire(call wireCall, locks lockSet) {
 	}
 }
 
-// appendGroupWire writes statements.appendGroup's arguments ($1 to $18)
+// appendGroupWire writes statements.appendGroupWire's arguments ($1 to $18)
 // for the calls, whose keys' union is locks: tryCall's values.
 func (p *wireParams) appendGroupWire(calls []wireCall, locks lockSet) {
 	p.eventArrays(calls)
