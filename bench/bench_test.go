@@ -41,14 +41,19 @@ func benchCtx(t *testing.T) context.Context {
 func TestRunEndToEnd(t *testing.T) {
 	dir := t.TempDir()
 	jsonFile, svgFile, mdFile := filepath.Join(dir, "b.json"), filepath.Join(dir, "b.svg"), filepath.Join(dir, "P.md")
+	profFile := filepath.Join(dir, "cpu.prof")
 	var stdout, stderr bytes.Buffer
 	ctx := benchCtx(t)
 	err := run(ctx, []string{
 		"--dsn", pgtest.DSN(t), "--quick", "--only", `^(append/1ev/w1|appendif/contended/w8)$`,
 		"--duration", "300ms", "--warmup", "100ms", "--reps", "3",
-		"--json", jsonFile, "--svg", svgFile, "--markdown", mdFile,
+		"--json", jsonFile, "--svg", svgFile, "--markdown", mdFile, "--cpuprofile", profFile,
 	}, &stdout, &stderr)
 	require.NoError(t, err, "stderr:\n%s", stderr.String())
+
+	prof, err := os.ReadFile(profFile)
+	require.NoError(t, err)
+	require.True(t, bytes.HasPrefix(prof, []byte{0x1f, 0x8b}), "a CPU profile is gzipped protobuf")
 
 	objs := readResults(t, jsonFile)
 	require.Len(t, objs, 2)
@@ -63,6 +68,8 @@ func TestRunEndToEnd(t *testing.T) {
 		require.LessOrEqual(t, o["p50_ms"].(float64), o["p99_ms"].(float64))
 		require.Greater(t, o["table_events"].(float64), 0.0)
 		require.Len(t, o["rep_events_per_s"], 3)
+		busy := o["cost"].(map[string]any)["machine_busy"].(float64)
+		require.True(t, busy > 0 && busy <= 1, "machine_busy %v", busy)
 	}
 	require.Equal(t, "append/1ev/w1", objs[0]["name"])
 	require.EqualValues(t, 1, objs[0]["writers"])

@@ -31,6 +31,12 @@ type Cost struct {
 	// Xacts is transaction ids assigned per event: the transactions that
 	// wrote (appends, groups, NOTIFYs), each a commit record.
 	Xacts float64 `json:"xacts"`
+	// MachineBusy is not per event: the share of the machine's CPU time
+	// (all cores, every process: this program, the servers, anything else)
+	// that was busy during the measured repetitions, from /proc/stat; nil
+	// where /proc/stat cannot be read. Near 1, the machine itself bounds
+	// rates and latencies.
+	MachineBusy *float64 `json:"machine_busy,omitempty"`
 }
 
 func (c *Cost) String() string {
@@ -41,7 +47,11 @@ func (c *Cost) String() string {
 	if c.ServerUs != nil {
 		s += fmt.Sprintf(", server %.0f µs", *c.ServerUs)
 	}
-	return s + fmt.Sprintf(", WAL %.0f B, %.3f xacts", c.WALBytes, c.Xacts)
+	s += fmt.Sprintf(", WAL %.0f B, %.3f xacts", c.WALBytes, c.Xacts)
+	if c.MachineBusy != nil {
+		s += fmt.Sprintf(", machine CPU %.0f%% busy", *c.MachineBusy*100)
+	}
+	return s
 }
 
 // meter takes the readings Cost is computed from.
@@ -72,6 +82,8 @@ type reading struct {
 	clientUs, serverUs float64
 	lsn, nextXid       float64
 	serverOK           bool
+	busy, total        float64 // /proc/stat's cpu line, in ticks
+	machineOK          bool
 }
 
 func (m *meter) read(ctx context.Context) (reading, error) {
@@ -88,14 +100,42 @@ func (m *meter) read(ctx context.Context) (reading, error) {
 	if m.postmaster != 0 {
 		r.serverUs, r.serverOK = clusterCPU(m.postmaster)
 	}
+	r.busy, r.total, r.machineOK = machineCPU()
 	return r, nil
+}
+
+// machineCPU reads the first line of /proc/stat (every core, in ticks):
+// busy is user, nice, system, irq, softirq and steal; total adds idle and
+// iowait (guest time is inside user already).
+func machineCPU() (busy, total float64, ok bool) {
+	b, err := os.ReadFile("/proc/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	line, _, _ := strings.Cut(string(b), "\n")
+	f := strings.Fields(line)
+	if len(f) < 9 || f[0] != "cpu" {
+		return 0, 0, false
+	}
+	for i, name := range []string{"user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal"} {
+		v, err := strconv.ParseFloat(f[i+1], 64)
+		if err != nil {
+			return 0, 0, false
+		}
+		total += v
+		if name != "idle" && name != "iowait" {
+			busy += v
+		}
+	}
+	return busy, total, true
 }
 
 // costSum adds up the readings around each measured repetition.
 type costSum struct {
 	clientUs, serverUs, wal, xacts float64
+	busy, total                    float64
 	events                         int64
-	serverOK                       bool
+	serverOK, machineOK            bool
 	n                              int
 }
 
@@ -104,11 +144,15 @@ func (c *costSum) add(before, after reading, events int64) {
 	c.wal += after.lsn - before.lsn
 	c.xacts += after.nextXid - before.nextXid
 	ok := before.serverOK && after.serverOK
+	mok := before.machineOK && after.machineOK
 	if c.n == 0 {
-		c.serverOK = ok
+		c.serverOK, c.machineOK = ok, mok
 	}
 	c.serverOK = c.serverOK && ok
+	c.machineOK = c.machineOK && mok
 	c.serverUs += after.serverUs - before.serverUs
+	c.busy += after.busy - before.busy
+	c.total += after.total - before.total
 	c.events += events
 	c.n++
 }
@@ -122,6 +166,10 @@ func (c *costSum) cost() *Cost {
 	if c.serverOK {
 		s := c.serverUs / e
 		out.ServerUs = &s
+	}
+	if c.machineOK && c.total > 0 {
+		b := c.busy / c.total
+		out.MachineBusy = &b
 	}
 	return out
 }

@@ -27,6 +27,17 @@ func TestCostSum(t *testing.T) {
 
 	c.add(reading{serverOK: true}, reading{serverOK: false}, 1)
 	require.Nil(t, c.cost().ServerUs, "a run without the server's CPU leaves it out")
+	require.Nil(t, c.cost().MachineBusy, "no reading had the machine's CPU")
+
+	// The machine's share is busy over total ticks of all the runs, not
+	// per event.
+	var m costSum
+	m.add(reading{busy: 100, total: 1000, machineOK: true}, reading{busy: 250, total: 1200, machineOK: true}, 5)
+	m.add(reading{busy: 0, total: 0, machineOK: true}, reading{busy: 50, total: 300, machineOK: true}, 50)
+	require.NotNil(t, m.cost().MachineBusy)
+	require.InDelta(t, 0.4, *m.cost().MachineBusy, 1e-9)
+	m.add(reading{machineOK: true}, reading{}, 1)
+	require.Nil(t, m.cost().MachineBusy, "a run without the machine's CPU leaves it out")
 }
 
 // The meter reads this process's CPU, the WAL position and the next xid,
@@ -45,6 +56,10 @@ func TestMeterReads(t *testing.T) {
 	require.Greater(t, after.nextXid, before.nextXid)
 	require.Greater(t, after.lsn, before.lsn)
 	require.GreaterOrEqual(t, after.clientUs, before.clientUs)
+	require.True(t, after.machineOK, "/proc/stat is read on Linux")
+	require.Positive(t, after.total)
+	require.GreaterOrEqual(t, after.total, before.total)
+	require.LessOrEqual(t, after.busy, after.total)
 	if m.postmaster != 0 {
 		require.True(t, after.serverOK)
 		require.Positive(t, after.serverUs)

@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -39,6 +40,7 @@ type options struct {
 	duration, warmup time.Duration
 	reps             int
 	groupSenders     int
+	cpuProfile       string
 	args             []string
 }
 
@@ -58,6 +60,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.warmup, "warmup", 0, "length of the warm-up (default 1s, 200ms with --quick)")
 	fs.IntVar(&o.reps, "reps", 0, "repetitions per workload, at least 3 (default 5, 3 with --quick)")
 	fs.IntVar(&o.groupSenders, "group-senders", 0, "Config.GroupSenders of the group/* workloads' stores (default: the store's default)")
+	fs.StringVar(&o.cpuProfile, "cpuprofile", "", "write this program's CPU profile over all the workloads run to `FILE` (go tool pprof)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -125,6 +128,17 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	if len(workloads) == 0 {
 		return errors.New("no workload selected")
+	}
+	if o.cpuProfile != "" {
+		f, err := os.Create(o.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
 	}
 
 	findCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)

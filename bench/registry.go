@@ -62,6 +62,11 @@ type Plan struct {
 	Notes func(c *Counters, elapsedSeconds float64) string
 	// Extra, when set, returns extra JSON fields.
 	Extra func(c *Counters, elapsedSeconds float64) map[string]any
+	// Meter, when set, takes the cost readings instead of the bench's own
+	// meter: for a workload whose events go to another server (the logical
+	// rows' throwaway cluster), so that the server, WAL and xact columns
+	// are that server's.
+	Meter *meter
 }
 
 // Baseline is one of Plan.Baselines.

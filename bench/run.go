@@ -186,13 +186,17 @@ func runOne(ctx context.Context, env *Env, o *options, w Workload) (*Result, err
 	)
 	// measured runs run under the meter: a reading before and after, added
 	// to sum (a failed reading leaves the cost out, not the run).
+	m := env.meter
+	if plan.Meter != nil {
+		m = plan.Meter
+	}
 	measured := func(r *runner, sum *costSum) (*sample, error) {
-		before, berr := env.meter.read(ctx)
+		before, berr := m.read(ctx)
 		s, err := r.run(ctx, o.duration)
 		if err != nil {
 			return nil, err
 		}
-		if after, aerr := env.meter.read(ctx); berr == nil && aerr == nil {
+		if after, aerr := m.read(ctx); berr == nil && aerr == nil {
 			sum.add(before, after, s.events)
 		}
 		return s, nil
