@@ -48,8 +48,11 @@ type Config struct {
 	// ends at a transaction's end, so it may return more. Every call
 	// decodes the WAL again from the temporary slot's restart point, which
 	// moves only at the server's running-transactions records (about every
-	// 15 s of writing): small chunks decode a backlog many times over.
-	// 0: the default, 2,000,000.
+	// 15 s of writing): small chunks decode a backlog many times over. The
+	// catch-up switches to the stream only after a call returned fewer than
+	// CatchUpChunk changes, so a chunk smaller than what the writers commit
+	// between two calls keeps the reader catching up for as long as they
+	// write (delivering, but never streaming). 0: the default, 2,000,000.
 	CatchUpChunk int
 }
 
