@@ -39,8 +39,12 @@ type Config struct {
 	// Lease is how long a claim holds an effect without news from its
 	// worker: while the handler runs, the worker extends it a third of the
 	// way through (effect_lease_extended); once it has passed, another worker
-	// may claim the effect again (the next attempt). A worker that cannot
-	// extend its lease ends the handler's context. 0: the default, 30s.
+	// may claim the effect again (the next attempt). The store, not the
+	// worker's clock, decides whether the lease is kept: an extension that
+	// commits late (after the lease's end) with no other claim in between
+	// keeps it. The worker ends the handler's context (context.Cause: "lease
+	// lost ...") when an extension finds another worker's claim, or when no
+	// extension could be appended by the lease's end. 0: the default, 30s.
 	Lease time.Duration
 	// MaxAttempts is how many attempts an effect gets (a claim whose lease
 	// expired counts as one); the failure of the last one fails the effect

@@ -3,6 +3,7 @@ package effects
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/pgdcb/pgdcb"
@@ -21,23 +22,32 @@ type leaseExtendedData struct {
 }
 
 // errLeaseLost ends a handler's context when the worker could not keep its
-// lease (another worker took the effect over, or the store was unreachable
-// until the lease ended).
+// lease: it is the cause (context.Cause) that errLeaseTakenOver and
+// errLeaseNotExtended wrap.
 var errLeaseLost = errors.New("pgdcb: effects: lease lost while the handler ran")
+
+var (
+	// errLeaseTakenOver: an extension's read showed another worker's claim.
+	errLeaseTakenOver = fmt.Errorf("%w: another worker claimed the effect", errLeaseLost)
+	// errLeaseNotExtended: no extension reached the store before the lease
+	// ended (every try failed).
+	errLeaseNotExtended = fmt.Errorf("%w: it could not be extended before it ended", errLeaseLost)
+)
 
 // keepLease extends the claim's lease while the handler runs (until done is
 // closed or ctx ends): a third of the way through the lease it appends
 // effect_lease_extended, conditioned on the effect's events since a read that
-// shows the claim still ours. When the lease cannot be kept, it cancels the
-// handler's context with errLeaseLost.
+// shows the claim still ours. The store decides whether the lease is kept,
+// not the worker's clock: an extension that commits, even after the lease's
+// end (a claim or an extension slower than the lease), proves that no other
+// worker claimed the effect meanwhile, and the handler runs on. The handler's
+// context is cancelled with errLeaseTakenOver when a read shows another
+// worker's claim, and with errLeaseNotExtended when every try failed (store
+// errors) until the lease's end.
 func (w *Worker) keepLease(ctx context.Context, cancel context.CancelCauseFunc, done <-chan struct{}, e Effect, until time.Time) {
 	renewIn := w.cfg.Lease / 3
+	next := time.Until(until) - 2*renewIn // a third of the way through
 	for {
-		next := time.Until(until) - 2*renewIn
-		if time.Until(until) <= 0 {
-			cancel(errLeaseLost)
-			return
-		}
 		t := time.NewTimer(max(next, 0))
 		select {
 		case <-done:
@@ -53,22 +63,21 @@ func (w *Worker) keepLease(ctx context.Context, cancel context.CancelCauseFunc, 
 		switch {
 		case err == nil && ours:
 			until = newUntil
+			next = time.Until(until) - 2*renewIn
 		case err == nil:
-			w.cfg.Logger.WarnContext(ctx, "effects: lease taken over while the handler ran", "effect_id", e.ID, "attempt", e.Attempts, "err", errLeaseLost)
-			cancel(errLeaseLost)
+			w.cfg.Logger.WarnContext(ctx, "effects: lease taken over while the handler ran", "effect_id", e.ID, "attempt", e.Attempts, "err", errLeaseTakenOver)
+			cancel(errLeaseTakenOver)
 			return
 		case ctx.Err() != nil:
 			return
+		case !time.Now().Before(until):
+			w.cfg.Logger.WarnContext(ctx, "effects: lease ended before it could be extended", "effect_id", e.ID, "attempt", e.Attempts, "err", err)
+			cancel(errLeaseNotExtended)
+			return
 		default:
 			w.cfg.Logger.WarnContext(ctx, "effects: extending a lease failed, retrying", "effect_id", e.ID, "err", err)
-			// Retry soon; the loop gives up once the lease has ended.
-			select {
-			case <-done:
-				return
-			case <-ctx.Done():
-				return
-			case <-time.After(min(renewIn/3, max(time.Until(until), 0))):
-			}
+			// Retry soon, the last time at the lease's end.
+			next = min(renewIn/3, time.Until(until))
 		}
 	}
 }

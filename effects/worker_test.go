@@ -382,29 +382,175 @@ func TestPanickingHandlerFailsTheAttempt(t *testing.T) {
 }
 
 // TestLeaseIsExtendedWhileTheHandlerRuns: a handler running for several
-// leases keeps its effect; no other worker takes it over.
+// leases keeps its effect; the other worker, looking every 50 ms, never takes
+// it over, and the effect has one attempt. The handler returns once its
+// worker has extended the lease 4 times and the claim's own lease ended a
+// lease ago (2 leases after the claim), or at once when a worker took the
+// effect over: signals, not a fixed time. The lease is 1 s, so that an
+// extension has 667 ms to commit on a loaded machine before the lease it
+// extends ends.
 func TestLeaseIsExtendedWhileTheHandlerRuns(t *testing.T) {
 	ctx := context.Background()
 	s, q, id := oneEffect(t, json.RawMessage(`{"seq":0}`))
 	l := newLedger()
-	h := l.handler(0, func(e effects.Effect) error { return nil })
+	h := l.handler(0, nil)
+	const lease = time.Second
+	var ws []*effects.Worker // set before the workers start
 	slowH := func(ctx context.Context, e effects.Effect) error {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(time.Second):
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			st := totalStats(ws)
+			if st.LeaseTakeovers > 0 || st.LeaseExtensions >= 4 && !time.Now().Before(e.LeaseUntil.Add(lease)) {
+				break // a takeover fails the test below
+			}
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-tick.C:
+			}
 		}
 		return h(ctx, e)
 	}
-	ws := newWorkers(t, s, 2, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+	ws = newWorkers(t, s, 2, &effects.Config{Lease: lease, PollInterval: 50 * time.Millisecond,
 		Handlers: map[string]effects.Handler{"job": slowH}})
 	runUntilCounts(t, q, 1, 0, 30*time.Second, ws...)
-	total := ws[0].Stats().Add(ws[1].Stats())
+	total := totalStats(ws)
 	require.Zero(t, total.LeaseTakeovers, "%+v", total)
-	require.GreaterOrEqual(t, total.LeaseExtensions, int64(2), "%+v", total)
+	require.Zero(t, total.Retried, "%+v", total)
+	require.Zero(t, total.LostLeases, "%+v", total)
+	require.Equal(t, int64(1), total.Claims, "%+v", total)
+	require.GreaterOrEqual(t, total.LeaseExtensions, int64(4), "%+v", total)
 	e, err := q.Effect(ctx, id)
 	require.NoError(t, err)
 	require.Equal(t, 1, e.Attempts)
 	require.Equal(t, 1, l.runs[id])
 	require.Equal(t, 1, countEvents(t, s, effects.TypeStarted, id))
+	require.Zero(t, countEvents(t, s, effects.TypeFailed, id))
+}
+
+// lateExtension is a Tracer that holds the first append of
+// effect_lease_extended until the lease_until it asks for has passed: the
+// extension commits after the lease it extends ended (a store slower than
+// the lease). late is closed when it lets that append go.
+type lateExtension struct {
+	once sync.Once
+	late chan struct{}
+}
+
+func (l *lateExtension) TraceAppendStart(ctx context.Context, d eventstore.TraceAppendStartData) context.Context {
+	if len(d.Events) == 1 && d.Events[0].Type == effects.TypeLeaseExtended {
+		l.once.Do(func() {
+			var data struct {
+				LeaseUntil time.Time `json:"lease_until"`
+			}
+			if err := json.Unmarshal(d.Events[0].Data, &data); err != nil {
+				panic(err)
+			}
+			<-time.After(time.Until(data.LeaseUntil) + 50*time.Millisecond)
+			close(l.late)
+		})
+	}
+	return ctx
+}
+func (l *lateExtension) TraceAppendEnd(context.Context, eventstore.TraceAppendEndData) {}
+func (l *lateExtension) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
+	return ctx
+}
+func (l *lateExtension) TraceReadEnd(context.Context, eventstore.TraceReadEndData) {}
+
+// TestLateExtensionKeepsTheLease: an extension that commits only after the
+// lease it extends has ended, with no other worker's claim in between, keeps
+// the lease: the worker does not end its own handler, which returns after the
+// next extension, and its success is recorded as the effect's only attempt.
+func TestLateExtensionKeepsTheLease(t *testing.T) {
+	ctx := context.Background()
+	s, q, id := oneEffect(t, json.RawMessage(`{"seq":0}`))
+	tr := &lateExtension{late: make(chan struct{})}
+	traced, err := eventstore.New(s.Pool(), &eventstore.Config{Schema: s.Schema(), Tracer: tr})
+	require.NoError(t, err)
+	l := newLedger()
+	h := l.handler(0, nil)
+	var w *effects.Worker // set before it runs
+	var causes []error
+	slowH := func(ctx context.Context, e effects.Effect) error {
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for w.Stats().LeaseExtensions < 2 { // the late one and the next
+			select {
+			case <-ctx.Done():
+				causes = append(causes, context.Cause(ctx))
+				return context.Cause(ctx)
+			case <-tick.C:
+			}
+		}
+		return h(ctx, e)
+	}
+	w, err = effects.NewWorker(traced, &effects.Config{Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": slowH}})
+	require.NoError(t, err)
+	runUntilCounts(t, q, 1, 0, 30*time.Second, w)
+	select {
+	case <-tr.late:
+	default:
+		t.Fatal("no extension was held past its lease")
+	}
+	require.Empty(t, causes, "the handler's context ended")
+	st := w.Stats()
+	require.Equal(t, int64(1), st.Claims, "%+v", st)
+	require.Equal(t, int64(1), st.Executed, "%+v", st)
+	require.Zero(t, st.Retried, "%+v", st)
+	e, err := q.Effect(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, 1, e.Attempts)
+	require.Equal(t, 1, l.runs[id])
+	require.Zero(t, countEvents(t, s, effects.TypeFailed, id))
+}
+
+// failExtensions is a Tracer that makes every append of
+// effect_lease_extended fail (it cancels the append's context), as a store
+// that cannot be reached.
+type failExtensions struct{}
+
+func (failExtensions) TraceAppendStart(ctx context.Context, d eventstore.TraceAppendStartData) context.Context {
+	if len(d.Events) == 1 && d.Events[0].Type == effects.TypeLeaseExtended {
+		c, cancel := context.WithCancel(ctx)
+		cancel()
+		return c
+	}
+	return ctx
+}
+func (failExtensions) TraceAppendEnd(context.Context, eventstore.TraceAppendEndData) {}
+func (failExtensions) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
+	return ctx
+}
+func (failExtensions) TraceReadEnd(context.Context, eventstore.TraceReadEndData) {}
+
+// TestHandlerEndsWhenTheLeaseCannotBeExtended: when every extension fails
+// until the lease ends, the worker ends the handler's context with the cause
+// "lease lost ... could not be extended", and records the attempt's failure
+// with that error (here the last attempt: failed for good); nothing counts a
+// takeover or a lost lease, since no other worker claimed the effect.
+func TestHandlerEndsWhenTheLeaseCannotBeExtended(t *testing.T) {
+	ctx := context.Background()
+	s, q, id := oneEffect(t, nil)
+	traced, err := eventstore.New(s.Pool(), &eventstore.Config{Schema: s.Schema(), Tracer: failExtensions{}})
+	require.NoError(t, err)
+	w, err := effects.NewWorker(traced, &effects.Config{MaxAttempts: 1, Lease: 300 * time.Millisecond, PollInterval: 50 * time.Millisecond,
+		Handlers: map[string]effects.Handler{"job": func(ctx context.Context, _ effects.Effect) error {
+			<-ctx.Done()
+			return context.Cause(ctx)
+		}}})
+	require.NoError(t, err)
+	runUntilCounts(t, q, 0, 1, 30*time.Second, w)
+	e, err := q.Effect(ctx, id)
+	require.NoError(t, err)
+	require.Equal(t, effects.StateFailed, e.State)
+	require.Equal(t, 1, e.Attempts)
+	require.Equal(t, "pgdcb: effects: lease lost while the handler ran: it could not be extended before it ended", e.LastError)
+	require.Zero(t, countEvents(t, s, effects.TypeLeaseExtended, id))
+	st := w.Stats()
+	require.Equal(t, int64(1), st.Failed, "%+v", st)
+	require.Zero(t, st.LeaseTakeovers, "%+v", st)
+	require.Zero(t, st.LostLeases, "%+v", st)
 }
