@@ -285,9 +285,20 @@ func TestLateResultOfATakenOverLeaseIsNotRecorded(t *testing.T) {
 	require.Equal(t, 2, l.runs[id], "ran twice: once per lease")
 }
 
+// appendStartTracer is the rest of an eventstore.Tracer for the test tracers
+// below, which act in TraceAppendStart only.
+type appendStartTracer struct{}
+
+func (appendStartTracer) TraceAppendEnd(context.Context, eventstore.TraceAppendEndData) {}
+func (appendStartTracer) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
+	return ctx
+}
+func (appendStartTracer) TraceReadEnd(context.Context, eventstore.TraceReadEndData) {}
+
 // blockAppends is a Tracer that holds every append of one event of type typ
 // until release is closed (it never calls the store).
 type blockAppends struct {
+	appendStartTracer
 	typ     string
 	held    chan struct{}
 	release chan struct{}
@@ -305,11 +316,6 @@ func (b *blockAppends) TraceAppendStart(ctx context.Context, d eventstore.TraceA
 	}
 	return ctx
 }
-func (b *blockAppends) TraceAppendEnd(context.Context, eventstore.TraceAppendEndData) {}
-func (b *blockAppends) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
-	return ctx
-}
-func (b *blockAppends) TraceReadEnd(context.Context, eventstore.TraceReadEndData) {}
 
 // TestCompletionRacingATakeoverIsRefused: a worker read its claim as still
 // its own, then its lease expired and another worker took the effect over
@@ -434,6 +440,7 @@ func TestLeaseIsExtendedWhileTheHandlerRuns(t *testing.T) {
 // extension commits after the lease it extends ended (a store slower than
 // the lease). late is closed when it lets that append go.
 type lateExtension struct {
+	appendStartTracer
 	once sync.Once
 	late chan struct{}
 }
@@ -453,11 +460,6 @@ func (l *lateExtension) TraceAppendStart(ctx context.Context, d eventstore.Trace
 	}
 	return ctx
 }
-func (l *lateExtension) TraceAppendEnd(context.Context, eventstore.TraceAppendEndData) {}
-func (l *lateExtension) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
-	return ctx
-}
-func (l *lateExtension) TraceReadEnd(context.Context, eventstore.TraceReadEndData) {}
 
 // TestLateExtensionKeepsTheLease: an extension that commits only after the
 // lease it extends has ended, with no other worker's claim in between, keeps
@@ -510,7 +512,7 @@ func TestLateExtensionKeepsTheLease(t *testing.T) {
 // failExtensions is a Tracer that makes every append of
 // effect_lease_extended fail (it cancels the append's context), as a store
 // that cannot be reached.
-type failExtensions struct{}
+type failExtensions struct{ appendStartTracer }
 
 func (failExtensions) TraceAppendStart(ctx context.Context, d eventstore.TraceAppendStartData) context.Context {
 	if len(d.Events) == 1 && d.Events[0].Type == effects.TypeLeaseExtended {
@@ -520,11 +522,6 @@ func (failExtensions) TraceAppendStart(ctx context.Context, d eventstore.TraceAp
 	}
 	return ctx
 }
-func (failExtensions) TraceAppendEnd(context.Context, eventstore.TraceAppendEndData) {}
-func (failExtensions) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
-	return ctx
-}
-func (failExtensions) TraceReadEnd(context.Context, eventstore.TraceReadEndData) {}
 
 // TestHandlerEndsWhenTheLeaseCannotBeExtended: when every extension fails
 // until the lease ends, the worker ends the handler's context with the cause

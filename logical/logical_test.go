@@ -129,15 +129,10 @@ func positions(rs []rmRow) []int64 {
 	return out
 }
 
+// appendN appends n events in one transaction and returns their positions.
 func appendN(t *testing.T, store *eventstore.Store, n int) []int64 {
 	t.Helper()
-	evs := make([]eventstore.Event, n)
-	for i := range evs {
-		evs[i] = event(t, "E", "k=v")
-	}
-	res, err := store.Append(t.Context(), evs)
-	require.NoError(t, err)
-	return res.Positions
+	return appendRes(t, store, n).Positions
 }
 
 // checkpoint reads the projection's stored cursor and logical checkpoint.
