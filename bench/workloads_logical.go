@@ -37,9 +37,6 @@ import (
 //   - subscription/live/1000ev-s/held-same-db/logical and …/projection/tail:
 //     the same at half the pace (halfRate), with more of the machine's CPU
 //     idle (the machine CPU column).
-//
-// The paced appends and the readers go through a store in the default
-// configuration (groupedStore: group commit on).
 //   - subscription/catchup/<size>/logical: a backlog of <size> events
 //     (appended in transactions of 1,000) read from a replication slot
 //     that existed before it (logical.Reader with its defaults: a backlog of
@@ -52,7 +49,9 @@ import (
 // They need wal_level=logical: on a server without it they run on a
 // throwaway cluster this program starts (internal/pgserver, local binaries)
 // with wal_level=logical and synchronous_commit=on, and their Notes say so.
-// Not in --quick (a cluster start, and a backlog to load).
+// Not in --quick (a cluster start, and a backlog to load). The live rows'
+// appends and readers go through a store in the default configuration
+// (groupedStore: group commit on).
 func init() {
 	register(
 		Workload{Name: "subscription/live/2000ev-s/held-same-db/logical", Group: "subscription", Writers: pacedWriters, Prepare: prepareLogicalLive(lagRate, true, true)},
