@@ -89,10 +89,8 @@ func (m *ackMeter) call(d time.Duration) {
 // callPercentilesMs is the p50 and p99 of the recorded Append calls, in
 // milliseconds.
 func (m *ackMeter) callPercentilesMs() (p50, p99 float64) {
-	m.mu.Lock()
-	c := append([]time.Duration(nil), m.calls...)
-	m.mu.Unlock()
-	return percentileMs(c, 50), percentileMs(c, 99)
+	p50, p99, _, _ = latencyMs(&m.mu, &m.calls)
+	return p50, p99
 }
 
 type ackMark struct {
@@ -290,8 +288,6 @@ func latencyMs(mu *sync.Mutex, samples *[]time.Duration) (p50, p99, mx float64, 
 // percentilesMs is the p50 and p99 of the recorded acknowledgement times,
 // in milliseconds.
 func (m *ackMeter) percentilesMs() (p50, p99 float64) {
-	m.mu.Lock()
-	c := append([]time.Duration(nil), m.samples...)
-	m.mu.Unlock()
-	return percentileMs(c, 50), percentileMs(c, 99)
+	p50, p99, _, _ = latencyMs(&m.mu, &m.samples)
+	return p50, p99
 }
