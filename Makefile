@@ -135,8 +135,8 @@ demo:
 
 ## bench: the full benchmark
 bench:
-	@echo "==> go run ./bench (writes docs/PERFORMANCE.md, bench/results.json, bench/throughput.svg)"
-	@$(GO) run ./bench --json bench/results.json --svg bench/throughput.svg --markdown docs/PERFORMANCE.md
+	@echo "==> go run ./bench (writes bench/PERFORMANCE.md, bench/results.json, bench/throughput.svg)"
+	@$(GO) run ./bench --json bench/results.json --svg bench/throughput.svg --markdown bench/PERFORMANCE.md
 
 ## bench-quick: a short benchmark run
 bench-quick:
@@ -149,10 +149,10 @@ bench-go:
 	@$(GO) test ./eventstore -run '^$$' -bench . -benchtime 3s -timeout 30m
 
 .PHONY: bench-tagindex
-## bench-tagindex: GIN vs a B-tree tag table at 1M and 10M events (writes docs/TAGINDEX.md; ~25 minutes)
+## bench-tagindex: GIN vs a B-tree tag table at 1M and 10M events (writes bench/tagindex/TAGINDEX.md; ~25 minutes)
 bench-tagindex:
-	@echo "==> go run ./bench/tagindex --markdown docs/TAGINDEX.md"
-	@$(GO) run ./bench/tagindex --markdown docs/TAGINDEX.md
+	@echo "==> go run ./bench/tagindex --markdown bench/tagindex/TAGINDEX.md"
+	@$(GO) run ./bench/tagindex --markdown bench/tagindex/TAGINDEX.md
 
 ## explain: the append checks' plans at 1M events (auto_explain), failing on a sequential scan
 explain:

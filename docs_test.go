@@ -114,7 +114,7 @@ func TestDocsNameOnlyExistingMigrations(t *testing.T) {
 }
 
 // The README copies no speed ratio: figures live in the report that
-// `make bench` generates (docs/PERFORMANCE.md, with its date, machine and
+// `make bench` generates (bench/PERFORMANCE.md, with its date, machine and
 // load), which the README links; a copy goes stale at the next run.
 func TestReadmeCopiesNoRatios(t *testing.T) {
 	b, err := os.ReadFile("README.md")
@@ -125,5 +125,5 @@ func TestReadmeCopiesNoRatios(t *testing.T) {
 			bad = append(bad, "README.md:"+strconv.Itoa(i+1)+": "+m)
 		}
 	}
-	require.Empty(t, bad, "README.md copies speed ratios; link docs/PERFORMANCE.md instead:\n%s", strings.Join(bad, "\n"))
+	require.Empty(t, bad, "README.md copies speed ratios; link bench/PERFORMANCE.md instead:\n%s", strings.Join(bad, "\n"))
 }

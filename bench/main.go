@@ -53,7 +53,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL URL (default: $PGDCB_DATABASE_URL, else a local or throwaway server)")
 	fs.StringVar(&o.jsonFile, "json", "", "write the results as JSON to `FILE`")
 	fs.StringVar(&o.svgFile, "svg", "", "write the throughput-vs-writers chart as SVG to `FILE`")
-	fs.StringVar(&o.markdownFile, "markdown", "", "write the report (docs/PERFORMANCE.md) to `FILE`")
+	fs.StringVar(&o.markdownFile, "markdown", "", "write the report (bench/PERFORMANCE.md) to `FILE`")
 	fs.StringVar(&o.from, "from", "", "measure nothing: render --svg and --markdown (and --json, in today's format) from the results `FILE` a run wrote with --json")
 	fs.StringVar(&o.only, "only", "", "run only workloads whose name matches this `regexp`")
 	fs.DurationVar(&o.duration, "duration", 0, "length of each measured repetition (default 2s, 400ms with --quick)")

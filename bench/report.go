@@ -200,7 +200,7 @@ func baselineNotes(r *Result) string {
 	return strings.Join(parts, "; ")
 }
 
-// writeMarkdown writes the generated report (docs/PERFORMANCE.md) of f;
+// writeMarkdown writes the generated report (bench/PERFORMANCE.md) of f;
 // svgFile, when set, is the chart it links to; from, when set, is the
 // results file it was re-rendered from (--from).
 func writeMarkdown(path, svgFile, from string, f *resultsFile) error {
@@ -240,7 +240,7 @@ func writeMarkdown(path, svgFile, from string, f *resultsFile) error {
 		fmt.Fprintf(&b, "- Not in this run: %s.\n", "`"+strings.Join(f.Missing, "`, `")+"`")
 	}
 	fmt.Fprintln(&b)
-	fmt.Fprintln(&b, "How to read it: *events/s* is events appended (or read, or — for `idempotent/duplicate` — appends refused) per second of wall time; the *floor* is measured in the same run and schema, interleaved with the workload: for writes an autocommit `INSERT` of the same rows into a table with the same columns and only a primary key, for reads the same `SELECT` written by hand on the same table. *ratio* = events/s ÷ floor events/s. Latencies are per call. The headline rows (`append/1ev/wN`, `appendif/distinct/wN`, `cycle/entity10/wN`) run the default configuration, group commit on; rows marked `/no-group` run the same operation on the per-call path (`Config.GroupCommitDisabled`). Method and limits: [BENCHMARKS.md](BENCHMARKS.md).")
+	fmt.Fprintln(&b, "How to read it: *events/s* is events appended (or read, or — for `idempotent/duplicate` — appends refused) per second of wall time; the *floor* is measured in the same run and schema, interleaved with the workload: for writes an autocommit `INSERT` of the same rows into a table with the same columns and only a primary key, for reads the same `SELECT` written by hand on the same table. *ratio* = events/s ÷ floor events/s. Latencies are per call. The headline rows (`append/1ev/wN`, `appendif/distinct/wN`, `cycle/entity10/wN`) run the default configuration, group commit on; rows marked `/no-group` run the same operation on the per-call path (`Config.GroupCommitDisabled`). Method and limits: [docs/BENCHMARKS.md](../docs/BENCHMARKS.md).")
 	fmt.Fprintln(&b)
 	if svgFile != "" {
 		if rel, err := filepath.Rel(filepath.Dir(path), svgFile); err == nil {

@@ -318,7 +318,7 @@ func requireGenericTagPlan(t *testing.T, conn *pgxpool.Conn, sql string, args []
 // TestTypeStreamPlanUsesTheTypeIndex: a read of one event type (a type
 // stream, the bench's read/type-stream) reads events_type_log_order, not the
 // whole table in log order, in both the custom and the generic plan. It is
-// the read that index exists for (docs/PROFILE.md, "The targets against
+// the read that index exists for (bench/PROFILE.md, "The targets against
 // their bounds": the index set keeps it).
 func TestTypeStreamPlanUsesTheTypeIndex(t *testing.T) {
 	t.Parallel()

@@ -121,7 +121,7 @@ func whereQuery(q query.Query, a *args) string {
 // prepared statement's custom plans then cost what its generic plan costs,
 // and PostgreSQL keeps the generic plan after five calls instead of planning
 // again at every call: for the read of one entity the planning was three
-// quarters of the statement's server CPU (docs/PROFILE.md, "The decision
+// quarters of the statement's server CPU (bench/PROFILE.md, "The decision
 // cycle"). The plan is the same either way (events_tags is the only index a
 // tag can use; TestReadPlansAreGenericAndUseTheTagIndex). Items with types
 // keep their values visible: the planner must weigh the type against the tag

@@ -81,7 +81,7 @@ type Config struct {
 	// connection instead of at every call: their values go to the server
 	// through one-row subqueries, and PostgreSQL keeps the generic plan,
 	// which finds the events by their tags (events_tags). Planning was 0.3 to
-	// 0.6 ms of a 10-event entity read (docs/PROFILE.md). Set it when the tags
+	// 0.6 ms of a 10-event entity read (bench/PROFILE.md). Set it when the tags
 	// of your typed queries are selective (an entity's id): a query item
 	// whose tag is on much of the log (a tenant) and whose type is rare then
 	// reads every event of that tag (17 ms instead of 0.2 ms at 100k events,

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 )
 
-// The append call on the wire (issue #26 §2, docs/PROFILE.md "The client's
+// The append call on the wire (issue #26 §2, bench/PROFILE.md "The client's
 // encoding of the append call"). pgx encodes each of the call's 16 or 18
 // parameters through its type map: a plan per parameter, an ArrayGetter
 // wrapper and a boxed value per array element, and it plans the scan of each

@@ -2,7 +2,7 @@
 // append: WAL bytes and server CPU per one-row autocommit INSERT of the
 // bench's event shape, into a copy of events with only the primary key (the
 // floor), with the primary key and one of the other indexes, and with every
-// index (docs/PROFILE.md, "The index set").
+// index (bench/PROFILE.md, "The index set").
 //
 //	go run ./bench/indexcost --dsn URL [--rows 2000] [--rounds 5]
 //

@@ -1,11 +1,11 @@
-// Command tagindex measures the tag-index decision (docs/TAGINDEX.md): the
+// Command tagindex measures the tag-index decision (bench/tagindex/TAGINDEX.md): the
 // store's GIN index on events.tags against a B-tree over a derived
 // event_tags(tag, transaction_id, position) table, at 1M and 10M events.
 //
 //	go run ./bench/tagindex [--sizes 1000000,10000000] [--dsn URL] [--markdown FILE] [--json FILE]
 //	go run ./bench/tagindex --render results.json --markdown FILE
 //
-// (make bench-tagindex writes docs/TAGINDEX.md.) The server is --dsn, else
+// (make bench-tagindex writes bench/tagindex/TAGINDEX.md.) The server is --dsn, else
 // $PGDCB_DATABASE_URL, else postgres://postgres@127.0.0.1:5432/postgres. For
 // each size the program creates three fresh schemas named tagidx_<hex>_gin,
 // tagidx_<hex>_btree and tagidx_<hex>_floor, fills the first two with the same
@@ -13,7 +13,7 @@
 // workload on one connection with one client, interleaving the variants, and
 // drops the schemas (also on Ctrl-C). Every workload checks its results and
 // the run fails (exit status 1, no report written) when one is wrong. See
-// docs/TAGINDEX.md for the method and the last results.
+// bench/tagindex/TAGINDEX.md for the method and the last results.
 package main
 
 import (
@@ -51,7 +51,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.SetOutput(stderr)
 	sizes := fs.String("sizes", "1000000,10000000", "comma-separated table sizes in events (each a multiple of 1000, at least 10000)")
 	fs.StringVar(&o.dsn, "dsn", "", "PostgreSQL URL (default: $PGDCB_DATABASE_URL, else "+defaultDSN+")")
-	fs.StringVar(&o.markdown, "markdown", "", "write the report to `FILE` (docs/TAGINDEX.md)")
+	fs.StringVar(&o.markdown, "markdown", "", "write the report to `FILE` (bench/tagindex/TAGINDEX.md)")
 	fs.StringVar(&o.jsonFile, "json", "", "also write the raw results (every repetition, every plan) as JSON to `FILE`")
 	fs.StringVar(&o.render, "render", "", "measure nothing: re-render --markdown from the results `FILE` a run wrote with --json")
 	fs.DurationVar(&o.duration, "duration", 5*time.Second, "length of each measured repetition")

@@ -59,7 +59,7 @@ SET enable_seqscan = off
 SET plan_cache_mode = force_generic_plan
 -- And no JIT: a generic plan's cost is estimated for an unknown cursor (the
 -- whole range), which at 10M events passes jit_above_cost, and every call then
--- spent about 5 ms compiling a plan that reads 5 buffers (docs/TAGINDEX.md).
+-- spent about 5 ms compiling a plan that reads 5 buffers (bench/tagindex/TAGINDEX.md).
 SET jit = off
 SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp

@@ -23,7 +23,7 @@
 --
 -- One INSERT per run of passing members (docs/GROUPCOMMIT.md, "One INSERT
 -- per run"), measured with pgbench (one client, synchronous_commit off, 2000
--- calls, server CPU of the cluster's processes per call; docs/PROFILE.md): a
+-- calls, server CPU of the cluster's processes per call; bench/PROFILE.md): a
 -- group of 16 one-event appends without checks, 710-885 us per call with an
 -- INSERT per member against 610-700 us.
 --
