@@ -80,12 +80,12 @@ type Config struct {
 	// Project, ReadLast) of query items with both types and tags once per
 	// connection instead of at every call: their values go to the server
 	// through one-row subqueries, and PostgreSQL keeps the generic plan,
-	// which finds the events by their tags (events_tags). Planning was 0.3 to
-	// 0.6 ms of a 10-event entity read (bench/PROFILE.md). Set it when the tags
+	// which finds the events by their tags (events_tags); planning is then
+	// no longer part of every read (bench/PROFILE.md). Set it when the tags
 	// of your typed queries are selective (an entity's id): a query item
 	// whose tag is on much of the log (a tenant) and whose type is rare then
-	// reads every event of that tag (17 ms instead of 0.2 ms at 100k events,
-	// 90 times slower). Default false: such items are planned at every call,
+	// reads every event of that tag instead of the few of that type.
+	// Default false: such items are planned at every call,
 	// with their values, and a rare type is read by events_type_log_order.
 	TypedReadsGeneric bool
 	// GroupCommitDisabled turns the group committer off (docs/GROUPCOMMIT.md).

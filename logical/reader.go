@@ -492,12 +492,10 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 
 // lingerFor is how long Next keeps reading after its first event, so that
 // a backlog of small transactions comes in full batches. It is most of the
-// reader's own share of a delivery's latency (about 1.1 ms: Go's poller
-// fires a timer this short about a millisecond late when the process is
-// idle), and it is kept: handing out only what had arrived at once cut that
-// share to 0.05 ms but, at 2,000 events/s on a loaded machine, made the p99
-// 2-3 times worse (a projection commit per event, each decoded by the WAL
-// sender; docs/SUBSCRIPTIONS.md "Logical decoding latency").
+// reader's own share of a delivery's latency, and it is kept: handing out
+// only what had arrived at once costs a projection commit per event under
+// load, each decoded again by the WAL sender (docs/SUBSCRIPTIONS.md
+// "Logical decoding latency").
 const lingerFor = time.Millisecond
 
 // sampleEvery bounds how often the log is sampled for the tail cursor.
@@ -600,8 +598,7 @@ func (r *Reader) sampleIfIdle(ctx context.Context) error {
 
 // sampleConn is the reader's own connection for its samples of the log: on
 // the pool they would queue behind the application's appends, and every
-// delivery waits for the sample before it (measured: live p99 715 ms against
-// 109 ms with 8 appenders on a pool of 8).
+// delivery waits for the sample before it.
 func (r *Reader) sampleConn(ctx context.Context) (*pgx.Conn, error) {
 	if r.sconn != nil && !r.sconn.IsClosed() {
 		return r.sconn, nil

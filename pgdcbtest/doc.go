@@ -22,8 +22,7 @@
 //
 // A test fails (never skips) when there is none.
 //
-// Migrating a schema costs a few hundred milliseconds of server time, so
-// NewStore does not do it while the test waits: a background worker of the
+// Migrating a schema takes server time, so NewStore does not do it while the test waits: a background worker of the
 // test binary migrates schemas ahead (under their final names: the schema's
 // functions embed its name) and NewStore hands one out. Every schema it
 // makes is dropped in the background when its test ends; schemas left
@@ -31,7 +30,6 @@
 // still pending, a killed test) are dropped by the next test binary that
 // uses the package, since each binary holds a session advisory lock while
 // it runs and a schema whose binary's lock is free is known to be orphaned.
-// See docs/TESTING.md for the measured cost.
 //
 // Package commands/commandstest builds given-when-then fixtures for command
 // handlers on top of this package and the in-memory store.

@@ -77,9 +77,9 @@ func (s *Store) appendEvent(ctx context.Context, ev CanonicalEngineEvent, retrie
 		last, after = h.seq, &h.cur
 	} else {
 		// Not FailIf(runQ, nil) ("no event of the run at all") for an unseen
-		// run: the core's check without a cursor scans from transaction 0 and
-		// measured 10-30 ms on a 20k-event log, against ~1 ms with a recent
-		// cursor. One read (~0.3 ms) is cheaper.
+		// run: the core's check without a cursor scans from transaction 0,
+		// a cost that grows with the log, where one read of the run's last
+		// event is an index probe.
 		var c cursor.Cursor
 		if last, c, err = s.lastSeq(ctx, ev.RunID); err != nil {
 			return AppendResult{}, err
