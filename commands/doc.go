@@ -2,6 +2,10 @@
 // transaction, append the decided events under the decision's condition, and
 // record the command in the store's commands table in the same transaction.
 //
+// Make an Executor with commands.New(store, nil) and run a Command with
+// Execute(ctx, cmd): it retries the decision when another append changed
+// what it read.
+//
 // One execution attempt is:
 //
 //	BEGIN (READ COMMITTED)

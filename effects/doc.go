@@ -2,6 +2,10 @@
 // queue on the event store, with leases, retries, poison effects and FIFO
 // order per session (docs/EFFECTS.md).
 //
+// Request an effect with Queue.Request on effects.New(store, cfg); execute
+// effects with effects.NewWorker(store, cfg), whose Config.Handlers maps an
+// effect type to its handler, and Worker.Run(ctx).
+//
 // An effect is requested once per dedupe key ([Queue.Request]): an
 // effect_requested event appended with an AppendIf whose idempotency query is
 // "an event tagged effect_dedupe=<key>", so the same effect is never created

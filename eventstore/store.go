@@ -1,6 +1,13 @@
 // Package eventstore is the pgdcb event store: tag-based events in PostgreSQL
 // with conditional appends that never lose a decision under concurrency.
 //
+// Create the schema once with sql.Migrate(ctx, pool, "app") (or `pgdcb
+// migrate`), then open a Store with eventstore.New(pool,
+// &eventstore.Config{Schema: "app"}). Append records events; a decision
+// reads with Project (or Read), which returns the condition under which
+// AppendIf commits only if nothing it read has changed. Call Close(ctx)
+// before closing the pool. docs/GETTING-STARTED.md walks through it.
+//
 // A Store is safe for concurrent use. Every call that can block takes a context
 // first; each call has a …Tx twin that runs in the caller's pgx.Tx.
 //

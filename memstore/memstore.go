@@ -5,6 +5,9 @@
 // deciders and subscriptions without a server; package
 // eventstore/conformance checks that both stores behave alike.
 //
+// Make one with memstore.New(nil) and use it where an eventstore.Interface
+// is expected.
+//
 // A Store is safe for concurrent use. Appends are serialised by a mutex, so
 // a condition is checked exactly: of racing appends on one boundary exactly
 // one commits. Every append is one transaction: it gets the next transaction

@@ -2,6 +2,10 @@
 // system — in log order — through a Publisher, and advances its checkpoint
 // only after the broker acknowledged.
 //
+// Make a Relay with outbox.New(store, topic, "nats", publisher, nil), the
+// publisher usually a JetStreamPublisher (NewJetStreamPublisher), and call
+// Run(ctx) in a goroutine.
+//
 // A Relay is a projection (package projection) whose handler publishes: it
 // inherits leader election (one relay per topic and publisher delivers at a
 // time), the tailing read that never skips a late-committing event, and the

@@ -3,6 +3,10 @@
 // the checkpoint move commit in that one transaction, so a PostgreSQL read
 // model is updated exactly once per event.
 //
+// Make a Runner with projection.New(store, "balances", q, handler, nil)
+// and call Run(ctx) in a goroutine; WaitFor(ctx, cursor) returns once the
+// read model holds the events up to an append's cursor.
+//
 // Only one process runs a given projection at a time: a Runner becomes leader
 // by taking a session advisory lock on a connection it holds for as long as it
 // leads, and runs every batch on that same connection, so a leader whose

@@ -1,6 +1,10 @@
 // Package runstore implements the State Store contract of run engines
 // (Temporal-, Conductor-style orchestrators) on the pgdcb event store.
 //
+// Migrate its tables with runstore.Migrate(ctx, pool, schema) after the
+// core's, make a Store with runstore.New(es, nil) over an eventstore.Store,
+// and record run events with AppendEvent; FetchEvents reads them back.
+//
 // A run event is one event of the core log: its type is the eventType, its
 // tags are run_id=<runId>, step_id=<stepId> (when set) and
 // idempotency_key=<key>, its data is the whole CanonicalEngineEvent as a JSON

@@ -4,6 +4,9 @@
 // the steps whenever their text changes. sql/schema.sql is the result, as a
 // migrated schema has it (docs/SCHEMA.md).
 //
+// Call sql.Migrate(ctx, pool, "app") once before opening a store on schema
+// "app" (or run `pgdcb migrate`); it applies only what is missing.
+//
 // Every object lives in one schema (default "pgdcb") whose name is quoted into
 // each statement; nothing relies on search_path. Concurrent migrators are safe:
 // they serialise on a session advisory lock keyed by the schema name, and each

@@ -3,6 +3,11 @@
 // store's Listen (LISTEN/NOTIFY on the store's channel for PostgreSQL) with
 // polling as the fallback.
 //
+// Make one with subscription.New(store, q, nil) and call Run(ctx, from,
+// handler): the handler receives the matching events after from, batch by
+// batch in log order, at least once; persist each Batch.Cursor and resume
+// from it.
+//
 // A subscription takes an eventstore.Interface: the PostgreSQL store, or the
 // in-memory store of package memstore in tests. Every read goes through its
 // ReadTail; eventstore.Store.ReadTail stops at the horizon of the store's
