@@ -40,8 +40,8 @@ type Config struct {
 	// reads that backlog through the SQL interface (pgoutput decoded in a
 	// backend, on a temporary copy of its slot, in calls of CatchUpChunk
 	// changes), then switches to the stream; while streaming, it switches
-	// back when it is 8 times as far behind (docs/SUBSCRIPTIONS.md "What
-	// bounds a logical catch-up"). 0: the default, 4 MiB.
+	// back when it is 8 times as far behind (docs/SUBSCRIPTIONS.md "Logical
+	// decoding mode"). 0: the default, 4 MiB.
 	CatchUpBytes int
 	// CatchUpChunk is how many changes (pgoutput messages: an event, a
 	// BEGIN, a COMMIT) one SQL call of a catch-up reads at most; a call

@@ -23,7 +23,7 @@ import (
 // checkpoint tx read, the checkpoint moves only from that value (the
 // compare-and-set refuses a batch whose starting point moved meanwhile), and
 // the tail's horizon and cursor on a standby come from what the standby's
-// snapshot proves (docs/REPLICAS.md, "Projections and the outbox"). A
+// snapshot proves (docs/REPLICAS.md, "Projections, the outbox"). A
 // standby behind the checkpoint shows nothing after it, and the tail never
 // moves a cursor backwards, so the batch only waits.
 //
