@@ -54,8 +54,8 @@ type doctorHeadJSON struct {
 }
 
 type doctorHorizonJSON struct {
-	// XMin is the oldest transaction id still running in the cluster: tailing
-	// readers deliver only events of older transactions.
+	// XMin is the oldest transaction id still running in the cluster; tailing
+	// readers wait only for the running transactions of the store's database.
 	XMin uint64 `json:"xmin"`
 	// Delaying: the log holds events at or past XMin, which readers wait for.
 	Delaying bool `json:"delaying"`
@@ -107,9 +107,9 @@ type doctorRunsJSON struct {
 var doctorCmd = &command{
 	name: "doctor", summary: "one screen for an operator: schema, readers and their lag, the transaction holding the horizon, outbox, effects, run snapshots",
 	detail: `Reads only. Sections: the schema (applied and pending migrations); the head
-of the log; the horizon: the oldest transaction running anywhere in the
-cluster, which tailing readers (subscriptions, projections, the outbox) cannot
-pass, with its pid, database, age, state and last statement, and every other
+of the log; the horizon: the oldest transaction running in the cluster (tailing
+readers, i.e. subscriptions, projections and the outbox, stop only at those of
+the store's database), with its pid, database, age, state and last statement, and every other
 transaction holding an id; readers (the checkpoints: projections and outbox
 relays) with state, lag in events and seconds, errors and leader; effects by
 state; run snapshots' lag and STALE runs. Seeing other roles' sessions fully
