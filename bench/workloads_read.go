@@ -122,8 +122,8 @@ func prepareReadLast(_ context.Context, env *Env) (*Plan, error) {
 			// events_tags (GIN) for the entity's rows, then the top one.
 			// OFFSET 0 keeps the planner from the tempting plan of a
 			// backward scan of events_log_order filtered by tag, which at
-			// 1M events walked ~20k rows per call (measured: 5× slower
-			// than the store); the floor is the best hand-written query.
+			// 1M events walks far more rows than the entity has; the floor
+			// is the best hand-written query.
 			n, err := rawRows(ctx, env, `e.position IN (SELECT position FROM (SELECT position, transaction_id FROM `+env.Q+`.events
 				WHERE tags @> $1::text[] OFFSET 0) t ORDER BY transaction_id DESC, position DESC LIMIT 1)`, []string{randomEntity(env, w, seq)})
 			if err == nil && n != 1 {

@@ -51,7 +51,7 @@ func init() {
 
 const (
 	// pacedWriters is enough concurrency for lagRate on a loaded 2-core
-	// machine (an append takes ~10 ms there; 8 writers reached ~660 ev/s).
+	// machine, where 8 writers fell short of it.
 	pacedWriters = 24
 	// halfRate is the pace of the …/1000ev-s rows: lagRate's half.
 	halfRate       = lagRate / 2
