@@ -215,10 +215,7 @@ func TestDocsReferencesResolve(t *testing.T) {
 	require.NoError(t, err)
 	migs, err := filepath.Glob("*/migrations/*.sql")
 	require.NoError(t, err)
-	files = append(append(files, sqls...), migs...)
-	for _, r := range generatedReports {
-		files = append(files, r)
-	}
+	files = append(append(append(files, sqls...), migs...), generatedReports...)
 	var bad []string
 	for _, path := range files {
 		b, err := os.ReadFile(path)
