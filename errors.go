@@ -39,7 +39,8 @@ var (
 	// ErrNotMigrated: the store's schema is missing or older than this library.
 	ErrNotMigrated = errors.New("pgdcb: schema not migrated")
 	// ErrMigrationDrift: a migration step was applied from another text than
-	// this library's (a migration was edited after it ran somewhere).
+	// this library's (a migration was edited after it ran somewhere), or the
+	// schema has steps this library does not have (a newer pgdcb migrated it).
 	ErrMigrationDrift = errors.New("pgdcb: migration applied from another text")
 	// ErrTransactionIDsAhead: the log holds transaction ids the server has not
 	// handed out yet (it was restored into another cluster); appends would sort

@@ -24,6 +24,51 @@ func TestMigrationTextsNeverChange(t *testing.T) {
 	require.Empty(t, problems)
 }
 
+// The server functions are pinned at a step (the "functions" line of
+// checksums.txt): a change of their text comes with a new step, so that a
+// schema migrated with it is newer, by its steps, than every library before
+// it, and an older library refuses it (TestOlderLibraryRefusesNewerSchema).
+func TestFunctionChangesAddAStep(t *testing.T) {
+	t.Parallel()
+	problems, err := migrate.CheckPinnedFunctions("checksums.txt", pgdcbsql.LatestVersion(), pgdcbsql.Functions())
+	require.NoError(t, err)
+	require.Empty(t, problems)
+}
+
+// A schema migrated by a newer pgdcb (a step this library does not have,
+// and functions of another text) is refused by CheckCurrent, and Migrate
+// neither applies anything nor writes its own, older, functions over the
+// newer ones.
+func TestOlderLibraryRefusesNewerSchema(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t)
+	_, err := pgdcbsql.Migrate(ctx, pool, schema)
+	require.NoError(t, err)
+	q, err := pgdcbsql.Quote(schema)
+	require.NoError(t, err)
+	// What a newer pgdcb leaves: its next step, and its text of a function.
+	newer := pgdcbsql.LatestVersion() + 1
+	_, err = pool.Exec(ctx, "INSERT INTO "+q+".schema_migrations (version, name, checksum) VALUES ($1, 'from_a_newer_pgdcb', 'x')", newer)
+	require.NoError(t, err)
+	fn := pgdcbsql.Functions()[0].Name
+	_, err = pool.Exec(ctx, "UPDATE "+q+".schema_functions SET checksum = 'newer' WHERE name = $1", fn)
+	require.NoError(t, err)
+
+	err = pgdcbsql.CheckCurrent(ctx, pool, schema)
+	require.ErrorIs(t, err, pgdcb.ErrMigrationDrift)
+	require.ErrorContains(t, err, "newer pgdcb")
+	require.ErrorContains(t, err, fmt.Sprint(newer))
+
+	done, err := pgdcbsql.Migrate(ctx, pool, schema)
+	require.ErrorIs(t, err, pgdcb.ErrMigrationDrift)
+	require.Empty(t, done)
+	var sum string
+	require.NoError(t, pool.QueryRow(ctx, "SELECT checksum FROM "+q+".schema_functions WHERE name = $1", fn).Scan(&sum))
+	require.Equal(t, "newer", sum, "Migrate wrote this library's older text over a newer function")
+}
+
 // A schema whose recorded text of a step differs from the library's is
 // reported as drift; a schema migrated before checksums were recorded is not.
 func TestCheckCurrentReportsDrift(t *testing.T) {

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"runtime/debug"
 	"strings"
 	"time"
 
@@ -15,6 +14,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
+	"github.com/pgdcb/pgdcb/internal/version"
 	"github.com/pgdcb/pgdcb/runstore"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -43,27 +43,16 @@ func timeText(t time.Time) string {
 }
 
 var versionCmd = &command{
-	name: "version", summary: "print the module version and the schema version this binary ships",
+	name: "version", summary: "print the release, the commit it was built from and the schema version it ships",
 	noDB: true,
 	flags: func(fs *flag.FlagSet) func(e *env) error {
 		return func(e *env) error {
-			version, goVersion := "(devel)", ""
-			if bi, ok := debug.ReadBuildInfo(); ok {
-				goVersion = bi.GoVersion
-				if bi.Main.Path == modulePath && bi.Main.Version != "" {
-					version = bi.Main.Version
-				} else {
-					for _, d := range bi.Deps {
-						if d.Path == modulePath && d.Version != "" {
-							version = d.Version
-						}
-					}
-				}
-			}
+			b := version.Read()
 			if e.json {
-				return e.writeJSON(map[string]any{"module": modulePath, "version": version, "go": goVersion, "schema_version": pgdcbsql.LatestVersion()})
+				return e.writeJSON(map[string]any{"module": modulePath, "version": version.Release,
+					"commit": b.Commit, "modified": b.Modified, "go": b.Go, "schema_version": pgdcbsql.LatestVersion()})
 			}
-			_, err := fmt.Fprintf(e.stdout, "pgdcb %s (%s, %s), schema version %d\n", version, modulePath, goVersion, pgdcbsql.LatestVersion())
+			_, err := fmt.Fprintf(e.stdout, "pgdcb %s, schema version %d\n", b, pgdcbsql.LatestVersion())
 			return err
 		}
 	},

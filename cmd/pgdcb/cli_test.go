@@ -21,6 +21,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/version"
 	"github.com/pgdcb/pgdcb/projection"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -121,7 +122,7 @@ func TestVersion(t *testing.T) {
 	require.Equal(t, 0, r.code, r.stderr)
 	m := decode(t, r.stdout)
 	require.Equal(t, modulePath, m["module"])
-	require.NotEmpty(t, m["version"])
+	require.Equal(t, version.Release, m["version"])
 	require.EqualValues(t, pgdcbsql.LatestVersion(), m["schema_version"])
 }
 

@@ -1,6 +1,7 @@
 package gettingstarted_test
 
 import (
+	"context"
 	"errors"
 	"testing"
 
@@ -30,7 +31,12 @@ func TestOpen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer pool.Close()
+	t.Cleanup(func() {
+		if err := store.Close(context.Background()); err != nil { // the store first: it writes through the pool
+			t.Error(err)
+		}
+		pool.Close()
+	})
 	if err := gs.DefineCourse(t.Context(), store, "c1", 1); err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
-// Package gettingstarted is the code of docs/GETTING-STARTED.md: a course
-// with a capacity that students subscribe to (one decision), a read model of
-// course sizes (one projection), and their tests. Every Go block of the guide
-// is cut from these files, and TestGuideMatchesCode fails when the guide and
-// the code differ, so the guide cannot drift from code that compiles and runs.
+// Package gettingstarted is the code of docs/FAQ.md and the course example
+// of docs/GETTING-STARTED.md as a package: a course with a capacity that
+// students subscribe to (one decision), a read model of course sizes (one
+// projection), unique usernames, invoice numbers, and their tests.
+// TestGuideMatchesCode fails when a Go block of docs/FAQ.md differs from
+// these files. (The guide itself is a module of its own, built and tested by
+// TestGettingStarted in pgdcb's root package.)
 package gettingstarted

@@ -10,7 +10,9 @@ import (
 )
 
 // Open connects, migrates the schema (idempotent, safe to run from several
-// processes at once) and returns the store. Close the pool when done.
+// processes at once) and returns the store. When done, close the store
+// (store.Close(ctx) waits for its appends and background writes), then the
+// pool.
 func Open(ctx context.Context, dsn, schema string) (*eventstore.Store, *pgxpool.Pool, error) {
 	pool, err := pgxpool.New(ctx, dsn)
 	if err != nil {

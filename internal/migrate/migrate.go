@@ -281,9 +281,11 @@ func (l *Line) staleFunctions(ctx context.Context, db DB, q string) ([]Function,
 }
 
 // unknownSteps refuses a schema that has applied a step this library does
-// not have: a newer pgdcb migrated it, or a pre-release one whose steps were
-// since squashed into the current ones (applying these on top would fail
-// halfway or leave a mixed schema).
+// not have: a newer pgdcb migrated it (its steps and server functions are
+// not this library's: neither run against it nor rewrite its functions with
+// older text), or a pre-release one whose steps were since squashed into the
+// current ones (applying these on top would fail halfway or leave a mixed
+// schema).
 func (l *Line) unknownSteps(q string, applied map[int]appliedStep) error {
 	known := map[int]bool{}
 	for _, m := range l.Steps {
@@ -299,7 +301,11 @@ func (l *Line) unknownSteps(q string, applied map[int]appliedStep) error {
 		return nil
 	}
 	sort.Ints(unknown)
-	return fmt.Errorf("%w: schema %s has applied step(s) %v of %s, which this library does not have (migrated by a newer pgdcb, or by a pre-release one whose migrations were squashed): migrate a new schema and copy the log with `pgdcb export` / `pgdcb import`",
+	if unknown[0] > l.Latest() {
+		return fmt.Errorf("%w: schema %s was migrated by a newer pgdcb (step(s) %v of %s; this library has steps up to %d): use that pgdcb version or a later one",
+			pgdcb.ErrMigrationDrift, q, unknown, l.Table, l.Latest())
+	}
+	return fmt.Errorf("%w: schema %s has applied step(s) %v of %s, which this library does not have (migrated by a pre-release pgdcb whose migrations were squashed): migrate a new schema and copy the log with `pgdcb export` / `pgdcb import`",
 		pgdcb.ErrMigrationDrift, q, unknown, l.Table)
 }
 
@@ -383,15 +389,21 @@ func (l *Line) applied(ctx context.Context, db DB, q string) (map[int]appliedSte
 // Status reports every step and whether it is applied in the schema. A
 // schema that does not exist yet reports every step as not applied.
 func (l *Line) Status(ctx context.Context, db DB, q string) ([]Status, error) {
+	st, _, err := l.status(ctx, db, q)
+	return st, err
+}
+
+// status is Status and the applied steps, this library's or not.
+func (l *Line) status(ctx context.Context, db DB, q string) ([]Status, map[int]appliedStep, error) {
 	var exists bool
 	if err := db.QueryRow(ctx, "SELECT to_regclass($1) IS NOT NULL", q+"."+l.Table).Scan(&exists); err != nil {
-		return nil, errfmt.Errorf("pgdcb: migration status: %w", err)
+		return nil, nil, errfmt.Errorf("pgdcb: migration status: %w", err)
 	}
 	applied := map[int]appliedStep{}
 	if exists {
 		var err error
 		if applied, err = l.applied(ctx, db, q); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 	}
 	var out []Status
@@ -400,16 +412,20 @@ func (l *Line) Status(ctx context.Context, db DB, q string) ([]Status, error) {
 		out = append(out, Status{Migration: m, Applied: ok, AppliedAt: a.at, AppliedChecksum: a.checksum,
 			Drift: a.checksum != "" && a.checksum != m.Checksum()})
 	}
-	return out, nil
+	return out, applied, nil
 }
 
 // CheckCurrent returns an error matching pgdcb.ErrNotMigrated unless every
 // step is applied to the schema and every function at this library's text,
 // and one matching pgdcb.ErrMigrationDrift when a step was applied from
-// another text than this library's.
+// another text than this library's or the schema has a step this library
+// does not have (a newer pgdcb migrated it).
 func (l *Line) CheckCurrent(ctx context.Context, db DB, schema, q string) error {
-	st, err := l.Status(ctx, db, q)
+	st, applied, err := l.status(ctx, db, q)
 	if err != nil {
+		return err
+	}
+	if err := l.unknownSteps(q, applied); err != nil {
 		return err
 	}
 	for _, s := range st {
