@@ -210,7 +210,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	s.listenK1, s.listenK2 = ListenerLockKey(c.Schema)
 	s.born = time.Now()
 	s.sql = newStatements(q)
-	s.sql.head = s.headSQL()
+	s.sql.head = [2]string{s.headSQL(false), s.headSQL(true)}
 	pc := pool.Config()
 	s.wire = newWireConfig(pc.ConnConfig)
 	s.maxConns = int(pc.MaxConns)
