@@ -14,3 +14,9 @@ func NoListenerCached(s *Store) bool { return s.noListenerAt.Load() != 0 }
 
 // SettleLookupSQL exposes the settle lookup to the test that EXPLAINs it.
 func SettleLookupSQL(s *Store) string { return s.settleLookupSQL() }
+
+// The standby proof's bounds (standby.go).
+const (
+	ProvenMaxSteps = provenMaxSteps
+	ProvenMaxGaps  = provenMaxGaps
+)

@@ -106,6 +106,16 @@ func TestStandbyLongTransactionDecisions(t *testing.T) {
 	running, err := held.Running(ctx)
 	require.NoError(t, err)
 	require.True(t, running, "the transaction stayed open throughout")
+
+	// The reads ran on the standby: with its replay paused, a read does not
+	// show an event the primary committed since.
+	require.NoError(t, pair.Standby.PauseReplay(ctx))
+	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", "unreplayed", "account=a1")})
+	require.NoError(t, err)
+	evs, _, err := onStandby.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 11, "the read within the proof's bounds stays on the standby")
+	require.NoError(t, pair.Standby.ResumeReplay(ctx))
 }
 
 func mustWAL(t *testing.T, pair *pgtest.Pair) string {
@@ -156,5 +166,67 @@ func TestStandbyDecisionReadInCallersTransaction(t *testing.T) {
 	for i, c := range curs {
 		_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", i, "seat=s1")}, appendif.FailIf(q, &c))
 		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "cursor %d: the append sees the event its read did not", i)
+	}
+}
+
+// Past the proof's bounds (more ids without events than a cursor lists, or
+// more transactions with events than the proof steps through, from a
+// transaction held open on the primary), a decision read on the standby runs
+// again on the primary: with the standby's replay paused, Read, Project and
+// Head return what the primary has, with cursors that agree, and the
+// decisions after them commit.
+func TestStandbyProofFallsBackToPrimary(t *testing.T) {
+	pair, onPrimary, onStandby, pp, _ := startOwnPair(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	for _, past := range []string{"gaps", "steps"} {
+		t.Run(past, func(t *testing.T) {
+			held := pgtest.HoldXID(t, pair.Primary.DSN())
+			defer held.Release()
+			acct := "account=" + past
+			q := query.Tagged(nil, acct)
+			if past == "gaps" {
+				spendXIDs(t, pp, onPrimary.Schema(), eventstore.ProvenMaxGaps+100)
+			} else {
+				for i := range eventstore.ProvenMaxSteps + 1 {
+					_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o1")})
+					require.NoError(t, err)
+				}
+			}
+			_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, acct)})
+			require.NoError(t, err)
+			require.NoError(t, pair.Sync(ctx))
+			require.NoError(t, pair.Standby.PauseReplay(ctx))
+			defer func() { require.NoError(t, pair.Standby.ResumeReplay(context.WithoutCancel(ctx))) }()
+			dep, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, acct)})
+			require.NoError(t, err)
+
+			evs, cur, err := onStandby.ReadAll(ctx, q, nil)
+			require.NoError(t, err)
+			require.Len(t, evs, 2, "the read ran on the primary: it shows the event the standby has not replayed")
+			requireAgree(t, evs, cur)
+			require.False(t, cur.Seen(held.XID, 1<<62), "the open transaction is not counted as seen")
+
+			var cond appendif.Condition
+			for _, named := range []bool{false, true} { // Fold over Read; the decision snapshots' read
+				m := eventstore.NewModel(q, 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+				if named {
+					m.Name, m.Version = "count", 1
+				}
+				cond, err = onStandby.Project(ctx, m)
+				require.NoError(t, err)
+				require.Equal(t, 2, m.State, "Project ran on the primary (snapshots: %v)", named)
+				require.True(t, cond.After.Seen(dep.TransactionID, dep.Positions[0]), "its cursor counts what it folded (snapshots: %v)", named)
+			}
+
+			hc, err := onStandby.Head(ctx)
+			require.NoError(t, err)
+			require.True(t, hc.Seen(dep.TransactionID, dep.Positions[0]), "Head is the primary's")
+
+			_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 2, acct)}, appendif.FailIf(q, &cur))
+			require.NoError(t, err, "the decision after the read commits")
+			_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 3, acct)}, cond)
+			require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "the Project decision sees the one just committed")
+		})
 	}
 }
