@@ -20,3 +20,7 @@ const (
 	ProvenMaxSteps = provenMaxSteps
 	ProvenMaxGaps  = provenMaxGaps
 )
+
+// ProofPast is the standby xmin of the store's last decision read whose
+// proof was past its bounds (0: none).
+func ProofPast(s *Store) uint64 { return s.proofPast.Load() }

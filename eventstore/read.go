@@ -139,12 +139,12 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 	for {
 		var snapText string
 		var c cursor.Cursor
-		pf := newProof(proved)
-		sql := s.sql.head[0]
+		pf := s.newProof(proved)
+		sql, a := s.sql.head[0], []any(nil)
 		if proved {
-			sql = s.sql.head[1]
+			sql, a = s.sql.head[1], []any{s.proofArg()}
 		}
-		if err := db.QueryRow(ctx, sql).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest()...)...); err != nil {
+		if err := db.QueryRow(ctx, sql, a...).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest()...)...); err != nil {
 			return cursor.Cursor{}, errf("head", err)
 		}
 		snap, err := cursor.ParseSnapshot(snapText)
@@ -216,7 +216,10 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail, proved bool) (str
 	// A decision read proves its cursor on a standby (provenJoin); a
 	// tailing read's cursor is the durable point, below the horizon, which
 	// is the standby's xmin there already (internal/horizon).
-	proven, provenSQL := s.proofSQL(proved && !tail, "s.snap")
+	proven, provenSQL := "", ""
+	if proved && !tail {
+		proven, provenSQL = s.proofSQL(true, "s.snap", a.add(s.proofArg()))
+	}
 	if tail {
 		durable = `, coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns
 		durableJoin = horizon.Join("s.snap", "h.transaction_id") + `
@@ -307,7 +310,7 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 		n        int
 		last     StoredEvent
 		traced   = s.traceOf(ctx)
-		pf       = newProof(proved)
+		pf       = s.newProof(proved)
 	)
 	// The header columns repeat on every row; scan them once.
 	hdr := []any{&snapText, &head.TransactionID, &head.Position}

@@ -216,7 +216,10 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor, proved bool)
 	if !after.IsStart() {
 		where += " AND " + whereNotSeen(after, &a)
 	}
-	proven, provenSQL := s.proofSQL(proved, "s.snap")
+	proven, provenSQL := "", ""
+	if proved {
+		proven, provenSQL = s.proofSQL(true, "s.snap", a.add(s.proofArg()))
+	}
 	return `SELECT s.snap::text, s.epoch, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
 			coalesce(d.transaction_id, '0'), coalesce(d.position, 0)` + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap,
@@ -253,7 +256,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.
 		passedDurable  bool
 		captureFailure error
 		traced         = s.traceOf(ctx)
-		pf             = newProof(proved)
+		pf             = s.newProof(proved)
 	)
 	capture := func() {
 		passedDurable = true

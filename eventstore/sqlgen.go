@@ -80,9 +80,9 @@ func newStatements(schema string) statements {
 // headSQL is Head's statement: the last event in log order, a backward scan
 // of events_log_order, one row, in the same statement (same snapshot) as
 // pg_current_snapshot(); when proved, with what a standby can prove
-// (proofSQL).
+// (proofSQL, parameter $1 Store.proofArg).
 func (s *Store) headSQL(proved bool) string {
-	proven, join := s.proofSQL(proved, "s.snap")
+	proven, join := s.proofSQL(proved, "s.snap", "$1")
 	return `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)` + proven + `
 			FROM (SELECT pg_current_snapshot() AS snap) s
 			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `

@@ -3,6 +3,7 @@ package eventstore
 import (
 	"errors"
 	"strconv"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 
@@ -48,33 +49,44 @@ const (
 // provenJoin joins, to a statement whose one-row FROM item has the snapshot
 // snap, relation pv with columns
 //
-//	pv.rec  bool      the server is in recovery (a standby)
-//	pv.txs  bigint[]  in recovery: the ids from xmin on that wrote a visible
-//	                  event, ascending, at most provenMaxSteps+1 of them
+//	pv.rec   bool      the server is in recovery (a standby)
+//	pv.past  bool      in recovery: the snapshot's xmin is not above the
+//	                   parameter past (Store.proofPast), so the proof is
+//	                   past its bounds without being run
+//	pv.txs   bigint[]  in recovery, unless past: the ids from xmin on that
+//	                   wrote a visible event, ascending, at most
+//	                   provenMaxSteps+1 of them
+//
+// A long transaction holds xmin while the log grows: once a read's proof was
+// past its bounds, so is that of every later read with the same xmin, and
+// reads skip it until xmin moves on.
 //
 // Sent only by a decision read that may run on a standby (proofSQL). Cost on
 // a primary: one function call (the recursion is empty). On a standby: one
 // probe of events_log_order per transaction that wrote events from xmin on
 // (the first event after the previous one's id), whatever the number of ids
 // between them.
-func provenJoin(events, snap string) string {
+func provenJoin(events, snap, past string) string {
 	steps := strconv.Itoa(provenMaxSteps)
 	xmin := `pg_snapshot_xmin(` + snap + `)`
 	return `
 		CROSS JOIN LATERAL (SELECT pg_is_in_recovery() AS rec) pr
-		CROSS JOIN LATERAL (SELECT pr.rec, ARRAY(
+		CROSS JOIN LATERAL (SELECT pr.rec, pr.rec AND ` + xmin + `::text::bigint <= ` + past + `::bigint AS past, ARRAY(
 			-- events_log_order, one probe per transaction with events: the
 			-- first id after the previous one. (ORDER BY and LIMIT fix the
 			-- index path, as xid8's = has no selectivity estimate.)
 			WITH RECURSIVE w(tx, n) AS (
 				SELECT (SELECT x.transaction_id FROM ` + events + ` x WHERE x.transaction_id >= ` + xmin + `
 					ORDER BY x.transaction_id LIMIT 1), 1
-				WHERE pr.rec
+				WHERE pr.rec AND ` + xmin + `::text::bigint > ` + past + `::bigint
 				UNION ALL
 				SELECT (SELECT x.transaction_id FROM ` + events + ` x WHERE x.transaction_id > w.tx
 					ORDER BY x.transaction_id LIMIT 1), w.n + 1
 				FROM w WHERE w.tx IS NOT NULL AND w.n <= ` + steps + `)
-			SELECT w.tx::text::bigint FROM w WHERE w.tx IS NOT NULL ORDER BY w.tx) AS txs) pv`
+			SELECT w.tx::text::bigint FROM w WHERE w.tx IS NOT NULL ORDER BY w.tx) AS txs
+			-- (OFFSET 0: evaluated once, not pulled up into the select
+			-- list and run again for every event the read returns.)
+			OFFSET 0) pv`
 }
 
 // errProofExceeded is foldFrom's signal that its read must run again on the
@@ -100,28 +112,34 @@ func (s *Store) proved(db dbtx) bool {
 
 // proofSQL returns what a decision read adds to its select list (after a
 // comma) and its join: provenColumns and provenJoin when proved, nothing
-// otherwise; newProof scans them.
-func (s *Store) proofSQL(proved bool, snap string) (columns, join string) {
+// otherwise; newProof scans them. past is the placeholder of the parameter
+// Store.proofArg.
+func (s *Store) proofSQL(proved bool, snap, past string) (columns, join string) {
 	if !proved {
 		return "", ""
 	}
-	return ", " + provenColumns, provenJoin(s.sql.events, snap)
+	return ", " + provenColumns, provenJoin(s.sql.events, snap, past)
 }
+
+// proofArg is the parameter past of provenJoin.
+func (s *Store) proofArg() int64 { return int64(s.proofPast.Load()) }
 
 // newProof returns the proof of a read whose statement carries proofSQL's
 // columns when proved; otherwise one that scans nothing and proves nothing.
-func newProof(proved bool) proof {
-	return proof{used: proved}
+func (s *Store) newProof(proved bool) proof {
+	return proof{used: proved, past: &s.proofPast}
 }
 
 // provenColumns is the select list of provenJoin, scanned by proof.dest.
-const provenColumns = `pv.rec, pv.txs`
+const provenColumns = `pv.rec, pv.past, pv.txs`
 
 // proof is what provenColumns return.
 type proof struct {
-	used bool // the statement has provenColumns (newProof)
-	rec  bool
-	txs  []int64
+	used    bool           // the statement has provenColumns (newProof)
+	past    *atomic.Uint64 // Store.proofPast
+	rec     bool
+	skipped bool // pv.past
+	txs     []int64
 }
 
 // dest returns the scan destinations of provenColumns, none when the
@@ -130,17 +148,25 @@ func (p *proof) dest() []any {
 	if !p.used {
 		return nil
 	}
-	return []any{&p.rec, &p.txs}
+	return []any{&p.rec, &p.skipped, &p.txs}
 }
 
 // exceeded reports whether the proof of a read whose head is c (a cursor
-// with the read's snapshot) is past its bounds: the read must then run
-// again on the primary.
+// with the read's snapshot) is past its bounds, or was skipped as such: the
+// read must then run again on the primary. A proof found past its bounds
+// records its xmin in Store.proofPast.
 func (p *proof) exceeded(c cursor.Cursor) bool {
 	if !p.rec || c.Snapshot == nil {
 		return false
 	}
-	return len(p.txs) > provenMaxSteps || p.gaps(c) > provenMaxGaps
+	if p.skipped {
+		return true
+	}
+	if len(p.txs) <= provenMaxSteps && p.gaps(c) <= provenMaxGaps {
+		return false
+	}
+	p.past.Store(c.Snapshot.Xmin)
+	return true
 }
 
 // gaps is the number of ids from the snapshot's xmin to c that wrote no

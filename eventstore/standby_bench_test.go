@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
@@ -68,6 +69,82 @@ func BenchmarkStandbyDecision(b *testing.B) {
 			b.ReportMetric((after-before)/float64(b.N), "primary-cpu-us/decision")
 			b.ReportMetric(float64(conflicts)/float64(b.N), "conflicts/decision")
 		})
+	}
+}
+
+// BenchmarkStandbyProof measures a decision read on the standby (a ReadAll of
+// one entity's 10 events) behind a transaction held open on the primary,
+// with gaps ids spent since without events (one committed transaction of
+// subtransactions), or txs transactions that wrote events: the read's time
+// (ns/op), as a ratio to the same read without a held transaction in the
+// same run (x-no-gaps), and the ids its cursor lists as in progress
+// (xip/read: about the gaps on the standby; the primary's few when the read
+// ran again there, past the proof's bounds).
+//
+//	go test -run '^$' -bench StandbyProof -benchtime 200x ./eventstore/
+func BenchmarkStandbyProof(b *testing.B) {
+	pair := pgtest.StandbyPair(b)
+	ctx := context.Background()
+	onPrimary, onStandby, pp, sp := standbyStores(b, pair, &eventstore.Config{NotifyDisabled: true})
+	const entities, history = 50, 10
+	var seed []eventstore.Event
+	for e := range entities {
+		for h := range history {
+			seed = append(seed, eventstore.MustEvent("Changed", h, fmt.Sprintf("entity=e%d", e)))
+		}
+	}
+	_, err := onPrimary.Append(ctx, seed)
+	require.NoError(b, err)
+	var base float64 // ns per read without a held transaction
+	for _, c := range []struct {
+		name      string
+		gaps, txs int
+	}{{"gaps=0", 0, 0}, {"gaps=10", 10, 0}, {"gaps=1000", 1000, 0}, {"gaps=100000", 100000, 0}, {"txs=1000", 0, 1000}} {
+		var held *pgtest.HeldXID
+		if c.name != "gaps=0" {
+			held = pgtest.HoldXID(b, pair.Primary.DSN())
+			// The held id and the spending transaction's own are gaps too.
+			if c.gaps > 2 {
+				spendXIDs(b, pp, onPrimary.Schema(), c.gaps-2)
+			}
+			for i := range c.txs {
+				_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o1")})
+				require.NoError(b, err)
+			}
+		}
+		_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Changed", "head", "entity=e0")})
+		require.NoError(b, err)
+		require.NoError(b, pair.Sync(ctx))
+		var gaps int64
+		require.NoError(b, sp.QueryRow(ctx, `SELECT h - x + 1 - (SELECT count(DISTINCT transaction_id) FROM `+
+			pgx.Identifier{onStandby.Schema(), "events"}.Sanitize()+` WHERE transaction_id::text::bigint >= x)
+			FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x,
+				(SELECT max(transaction_id)::text::bigint FROM `+pgx.Identifier{onStandby.Schema(), "events"}.Sanitize()+`) AS h) v`).
+			Scan(&gaps))
+		b.Run(c.name, func(b *testing.B) {
+			xip := 0
+			b.ResetTimer()
+			for i := range b.N {
+				_, cur, err := onStandby.ReadAll(ctx, query.Tagged(nil, fmt.Sprintf("entity=e%d", i%entities)), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				xip += len(cur.Snapshot.Xip)
+			}
+			b.StopTimer()
+			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if c.name == "gaps=0" {
+				base = per
+			}
+			if base > 0 {
+				b.ReportMetric(per/base, "x-no-gaps")
+			}
+			b.ReportMetric(float64(max(gaps, 0)), "gaps")
+			b.ReportMetric(float64(xip)/float64(b.N), "xip/read")
+		})
+		if held != nil {
+			held.Release()
+		}
 	}
 }
 

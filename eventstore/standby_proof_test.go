@@ -103,6 +103,7 @@ func TestStandbyLongTransactionDecisions(t *testing.T) {
 			i, cur.TransactionID, cur.Position, cur.Snapshot.Xmin, cur.Snapshot.Xmax, len(cur.Snapshot.Xip))
 		require.NoError(t, pair.Standby.WaitReplay(ctx, mustWAL(t, pair)), "replay of decision %d (tx %d)", i, res.TransactionID)
 	}
+	require.Zero(t, eventstore.ProofPast(onStandby), "no proof was past its bounds")
 	running, err := held.Running(ctx)
 	require.NoError(t, err)
 	require.True(t, running, "the transaction stayed open throughout")
@@ -174,7 +175,8 @@ func TestStandbyDecisionReadInCallersTransaction(t *testing.T) {
 // transaction held open on the primary), a decision read on the standby runs
 // again on the primary: with the standby's replay paused, Read, Project and
 // Head return what the primary has, with cursors that agree, and the
-// decisions after them commit.
+// decisions after them commit. Reads after the first skip the proof while the
+// held transaction holds the standby's xmin.
 func TestStandbyProofFallsBackToPrimary(t *testing.T) {
 	pair, onPrimary, onStandby, pp, _ := startOwnPair(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
@@ -206,6 +208,8 @@ func TestStandbyProofFallsBackToPrimary(t *testing.T) {
 			require.Len(t, evs, 2, "the read ran on the primary: it shows the event the standby has not replayed")
 			requireAgree(t, evs, cur)
 			require.False(t, cur.Seen(held.XID, 1<<62), "the open transaction is not counted as seen")
+			require.Equal(t, held.XID, eventstore.ProofPast(onStandby),
+				"the reads after it with the same xmin skip the proof (Project and Head below)")
 
 			var cond appendif.Condition
 			for _, named := range []bool{false, true} { // Fold over Read; the decision snapshots' read

@@ -182,6 +182,11 @@ type Store struct {
 
 	snap snapshotState // decision snapshots (snapshot.go)
 
+	// proofPast is the standby xmin of the last decision read whose proof
+	// was past its bounds (0: none): reads whose xmin is not above it skip
+	// the proof and run on the primary (standby.go).
+	proofPast atomic.Uint64
+
 	settleCount settleCounters // settle.go
 
 	bg bgWork // background goroutines, for Close (close.go)
