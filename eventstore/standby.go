@@ -42,8 +42,8 @@ import (
 // bound runs again on the primary (fallback), so that the events it returns
 // and its cursor always agree.
 const (
-	provenMaxSteps = 1000
-	provenMaxGaps  = 10000
+	provenMaxSteps = 100
+	provenMaxGaps  = 2000
 )
 
 // provenJoin joins, to a statement whose one-row FROM item has the snapshot

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -78,8 +79,10 @@ func BenchmarkStandbyDecision(b *testing.B) {
 // subtransactions), or txs transactions that wrote events: the read's time
 // (ns/op), as a ratio to the same read without a held transaction in the
 // same run (x-no-gaps), and the ids its cursor lists as in progress
-// (xip/read: about the gaps on the standby; the primary's few when the read
-// ran again there, past the proof's bounds).
+// (xip/read: the gaps on the standby; the primary's few when the read ran
+// on the primary, past the proof's bounds: gaps=100000 and txs=101, where
+// the first read runs the proof and the others skip it). appendif-us is the
+// time of an AppendIf after such a cursor (its check probes every id listed).
 //
 //	go test -run '^$' -bench StandbyProof -benchtime 200x ./eventstore/
 func BenchmarkStandbyProof(b *testing.B) {
@@ -99,7 +102,8 @@ func BenchmarkStandbyProof(b *testing.B) {
 	for _, c := range []struct {
 		name      string
 		gaps, txs int
-	}{{"gaps=0", 0, 0}, {"gaps=10", 10, 0}, {"gaps=1000", 1000, 0}, {"gaps=100000", 100000, 0}, {"txs=1000", 0, 1000}} {
+	}{{"gaps=0", 0, 0}, {"gaps=10", 10, 0}, {"gaps=1000", 1000, 0}, {"gaps=1900", 1900, 0}, {"gaps=100000", 100000, 0},
+		{"txs=98", 0, 98}, {"txs=101", 0, 101}} {
 		var held *pgtest.HeldXID
 		if c.name != "gaps=0" {
 			held = pgtest.HoldXID(b, pair.Primary.DSN())
@@ -141,6 +145,17 @@ func BenchmarkStandbyProof(b *testing.B) {
 			}
 			b.ReportMetric(float64(max(gaps, 0)), "gaps")
 			b.ReportMetric(float64(xip)/float64(b.N), "xip/read")
+			// The check of an AppendIf after such a cursor, on the primary
+			// (a condition nothing matches, an event it does not match).
+			q := query.Tagged(nil, "entity=none")
+			_, cur, err := onStandby.ReadAll(ctx, q, nil)
+			require.NoError(b, err)
+			start := time.Now()
+			for i := range b.N {
+				_, err := onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o2")}, appendif.FailIf(q, &cur))
+				require.NoError(b, err)
+			}
+			b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "appendif-us")
 		})
 		if held != nil {
 			held.Release()
