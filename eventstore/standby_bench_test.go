@@ -8,13 +8,13 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	appendif "github.com/pgdcb/pgdcb/append"
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/query"
@@ -81,8 +81,8 @@ func BenchmarkStandbyDecision(b *testing.B) {
 // same run (x-no-gaps), and the ids its cursor lists as in progress
 // (xip/read: the gaps on the standby; the primary's few when the read ran
 // on the primary, past the proof's bounds: gaps=100000 and txs=101, where
-// the first read runs the proof and the others skip it). appendif-us is the
-// time of an AppendIf after such a cursor (its check probes every id listed).
+// the first read runs the proof and the others skip it). The appendif rows
+// time an AppendIf after such a cursor (its check probes every id listed).
 //
 //	go test -run '^$' -bench StandbyProof -benchtime 200x ./eventstore/
 func BenchmarkStandbyProof(b *testing.B) {
@@ -99,11 +99,14 @@ func BenchmarkStandbyProof(b *testing.B) {
 	_, err := onPrimary.Append(ctx, seed)
 	require.NoError(b, err)
 	var base float64 // ns per read without a held transaction
-	for _, c := range []struct {
+	cases := []struct {
 		name      string
 		gaps, txs int
 	}{{"gaps=0", 0, 0}, {"gaps=10", 10, 0}, {"gaps=1000", 1000, 0}, {"gaps=1900", 1900, 0}, {"gaps=100000", 100000, 0},
-		{"txs=98", 0, 98}, {"txs=101", 0, 101}} {
+		{"txs=98", 0, 98}, {"txs=101", 0, 101}}
+	none := query.Tagged(nil, "entity=none")
+	var curs []cursor.Cursor
+	for _, c := range cases {
 		var held *pgtest.HeldXID
 		if c.name != "gaps=0" {
 			held = pgtest.HoldXID(b, pair.Primary.DSN())
@@ -145,21 +148,38 @@ func BenchmarkStandbyProof(b *testing.B) {
 			}
 			b.ReportMetric(float64(max(gaps, 0)), "gaps")
 			b.ReportMetric(float64(xip)/float64(b.N), "xip/read")
-			// The check of an AppendIf after such a cursor, on the primary
-			// (a condition nothing matches, an event it does not match).
-			q := query.Tagged(nil, "entity=none")
-			_, cur, err := onStandby.ReadAll(ctx, q, nil)
-			require.NoError(b, err)
-			start := time.Now()
-			for i := range b.N {
-				_, err := onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o2")}, appendif.FailIf(q, &cur))
-				require.NoError(b, err)
-			}
-			b.ReportMetric(float64(time.Since(start).Microseconds())/float64(b.N), "appendif-us")
 		})
+		// A cursor of such a read, for the AppendIf rows below.
+		_, cur, err := onStandby.ReadAll(ctx, none, nil)
+		require.NoError(b, err)
+		curs = append(curs, cur)
 		if held != nil {
 			held.Release()
 		}
+	}
+	// The check of an AppendIf after each case's cursor, on the primary (a
+	// condition nothing matches, an event it does not match), once the held
+	// transactions ended: appendif-x-no-gaps is its time as a ratio to that
+	// after the cursor of the read without a held transaction.
+	var baseAppend float64
+	for k, c := range cases {
+		cur := curs[k]
+		b.Run("appendif/"+c.name, func(b *testing.B) {
+			for i := range b.N {
+				_, err := onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o2")}, appendif.FailIf(none, &cur))
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if k == 0 {
+				baseAppend = per
+			}
+			if baseAppend > 0 {
+				b.ReportMetric(per/baseAppend, "x-no-gaps")
+			}
+			b.ReportMetric(float64(len(cur.Snapshot.Xip)), "xip")
+		})
 	}
 }
 
