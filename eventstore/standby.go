@@ -58,8 +58,9 @@ const (
 //	                   provenMaxSteps+1 of them
 //
 // A long transaction holds xmin while the log grows: once a read's proof was
-// past its bounds, so is that of every later read with the same xmin, and
-// reads skip it until xmin moves on.
+// past its bounds, that of a later read with the same xmin almost always is
+// too (the ids from xmin to the head only grow), so reads skip it until xmin
+// moves on. Skipping only ever sends a read to the primary.
 //
 // Sent only by a decision read that may run on a standby (proofSQL). Cost on
 // a primary: one function call (the recursion is empty). On a standby: one
