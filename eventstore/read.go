@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"iter"
 
@@ -134,18 +135,29 @@ func (s *Store) HeadTx(ctx context.Context, tx pgx.Tx) (cursor.Cursor, error) {
 func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) {
 	ctx, t := s.startRead(ctx, ReadOpHead, query.Query{}, db)
 	defer func() { t.endRead(ReadOpHead, err) }()
-	var snapText string
-	var c cursor.Cursor
-	pf := s.newProof(true)
-	if err := db.QueryRow(ctx, s.sql.head).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest()...)...); err != nil {
-		return cursor.Cursor{}, errf("head", err)
+	proved := s.proved(db)
+	for {
+		var snapText string
+		var c cursor.Cursor
+		pf := s.newProof(proved)
+		sql, a := s.sql.head[0], []any(nil)
+		if proved {
+			sql, a = s.sql.head[1], []any{s.proofArg()}
+		}
+		if err := db.QueryRow(ctx, sql, a...).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest()...)...); err != nil {
+			return cursor.Cursor{}, errf("head", err)
+		}
+		snap, err := cursor.ParseSnapshot(snapText)
+		if err != nil {
+			return cursor.Cursor{}, errf("head", err)
+		}
+		c.Snapshot = snap
+		if !pf.exceeded(c) {
+			return pf.cursor(c), nil
+		}
+		// Past the proof's bounds on a standby: the primary's head.
+		db, proved = s.pool, false
 	}
-	snap, err := cursor.ParseSnapshot(snapText)
-	if err != nil {
-		return cursor.Cursor{}, errf("head", err)
-	}
-	c.Snapshot = snap
-	return pf.cursor(c), nil
 }
 
 // readSQL is one statement: the snapshot and the head of the log (one row,
@@ -159,7 +171,7 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 // (internal/horizon: the least id the snapshot lists as running that is not
 // proven to run in another database): nothing can commit behind them. Its
 // header also carries the horizon and the transaction at it.
-func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, args) {
+func (s *Store) readSQL(q query.Query, opts ReadOptions, tail, proved bool) (string, args) {
 	var a args
 	// A read from the start (a decision read, ReadLast) fixes its tag items'
 	// plan, and its typed items' too with Config.TypedReadsGeneric (see
@@ -204,8 +216,8 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail bool) (string, arg
 	// tailing read's cursor is the durable point, below the horizon, which
 	// is the standby's xmin there already (internal/horizon).
 	proven, provenSQL := "", ""
-	if !tail {
-		proven, provenSQL = s.proofSQL("s.snap", "h.transaction_id")
+	if proved && !tail {
+		proven, provenSQL = s.proofSQL(true, "s.snap", a.add(s.proofArg()))
 	}
 	if tail {
 		durable = `, coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns
@@ -262,72 +274,94 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 			return
 		}
 		es.started = true
-		sql, a := s.readSQL(q, o, tail)
-		var rows pgx.Rows
-		var err error
-		if tail {
-			rows, err = horizon.Query(ctx, db, sql, a...)
-		} else {
-			rows, err = db.Query(ctx, sql, a...)
+		proved := !tail && s.proved(db)
+		for s.readOnce(ctx, db, q, o, tail, proved, es, yield) {
+			// Past the proof's bounds on a standby: the read runs again
+			// on the primary (nothing was yielded yet).
+			db, proved = s.pool, false
 		}
-		if err != nil {
-			yield(StoredEvent{}, errf("read", err))
-			return
-		}
-		defer rows.Close()
-		var (
-			snapText string
-			head     cursor.Cursor
-			n        int
-			last     StoredEvent
-			traced   = s.traceOf(ctx)
-			pf       = s.newProof(!tail)
-		)
-		// The header columns repeat on every row; scan them once.
-		hdr := []any{&snapText, &head.TransactionID, &head.Position}
-		if tail {
-			hdr = append(hdr, &es.durable.TransactionID, &es.durable.Position, &es.horizon, &es.holder.PID, &es.holder.Database)
-		}
-		first, rest := rowTargets(append(hdr, pf.dest()...))
-		for rows.Next() {
-			targets := rest
-			if n == 0 {
-				targets = first
-			}
-			ev, ok, err := scanEventRow(rows, targets...)
-			if err != nil {
-				yield(StoredEvent{}, errf("read", err))
-				return
-			}
-			n++
-			if !ok { // no matching event: the header row alone
-				break
-			}
-			last = ev
-			traced.addEvents(1)
-			if !yield(ev, nil) {
-				return
-			}
-		}
-		if err := rows.Err(); err != nil {
-			yield(StoredEvent{}, errf("read", err))
-			return
-		}
-		snap, err := cursor.ParseSnapshot(snapText)
-		if err != nil {
-			yield(StoredEvent{}, errf("read", err))
-			return
-		}
-		head.Snapshot = snap
-		es.head = pf.cursor(head)
-		es.cursor = es.head
-		if o.Limit > 0 && n >= o.Limit && !o.Backwards && last.Position != 0 {
-			// Stopped by the limit: seen only up to the last event returned.
-			es.cursor = pf.cursor(cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: snap})
-		}
-		es.done = true
 	}
 	return es
+}
+
+// readOnce runs readMode's statement on db and yields its events; again
+// reports that the read's proof is past its bounds (proof.exceeded), found
+// on the first row, before any event was yielded: the read must run again
+// on the primary.
+func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOptions, tail, proved bool,
+	es *Events, yield func(StoredEvent, error) bool) (again bool) {
+	sql, a := s.readSQL(q, o, tail, proved)
+	var rows pgx.Rows
+	var err error
+	if tail {
+		rows, err = horizon.Query(ctx, db, sql, a...)
+	} else {
+		rows, err = db.Query(ctx, sql, a...)
+	}
+	if err != nil {
+		yield(StoredEvent{}, errf("read", err))
+		return false
+	}
+	defer rows.Close()
+	var (
+		snapText string
+		head     cursor.Cursor
+		n        int
+		last     StoredEvent
+		traced   = s.traceOf(ctx)
+		pf       = s.newProof(proved)
+	)
+	// The header columns repeat on every row; scan them once.
+	hdr := []any{&snapText, &head.TransactionID, &head.Position}
+	if tail {
+		hdr = append(hdr, &es.durable.TransactionID, &es.durable.Position, &es.horizon, &es.holder.PID, &es.holder.Database)
+	}
+	first, rest := rowTargets(append(hdr, pf.dest()...))
+	for rows.Next() {
+		targets := rest
+		if n == 0 {
+			targets = first
+		}
+		ev, ok, err := scanEventRow(rows, targets...)
+		if err != nil {
+			yield(StoredEvent{}, errf("read", err))
+			return false
+		}
+		if n == 0 {
+			if head.Snapshot, err = cursor.ParseSnapshot(snapText); err != nil {
+				yield(StoredEvent{}, errf("read", err))
+				return false
+			}
+			if pf.exceeded(head) {
+				return true
+			}
+		}
+		n++
+		if !ok { // no matching event: the header row alone
+			break
+		}
+		last = ev
+		traced.addEvents(1)
+		if !yield(ev, nil) {
+			return false
+		}
+	}
+	if err := rows.Err(); err != nil {
+		yield(StoredEvent{}, errf("read", err))
+		return false
+	}
+	if head.Snapshot == nil {
+		yield(StoredEvent{}, errf("read", errors.New("no header row")))
+		return false
+	}
+	es.head = pf.cursor(head)
+	es.cursor = es.head
+	if o.Limit > 0 && n >= o.Limit && !o.Backwards && last.Position != 0 {
+		// Stopped by the limit: seen only up to the last event returned.
+		es.cursor = pf.cursor(cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: head.Snapshot})
+	}
+	es.done = true
+	return false
 }
 
 // rowTargets returns the scan targets of a read's rows, built once per read:

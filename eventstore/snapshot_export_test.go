@@ -10,6 +10,6 @@ func WaitSnapshotWrites(s *Store) { s.waitSnapshotWrites() }
 
 // SnapshotReadSQL exposes the snapshot read's statement.
 func SnapshotReadSQL(s *Store, q query.Query, after cursor.Cursor) (string, []any) {
-	sql, a := s.snapshotReadSQL(q, after)
+	sql, a := s.snapshotReadSQL(q, after, s.proved(nil))
 	return sql, a
 }

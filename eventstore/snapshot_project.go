@@ -150,7 +150,12 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []Proj
 		}
 	}
 	every := s.snapshotEvery()
-	c, writes, stale, err := s.foldFrom(ctx, db, union, queries, projectors, entryOf, entries, after, every, o.save)
+	c, writes, stale, err := s.foldFrom(ctx, db, s.proved(db), union, queries, projectors, entryOf, entries, after, every, o.save)
+	if errors.Is(err, errProofExceeded) {
+		// Past the standby proof's bounds (nothing was folded): the read
+		// runs again on the primary.
+		c, writes, stale, err = s.foldFrom(ctx, s.pool, false, union, queries, projectors, entryOf, entries, after, every, o.save)
+	}
 	if err != nil {
 		return appendif.Condition{}, err
 	}
@@ -205,13 +210,16 @@ func restore(entries []*snapEntry) error {
 // with, in its header, the durable point (the last event of the log below the
 // horizon, as a tailing read finds it: internal/horizon) and the retention
 // epoch.
-func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, args) {
+func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor, proved bool) (string, args) {
 	var a args
 	where := whereQuery(q, &a)
 	if !after.IsStart() {
 		where += " AND " + whereNotSeen(after, &a)
 	}
-	proven, provenSQL := s.proofSQL("s.snap", "h.transaction_id")
+	proven, provenSQL := "", ""
+	if proved {
+		proven, provenSQL = s.proofSQL(true, "s.snap", a.add(s.proofArg()))
+	}
 	return `SELECT s.snap::text, s.epoch, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
 			coalesce(d.transaction_id, '0'), coalesce(d.position, 0)` + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap,
@@ -229,10 +237,12 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor) (string, arg
 // foldFrom reads the union after the cursor and folds each event into every
 // projector whose query matches it and whose starting point it is after. At
 // the durable point it captures the states to write. stale reports that a
-// loaded snapshot's epoch is not the read's (nothing was folded then).
-func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, queries []query.Query, projectors []Projector,
+// loaded snapshot's epoch is not the read's (nothing was folded then). It
+// returns errProofExceeded, having folded nothing, when the read is proved
+// and its proof is past its bounds (proof.exceeded).
+func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.Query, queries []query.Query, projectors []Projector,
 	entryOf []*snapEntry, entries []*snapEntry, after cursor.Cursor, every int, save bool) (c cursor.Cursor, writes []*snapshotWrite, stale bool, err error) {
-	sql, a := s.snapshotReadSQL(union, after)
+	sql, a := s.snapshotReadSQL(union, after, proved)
 	rows, err := horizon.Query(ctx, db, sql, a...)
 	if err != nil {
 		return c, nil, false, errf("project", err)
@@ -246,7 +256,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 		passedDurable  bool
 		captureFailure error
 		traced         = s.traceOf(ctx)
-		pf             = s.newProof(true)
+		pf             = s.newProof(proved)
 	)
 	capture := func() {
 		passedDurable = true
@@ -286,6 +296,12 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 					return c, nil, true, nil
 				}
 			}
+			if head.Snapshot, err = cursor.ParseSnapshot(snapText); err != nil {
+				return c, nil, false, errf("project", err)
+			}
+			if pf.exceeded(head) {
+				return c, nil, false, errProofExceeded
+			}
 		}
 		n++
 		if !ok {
@@ -316,11 +332,9 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, union query.Query, querie
 	if !passedDurable {
 		capture()
 	}
-	snap, err := cursor.ParseSnapshot(snapText)
-	if err != nil {
-		return c, nil, false, errf("project", err)
+	if head.Snapshot == nil {
+		return c, nil, false, errf("project", errors.New("no header row"))
 	}
-	head.Snapshot = snap
 	head = pf.cursor(head)
 	if captureFailure != nil {
 		if save {

@@ -12,8 +12,8 @@ import (
 // statements are the store's fixed SQL texts, rendered once for its schema.
 type statements struct {
 	appendEvents string
-	head         string
-	events       string // "<schema>.events"
+	head         [2]string // headSQL without and with the standby proof
+	events       string    // "<schema>.events"
 	eventCols    string
 
 	// The three append statements with their prepared names and parameter
@@ -67,7 +67,7 @@ func newStatements(schema string) statements {
 			$7::bigint[], $8::boolean[],
 			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
 			$14::xid8, $15::bigint, $16::text::pg_snapshot)`,
-		// head: Store.headSQL (it depends on Config.ReadPool).
+		// head: Store.headSQL.
 		events:    schema + ".events",
 		eventCols: eventColumns,
 	}
@@ -79,10 +79,10 @@ func newStatements(schema string) statements {
 
 // headSQL is Head's statement: the last event in log order, a backward scan
 // of events_log_order, one row, in the same statement (same snapshot) as
-// pg_current_snapshot(); with a read pool, with what a standby can prove
-// (proofSQL).
-func (s *Store) headSQL() string {
-	proven, join := s.proofSQL("s.snap", "h.transaction_id")
+// pg_current_snapshot(); when proved, with what a standby can prove
+// (proofSQL, parameter $1 Store.proofArg).
+func (s *Store) headSQL(proved bool) string {
+	proven, join := s.proofSQL(proved, "s.snap", "$1")
 	return `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)` + proven + `
 			FROM (SELECT pg_current_snapshot() AS snap) s
 			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `

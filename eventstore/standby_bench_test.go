@@ -9,10 +9,12 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
 	appendif "github.com/pgdcb/pgdcb/append"
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/query"
@@ -67,6 +69,116 @@ func BenchmarkStandbyDecision(b *testing.B) {
 			b.StopTimer()
 			b.ReportMetric((after-before)/float64(b.N), "primary-cpu-us/decision")
 			b.ReportMetric(float64(conflicts)/float64(b.N), "conflicts/decision")
+		})
+	}
+}
+
+// BenchmarkStandbyProof measures a decision read on the standby (a ReadAll of
+// one entity's 10 events) behind a transaction held open on the primary,
+// with gaps ids spent since without events (one committed transaction of
+// subtransactions), or txs transactions that wrote events: the read's time
+// (ns/op), as a ratio to the same read without a held transaction in the
+// same run (x-no-gaps), and the ids its cursor lists as in progress
+// (xip/read: the gaps on the standby; the primary's few when the read ran
+// on the primary, past the proof's bounds: gaps=100000 and txs=101, where
+// the first read runs the proof and the others skip it). The appendif rows
+// time an AppendIf after such a cursor (its check probes every id listed).
+//
+//	go test -run '^$' -bench StandbyProof -benchtime 200x ./eventstore/
+func BenchmarkStandbyProof(b *testing.B) {
+	pair := pgtest.StandbyPair(b)
+	ctx := context.Background()
+	onPrimary, onStandby, pp, sp := standbyStores(b, pair, &eventstore.Config{NotifyDisabled: true})
+	const entities, history = 50, 10
+	var seed []eventstore.Event
+	for e := range entities {
+		for h := range history {
+			seed = append(seed, eventstore.MustEvent("Changed", h, fmt.Sprintf("entity=e%d", e)))
+		}
+	}
+	_, err := onPrimary.Append(ctx, seed)
+	require.NoError(b, err)
+	var base float64 // ns per read without a held transaction
+	cases := []struct {
+		name      string
+		gaps, txs int
+	}{{"gaps=0", 0, 0}, {"gaps=10", 10, 0}, {"gaps=1000", 1000, 0}, {"gaps=1900", 1900, 0}, {"gaps=100000", 100000, 0},
+		{"txs=98", 0, 98}, {"txs=101", 0, 101}}
+	none := query.Tagged(nil, "entity=none")
+	var curs []cursor.Cursor
+	for _, c := range cases {
+		var held *pgtest.HeldXID
+		if c.name != "gaps=0" {
+			held = pgtest.HoldXID(b, pair.Primary.DSN())
+			// The held id and the spending transaction's own are gaps too.
+			if c.gaps > 2 {
+				spendXIDs(b, pp, onPrimary.Schema(), c.gaps-2)
+			}
+			for i := range c.txs {
+				_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o1")})
+				require.NoError(b, err)
+			}
+		}
+		_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Changed", "head", "entity=e0")})
+		require.NoError(b, err)
+		require.NoError(b, pair.Sync(ctx))
+		var gaps int64
+		require.NoError(b, sp.QueryRow(ctx, `SELECT h - x + 1 - (SELECT count(DISTINCT transaction_id) FROM `+
+			pgx.Identifier{onStandby.Schema(), "events"}.Sanitize()+` WHERE transaction_id::text::bigint >= x)
+			FROM (SELECT pg_snapshot_xmin(pg_current_snapshot())::text::bigint AS x,
+				(SELECT max(transaction_id)::text::bigint FROM `+pgx.Identifier{onStandby.Schema(), "events"}.Sanitize()+`) AS h) v`).
+			Scan(&gaps))
+		b.Run(c.name, func(b *testing.B) {
+			xip := 0
+			b.ResetTimer()
+			for i := range b.N {
+				_, cur, err := onStandby.ReadAll(ctx, query.Tagged(nil, fmt.Sprintf("entity=e%d", i%entities)), nil)
+				if err != nil {
+					b.Fatal(err)
+				}
+				xip += len(cur.Snapshot.Xip)
+			}
+			b.StopTimer()
+			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if c.name == "gaps=0" {
+				base = per
+			}
+			if base > 0 {
+				b.ReportMetric(per/base, "x-no-gaps")
+			}
+			b.ReportMetric(float64(max(gaps, 0)), "gaps")
+			b.ReportMetric(float64(xip)/float64(b.N), "xip/read")
+		})
+		// A cursor of such a read, for the AppendIf rows below.
+		_, cur, err := onStandby.ReadAll(ctx, none, nil)
+		require.NoError(b, err)
+		curs = append(curs, cur)
+		if held != nil {
+			held.Release()
+		}
+	}
+	// The check of an AppendIf after each case's cursor, on the primary (a
+	// condition nothing matches, an event it does not match), once the held
+	// transactions ended: appendif-x-no-gaps is its time as a ratio to that
+	// after the cursor of the read without a held transaction.
+	var baseAppend float64
+	for k, c := range cases {
+		cur := curs[k]
+		b.Run("appendif/"+c.name, func(b *testing.B) {
+			for i := range b.N {
+				_, err := onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o2")}, appendif.FailIf(none, &cur))
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			per := float64(b.Elapsed().Nanoseconds()) / float64(b.N)
+			if k == 0 {
+				baseAppend = per
+			}
+			if baseAppend > 0 {
+				b.ReportMetric(per/baseAppend, "x-no-gaps")
+			}
+			b.ReportMetric(float64(len(cur.Snapshot.Xip)), "xip")
 		})
 	}
 }

@@ -189,6 +189,11 @@ type Store struct {
 
 	snap snapshotState // decision snapshots (snapshot.go)
 
+	// proofPast is the standby xmin of the last decision read whose proof
+	// was past its bounds (0: none): reads whose xmin is not above it skip
+	// the proof and run on the primary (standby.go).
+	proofPast atomic.Uint64
+
 	settleCount settleCounters // settle.go
 
 	bg bgWork // background goroutines, for Close (close.go)
@@ -217,7 +222,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	s.listenK1, s.listenK2 = ListenerLockKey(c.Schema)
 	s.born = time.Now()
 	s.sql = newStatements(q)
-	s.sql.head = s.headSQL()
+	s.sql.head = [2]string{s.headSQL(false), s.headSQL(true)}
 	pc := pool.Config()
 	s.wire = newWireConfig(pc.ConnConfig)
 	s.maxConns = int(pc.MaxConns)
