@@ -18,13 +18,10 @@
 // Every message carries a stable id, "<schema>-<position>", so a broker that
 // deduplicates (NATS JetStream's Nats-Msg-Id, within the stream's duplicates
 // window) drops what a retry or a restarted relay delivers again. The
-// JetStreamPublisher also reconciles with the stream: before sending a batch
-// that may have been delivered already (after a start, a failure, a
-// reconnect, a new leader) it reads the last message of each subject and
-// skips what the stream holds, so redeliveries do not reach the stream
-// however long after the window they come. It rides out a broker restart
-// within one Publish call: a lost connection ends the wait for acks at once,
-// and sending resumes as soon as the client has reconnected.
+// publisher for NATS JetStream, package jspublisher, is a module of its own
+// (github.com/pgdcb/pgdcb/outbox/jspublisher: only its importers download
+// the NATS client); it also reconciles with the stream, so redeliveries do
+// not reach the stream however long after the window they come.
 //
 // docs/OUTBOX.md describes the delivery guarantee, reconciliation and what an
 // operator watches.
