@@ -3,8 +3,9 @@
 // only after the broker acknowledged.
 //
 // Make a Relay with outbox.New(store, topic, "nats", publisher, nil), the
-// publisher usually a JetStreamPublisher (NewJetStreamPublisher), and call
-// Run(ctx) in a goroutine.
+// publisher usually NATS JetStream's (jspublisher.New, in the module
+// github.com/pgdcb/pgdcb/outbox/jspublisher), and call Run(ctx) in a
+// goroutine.
 //
 // A Relay is a projection (package projection) whose handler publishes: it
 // inherits leader election (one relay per topic and publisher delivers at a
@@ -18,10 +19,10 @@
 // Every message carries a stable id, "<schema>-<position>", so a broker that
 // deduplicates (NATS JetStream's Nats-Msg-Id, within the stream's duplicates
 // window) drops what a retry or a restarted relay delivers again. The
-// publisher for NATS JetStream, package jspublisher, is a module of its own
-// (github.com/pgdcb/pgdcb/outbox/jspublisher: only its importers download
-// the NATS client); it also reconciles with the stream, so redeliveries do
-// not reach the stream however long after the window they come.
+// JetStream publisher, a module of its own so that only its importers
+// download the NATS client, also reconciles with the stream, so
+// redeliveries do not reach the stream however long after the window they
+// come.
 //
 // docs/OUTBOX.md describes the delivery guarantee, reconciliation and what an
 // operator watches.
