@@ -17,16 +17,21 @@ STATICCHECK := $(TOOLBIN)/staticcheck-$(STATICCHECK_VERSION)
 GOLANGCI_LINT_VERSION := v2.15.0
 GOLANGCI_LINT := $(TOOLBIN)/golangci-lint-$(GOLANGCI_LINT_VERSION)
 TESTFLAGS   ?= -race -count=1 -timeout 15m
+# The modules: the core and the nested modules of the optional parts, each
+# with a go.mod of its own (replace => this checkout), so that the core's
+# go.mod requires none of their libraries. vet, staticcheck, depguard, the
+# tidy check and the tests run in each; gofmt runs over the tree.
+MODULES     := . pgdcbprom pgdcbotel outbox/jspublisher pgdcbtest/docker
 
 .DEFAULT_GOAL := test
 # The steps of test and lint run in order, even under make -j.
 .NOTPARALLEL:
-.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck depguard pg-check gotest faults soak-standby demo bench bench-quick bench-go explain schema
+.PHONY: test lint fmt-check tidy-check migrations-check vet staticcheck depguard pg-check gotest gotest-modules faults soak-standby demo bench bench-quick bench-go explain schema
 
-## test: gofmt check, go vet, staticcheck, a PostgreSQL found, then the race-enabled tests (and the store's again with group commit off)
-test: lint pg-check gotest
+## test: gofmt check, go vet, staticcheck, a PostgreSQL found, then the race-enabled tests of every module (and the store's again with group commit off)
+test: lint gotest
 
-## lint: gofmt check, a tidy module, go vet, staticcheck and depguard (golangci-lint), no tests
+## lint: gofmt check, tidy modules, go vet, staticcheck and depguard (golangci-lint) in every module, no tests
 lint: fmt-check tidy-check migrations-check vet staticcheck depguard
 
 migrations-check:
@@ -39,8 +44,10 @@ schema:
 	@$(GO) generate ./sql
 
 tidy-check:
-	@echo "==> go mod tidy -diff"
-	@$(GO) mod tidy -diff >/dev/null || { echo "go.mod/go.sum are not tidy: run 'go mod tidy'"; $(GO) mod tidy -diff; exit 1; }
+	@for m in $(MODULES); do \
+		echo "==> go mod tidy -diff (in $$m)"; \
+		(cd $$m && $(GO) mod tidy -diff >/dev/null) || { echo "$$m: go.mod/go.sum are not tidy: run 'go mod tidy' there"; (cd $$m && $(GO) mod tidy -diff); exit 1; }; \
+	done
 
 fmt-check:
 	@echo "==> gofmt -l ."
@@ -48,8 +55,7 @@ fmt-check:
 	if [ -n "$$out" ]; then echo "gofmt: these files need formatting:"; echo "$$out"; exit 1; fi
 
 vet:
-	@echo "==> go vet ./..."
-	@$(GO) vet ./...
+	@for m in $(MODULES); do echo "==> go vet ./... (in $$m)"; (cd $$m && $(GO) vet ./...) || exit 1; done
 
 # go install into a scratch directory inside bin/, then one rename: an
 # interrupted install leaves no half-written binary under the final name, and
@@ -62,8 +68,7 @@ $(STATICCHECK):
 	mv "$$tmp/staticcheck" "$(STATICCHECK)"
 
 staticcheck: | $(STATICCHECK)
-	@echo "==> staticcheck ./..."
-	@$(STATICCHECK) ./...
+	@for m in $(MODULES); do echo "==> staticcheck ./... (in $$m)"; (cd $$m && $(STATICCHECK) ./...) || exit 1; done
 
 # Installed like staticcheck: go install of the pinned module version through
 # the module proxy, into a scratch directory, then renamed.
@@ -75,28 +80,28 @@ $(GOLANGCI_LINT):
 	mv "$$tmp/golangci-lint" "$(GOLANGCI_LINT)"
 
 depguard: | $(GOLANGCI_LINT)
-	@echo "==> golangci-lint run ./... (depguard: the observability boundary, .golangci.yml)"
-	@$(GOLANGCI_LINT) run ./...
+	@for m in $(MODULES); do \
+		echo "==> golangci-lint run ./... (in $$m; depguard: the observability boundary, .golangci.yml)"; \
+		(cd $$m && $(GOLANGCI_LINT) run --config "$(CURDIR)/.golangci.yml" ./...) || exit 1; \
+	done
 
-# pg-check finds the tests' PostgreSQL once (internal/pgtest: the URL in
-# PGDCB_TEST_DATABASE_URL, else a server on 127.0.0.1:5432 or the unix socket,
-# else a throwaway cluster from local binaries, else testcontainers) and, when
-# there is none, stops with what was tried and what is missing, instead of
-# every package failing with it.
+# pg-check finds the tests' PostgreSQL once, as gotest does (.ci/with-test-server:
+# PGDCB_TEST_DATABASE_URL, else a server on 127.0.0.1:5432 or the unix
+# socket, else a throwaway cluster from local binaries, else a container
+# through the module pgdcbtest/docker where Docker answers) and, when there
+# is none, stops with what was tried and what is missing.
 pg-check:
-	@echo "==> a PostgreSQL server for the tests (docs/TESTING.md)"
-	@out="$$($(GO) test -count=1 -run '^TestMainExportsDSN$$' ./internal/pgtest/ 2>&1)" || { \
-		echo "$$out" | grep -v -E '^(FAIL|ok)([[:space:]]|$$)'; \
-		echo "make test needs PostgreSQL 15+: set PGDCB_TEST_DATABASE_URL, start a server on 127.0.0.1:5432"; \
-		echo "(user postgres, trust), or install the PostgreSQL server binaries (initdb, postgres) for a"; \
-		echo "throwaway cluster; see docs/TESTING.md. NATS on 127.0.0.1:4222 is needed by the outbox tests."; \
-		exit 1; }
+	@GO="$(GO)" ./.ci/with-test-server true
 
-# Group commit is on by default; the store and the executor are also tested
-# on the per-call path (PGDCB_TEST_GROUP_COMMIT=0 sets GroupCommitDisabled).
+# Every module's tests, run with the server .ci/with-test-server found (a
+# container lives until they end). Group commit is on by default; the store
+# and the executor are also tested on the per-call path
+# (PGDCB_TEST_GROUP_COMMIT=0 sets GroupCommitDisabled).
 gotest:
-	@echo "==> go test $(TESTFLAGS) ./..."
-	@$(GO) test $(TESTFLAGS) ./...
+	@GO="$(GO)" ./.ci/with-test-server $(MAKE) --no-print-directory gotest-modules
+
+gotest-modules:
+	@for m in $(MODULES); do echo "==> go test $(TESTFLAGS) ./... (in $$m)"; (cd $$m && $(GO) test $(TESTFLAGS) ./...) || exit 1; done
 	@echo "==> PGDCB_TEST_GROUP_COMMIT=0 go test $(TESTFLAGS) ./eventstore/ ./commands/ (group commit off)"
 	@PGDCB_TEST_GROUP_COMMIT=0 $(GO) test $(TESTFLAGS) ./eventstore/ ./commands/
 

@@ -26,7 +26,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb/internal/pgserver"
-	_ "github.com/pgdcb/pgdcb/pgdcbtest/docker" // a container when no server is found and Docker answers
 )
 
 type options struct {

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	pgdcb "github.com/pgdcb/pgdcb"
@@ -18,7 +17,6 @@ import (
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
-	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -399,50 +397,4 @@ func TestRegisteredHandlers(t *testing.T) {
 	rec, err := ex.Command(ctx, out.CommandID)
 	require.NoError(t, err)
 	require.JSONEq(t, `{}`, string(rec.Data))
-}
-
-func TestMetrics(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	m := pgdcbprom.NewCommandsMetrics()
-	ex, s := newExecutor(t, &commands.Config{MaxAttempts: 2, RetryMin: 1, RetryMax: 1, Tracer: m})
-	id := uuid.New()
-	c := cmd("Increment", increment("a", 1))
-	c.ID = id
-	_, err := ex.Execute(ctx, c)
-	require.NoError(t, err)
-	_, err = ex.Execute(ctx, c) // duplicate
-	require.NoError(t, err)
-	_, err = ex.Execute(ctx, cmd("Increment", increment("a", 1))) // rejected
-	require.Error(t, err)
-	var calls atomic.Int32
-	_, err = ex.Execute(ctx, cmd("Increment", conflicting(s, "b", func(int) bool { return true }, &calls)))
-	require.Error(t, err)
-
-	reg := prometheus.NewRegistry()
-	for _, c := range m.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	got := map[string]float64{}
-	series := map[string]int{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			series[mf.GetName()]++
-			switch {
-			case m.GetCounter() != nil:
-				got[mf.GetName()] += m.GetCounter().GetValue()
-			case m.GetHistogram() != nil:
-				got[mf.GetName()] += float64(m.GetHistogram().GetSampleCount())
-			}
-		}
-	}
-	require.InDelta(t, 1, got["pgdcb_commands_executed_total"], 0)
-	require.InDelta(t, 2, got["pgdcb_commands_failed_total"], 0) // one rejected, one conflict
-	require.Equal(t, 2, series["pgdcb_commands_failed_total"])
-	require.InDelta(t, 1, got["pgdcb_commands_retried_total"], 0) // MaxAttempts 2: one retry
-	require.InDelta(t, 1, got["pgdcb_commands_idempotent_total"], 0)
-	require.InDelta(t, 3, got["pgdcb_commands_attempts"], 0) // executed, rejected, exhausted
-	require.InDelta(t, 4, got["pgdcb_commands_duration_seconds"], 0)
 }

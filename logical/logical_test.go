@@ -4,12 +4,12 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -17,9 +17,9 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/logical"
-	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
 )
 
 // deadline bounds every wait for observable state: the machine is shared and
@@ -649,11 +649,9 @@ func TestPauseAndHandlerFailureResumeExactlyOnce(t *testing.T) {
 // write is then due, and the metric used to come only with one).
 func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 	store, _ := newStore(t)
-	m := pgdcbprom.NewReaderMetrics()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.Collectors()...)
+	slots := &slotSeen{}
 	cfg := projConfig()
-	cfg.Tracer = m
+	cfg.Tracer = slots
 	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil }, cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
@@ -665,16 +663,26 @@ func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 			time.Sleep(5 * time.Millisecond)
 		}
 	}()
-	require.Eventually(t, func() bool {
-		fams, err := reg.Gather()
-		require.NoError(t, err)
-		for _, f := range fams {
-			if f.GetName() == "pgdcb_reader_slot_retained_wal_bytes" && len(f.GetMetric()) == 1 {
-				return true
-			}
-		}
-		return false
-	}, deadline, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return slots.seen("p") }, deadline, 20*time.Millisecond)
 	cancel()
 	<-appending
 }
+
+// slotSeen is a subscription.StatusTracer recording the readers whose
+// replication slot state it was given (what pgdcbprom.NewReaderMetrics shows
+// as pgdcb_reader_slot_retained_wal_bytes).
+type slotSeen struct{ names sync.Map }
+
+func (*slotSeen) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+	return ctx
+}
+func (*slotSeen) TraceBatchEnd(context.Context, subscription.TraceBatchEndData) {}
+func (*slotSeen) TraceReaderError(context.Context, string, error)               {}
+func (*slotSeen) TraceLag(context.Context, string, subscription.Lag)            {}
+func (*slotSeen) TraceLeader(context.Context, string, bool)                     {}
+func (*slotSeen) TraceFailed(context.Context, string, bool)                     {}
+func (s *slotSeen) TraceSlot(_ context.Context, name string, _ subscription.SlotStatus) {
+	s.names.Store(name, true)
+}
+
+func (s *slotSeen) seen(name string) bool { _, ok := s.names.Load(name); return ok }

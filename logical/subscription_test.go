@@ -8,14 +8,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/logical"
-	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -140,11 +138,9 @@ func TestSubscriptionLogicalModeIsExplicit(t *testing.T) {
 func TestSubscriptionLogicalSlotMetric(t *testing.T) {
 	store, _ := newStore(t)
 	useSlot(store, "m")
-	m := pgdcbprom.NewReaderMetrics()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.Collectors()...)
+	slots := &slotSeen{}
 	sub, err := subscription.New(store, query.All(), &subscription.Config{Name: "m", Logical: &logical.Config{},
-		PollInterval: 50 * time.Millisecond, Tracer: m})
+		PollInterval: 50 * time.Millisecond, Tracer: slots})
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -156,15 +152,5 @@ func TestSubscriptionLogicalSlotMetric(t *testing.T) {
 		require.ErrorIs(t, <-done, context.Canceled)
 	}()
 	appendN(t, store, 1)
-	require.Eventually(t, func() bool {
-		fams, err := reg.Gather()
-		require.NoError(t, err)
-		for _, f := range fams {
-			if f.GetName() == "pgdcb_reader_slot_retained_wal_bytes" && len(f.GetMetric()) == 1 &&
-				f.GetMetric()[0].GetLabel()[0].GetValue() == "m" {
-				return true
-			}
-		}
-		return false
-	}, deadline, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return slots.seen("m") }, deadline, 20*time.Millisecond)
 }

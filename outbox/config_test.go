@@ -8,10 +8,25 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
+
+func TestMain(m *testing.M) { pgtest.Main(m) }
+
+// The relay's tests that publish to NATS JetStream live with the publisher,
+// in the module outbox/jspublisher.
+
+// newStore returns a store in a fresh schema, dropped when the test ends.
+func newStore(t testing.TB) *eventstore.Store {
+	t.Helper()
+	s, _ := teststore.New(t, nil)
+	return s
+}
 
 func TestNewRefusesNegativeConfig(t *testing.T) {
 	t.Parallel()
@@ -41,27 +56,5 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		})
 	}
 	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: outbox.RetryForever}})
-	require.NoError(t, err)
-}
-
-func TestNewJetStreamPublisherRefusesNegativeConfig(t *testing.T) {
-	t.Parallel()
-	js, _, _ := testStream(t)
-	for _, c := range []struct {
-		field string
-		cfg   outbox.JetStreamConfig
-	}{
-		{"MaxInFlight", outbox.JetStreamConfig{MaxInFlight: -1}},
-		{"AckTimeout", outbox.JetStreamConfig{AckTimeout: -time.Second}},
-	} {
-		t.Run(c.field, func(t *testing.T) {
-			_, err := outbox.NewJetStreamPublisher(js, &c.cfg)
-			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, c.field)
-			var ia *pgdcb.InvalidArgumentError
-			require.ErrorAs(t, err, &ia)
-			require.Equal(t, "Config."+c.field, ia.Name)
-		})
-	}
-	_, err := outbox.NewJetStreamPublisher(js, nil)
 	require.NoError(t, err)
 }

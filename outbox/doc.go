@@ -3,8 +3,9 @@
 // only after the broker acknowledged.
 //
 // Make a Relay with outbox.New(store, topic, "nats", publisher, nil), the
-// publisher usually a JetStreamPublisher (NewJetStreamPublisher), and call
-// Run(ctx) in a goroutine.
+// publisher usually NATS JetStream's (jspublisher.New, in the module
+// github.com/pgdcb/pgdcb/outbox/jspublisher), and call Run(ctx) in a
+// goroutine.
 //
 // A Relay is a projection (package projection) whose handler publishes: it
 // inherits leader election (one relay per topic and publisher delivers at a
@@ -18,13 +19,10 @@
 // Every message carries a stable id, "<schema>-<position>", so a broker that
 // deduplicates (NATS JetStream's Nats-Msg-Id, within the stream's duplicates
 // window) drops what a retry or a restarted relay delivers again. The
-// JetStreamPublisher also reconciles with the stream: before sending a batch
-// that may have been delivered already (after a start, a failure, a
-// reconnect, a new leader) it reads the last message of each subject and
-// skips what the stream holds, so redeliveries do not reach the stream
-// however long after the window they come. It rides out a broker restart
-// within one Publish call: a lost connection ends the wait for acks at once,
-// and sending resumes as soon as the client has reconnected.
+// JetStream publisher, a module of its own so that only its importers
+// download the NATS client, also reconciles with the stream, so
+// redeliveries do not reach the stream however long after the window they
+// come.
 //
 // docs/OUTBOX.md describes the delivery guarantee, reconciliation and what an
 // operator watches.

@@ -16,6 +16,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
+	"github.com/pgdcb/pgdcb/internal/relayterm"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -185,7 +186,7 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		for i, ev := range evs {
 			msgs[i] = Message{ID: prefix + strconv.FormatInt(ev.Position, 10), Topic: topic.Name, Event: ev}
 		}
-		ctx, cancel := context.WithTimeout(context.WithValue(ctx, termKey{}, r.termOf(tx)), c.PublishTimeout)
+		ctx, cancel := context.WithTimeout(relayterm.With(ctx, r.termOf(tx)), c.PublishTimeout)
 		defer cancel()
 		start := time.Now()
 		r.delivery.begin(start)
@@ -220,7 +221,7 @@ func (r *Relay) termOf(tx pgx.Tx) uint64 {
 	r.termMu.Lock()
 	defer r.termMu.Unlock()
 	if c := tx.Conn(); c != r.termConn || r.term == 0 {
-		r.termConn, r.term = c, newTerm()
+		r.termConn, r.term = c, relayterm.New()
 	}
 	return r.term
 }
@@ -246,7 +247,7 @@ func (r *Relay) Pause(ctx context.Context) error { return r.runner.Pause(ctx) }
 func (r *Relay) Resume(ctx context.Context) error { return r.runner.Resume(ctx) }
 
 // Reset rewinds the relay to the start of the log: every event of the topic is
-// delivered again, except, through a JetStreamPublisher, those its stream
+// delivered again, except, through a jspublisher.Publisher, those its stream
 // still holds (reconciliation); other deduplicating brokers drop those still
 // inside their duplicates window.
 func (r *Relay) Reset(ctx context.Context) error { return r.runner.Reset(ctx) }

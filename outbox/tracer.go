@@ -6,8 +6,8 @@ import (
 	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
 )
 
-// The relay's hooks (package outboxtrace, kept apart so that tracers do not
-// import the NATS client). Config.DeliveryTracer takes a Tracer.
+// The relay's hooks (declared in package outboxtrace, which the adapters
+// implement). Config.DeliveryTracer takes a Tracer.
 type (
 	// Tracer observes a relay's deliveries to its publisher: see
 	// outboxtrace.Tracer.

@@ -15,8 +15,9 @@
 // the PGDCB_TEST_DATABASE_URL environment variable, else a server on
 // 127.0.0.1:5432, else a throwaway cluster started from local PostgreSQL
 // binaries, else a container when a Docker engine answers and the test
-// binary imports package pgdcbtest/docker (testcontainers-go and its fifty
-// modules stay out of your go.mod until you do):
+// binary imports package pgdcbtest/docker, a module of its own
+// (testcontainers-go and its fifty modules stay out of your go.mod until
+// you require it):
 //
 //	import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker"
 //

@@ -6,13 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/teststore"
-	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -20,7 +18,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 
 // newStore returns a runstore in a fresh schema (the core's migrations and
 // runstore's), dropped when the test ends. Unless cfg sets a Tracer, its
-// Tracer is a pgdcbprom.RunstoreMetrics, whose collectors collectors returns.
+// Tracer is a runCounts, which registry reads.
 func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 	t.Helper()
 	es, pool := teststore.New(t, nil)
@@ -30,23 +28,103 @@ func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 	if cfg != nil {
 		c = *cfg
 	}
-	m := pgdcbprom.NewRunstoreMetrics()
+	m := &runCounts{resyncs: map[string]float64{}}
 	if c.Tracer == nil {
 		c.Tracer = m
 	}
 	s, err := runstore.New(es, &c)
 	require.NoError(t, err)
-	storeMetrics.Store(s, m)
+	storeCounts.Store(s, m)
 	return s
 }
 
-// storeMetrics maps each store newStore made to its metrics.
-var storeMetrics sync.Map // *runstore.Store -> *pgdcbprom.RunstoreMetrics
+// storeCounts maps each store newStore made to its counts.
+var storeCounts sync.Map // *runstore.Store -> *runCounts
 
-// collectors returns the Prometheus collectors of a store newStore made.
-func collectors(s *runstore.Store) []prometheus.Collector {
-	m, _ := storeMetrics.Load(s)
-	return m.(*pgdcbprom.RunstoreMetrics).Collectors(s)
+// runCounts is a runstore.Tracer and ProjectorTracer counting what
+// pgdcbprom.NewRunstoreMetrics counts (the pgdcbprom module's tests check
+// the Prometheus side).
+type runCounts struct {
+	mu        sync.Mutex
+	projected float64
+	resyncs   map[string]float64 // by trigger
+}
+
+func (*runCounts) TraceRunAppendStart(ctx context.Context, _ runstore.TraceRunAppendStartData) context.Context {
+	return ctx
+}
+func (*runCounts) TraceRunAppendEnd(context.Context, runstore.TraceRunAppendEndData) {}
+func (*runCounts) TraceRunFetchStart(ctx context.Context, _ runstore.TraceRunFetchStartData) context.Context {
+	return ctx
+}
+func (*runCounts) TraceRunFetchEnd(context.Context, runstore.TraceRunFetchEndData) {}
+func (*runCounts) TraceSnapshotLag(context.Context, runstore.Lag)                  {}
+
+func (m *runCounts) TraceProjected(_ context.Context, events int, ahead bool) {
+	if !ahead {
+		m.mu.Lock()
+		m.projected += float64(events)
+		m.mu.Unlock()
+	}
+}
+
+func (m *runCounts) TraceResync(_ context.Context, _, trigger string) {
+	m.mu.Lock()
+	m.resyncs[trigger]++
+	m.mu.Unlock()
+}
+
+// metrics reads a store's counts, and its STALE runs as a scrape measures
+// them, under the names of pgdcbprom's metrics.
+type metrics struct {
+	rs *runstore.Store
+	c  *runCounts
+}
+
+// registry returns the metrics of a store newStore made.
+func registry(rs *runstore.Store) *metrics {
+	c, _ := storeCounts.Load(rs)
+	return &metrics{rs: rs, c: c.(*runCounts)}
+}
+
+// resyncs returns the resyncs by trigger.
+func (m *metrics) resyncs() map[string]float64 {
+	m.c.mu.Lock()
+	defer m.c.mu.Unlock()
+	out := map[string]float64{}
+	for k, v := range m.c.resyncs {
+		out[k] = v
+	}
+	return out
+}
+
+// counter returns the count of pgdcb_runstore_projector_events_total or
+// pgdcb_runstore_projector_resyncs_total (all triggers).
+func counter(t *testing.T, m *metrics, name string) float64 {
+	t.Helper()
+	switch name {
+	case "pgdcb_runstore_projector_events_total":
+		m.c.mu.Lock()
+		defer m.c.mu.Unlock()
+		return m.c.projected
+	case "pgdcb_runstore_projector_resyncs_total":
+		sum := 0.0
+		for _, v := range m.resyncs() {
+			sum += v
+		}
+		return sum
+	}
+	t.Fatalf("no counter %s", name)
+	return 0
+}
+
+// gauge returns pgdcb_runstore_stale_runs as a scrape measures it.
+func gauge(t *testing.T, m *metrics, name string) float64 {
+	t.Helper()
+	require.Equal(t, "pgdcb_runstore_stale_runs", name)
+	n, err := m.rs.StaleRunCount(context.Background())
+	require.NoError(t, err)
+	return float64(n)
 }
 
 // waitLogBelowHorizon waits until every event of rs's log was written by a

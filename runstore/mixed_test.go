@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/cursor"
@@ -21,22 +20,6 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 )
-
-func counter(t *testing.T, reg *prometheus.Registry, name string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() == name {
-			sum := 0.0
-			for _, m := range mf.GetMetric() {
-				sum += m.GetCounter().GetValue()
-			}
-			return sum
-		}
-	}
-	return 0
-}
 
 // appendOther writes n events that are not run events (another producer in
 // the same schema), in one transaction.
@@ -60,8 +43,7 @@ func TestProjectorReadsOnlyRunEvents(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, &runstore.Config{ProjectorBatch: 50})
 	es := rs.EventStore()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors(rs)...)
+	reg := registry(rs)
 	ctx := context.Background()
 
 	const runs, otherPerRun = 20, 250

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -79,8 +78,7 @@ func TestProjectorContinuesAnEarlierCheckpoint(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, nil)
 	es := rs.EventStore()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors(rs)...)
+	reg := registry(rs)
 	ctx := context.Background()
 	for i := range 3 {
 		_, err := rs.AppendEvent(ctx, runEvent("r1", fmt.Sprint("k", i)))

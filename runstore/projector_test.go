@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/internal/ident"
@@ -134,47 +133,6 @@ func TestFetchMaxLimit(t *testing.T) {
 	require.Equal(t, "limit", ve.Field)
 	_, err = s.FetchEvents(context.Background(), "r", &runstore.FetchOptions{Limit: 10})
 	require.NoError(t, err)
-}
-
-// The collectors register and report appends and the lag threshold.
-func TestMetrics(t *testing.T) {
-	t.Parallel()
-	s := newStore(t, nil)
-	reg := prometheus.NewPedanticRegistry()
-	for _, c := range collectors(s) {
-		require.NoError(t, reg.Register(c))
-	}
-	ev := conformance.Event("r", "A", "k")
-	for range 2 {
-		_, err := s.AppendEvent(context.Background(), ev)
-		require.NoError(t, err)
-	}
-	require.NoError(t, s.CatchUp(context.Background()))
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	got := map[string]float64{}
-	for _, mf := range mfs {
-		for _, m := range mf.GetMetric() {
-			name := mf.GetName()
-			for _, l := range m.GetLabel() {
-				name += "/" + l.GetValue()
-			}
-			switch {
-			case m.Counter != nil:
-				got[name] = m.GetCounter().GetValue()
-			case m.Gauge != nil:
-				got[name] = m.GetGauge().GetValue()
-			}
-		}
-	}
-	require.Equal(t, 1.0, got["pgdcb_runstore_appends_total/persisted"])
-	require.Equal(t, 1.0, got["pgdcb_runstore_appends_total/idempotent"])
-	require.Equal(t, 5.0, got["pgdcb_runstore_projector_lag_alert_threshold_seconds"])
-	require.Equal(t, 0.0, got["pgdcb_runstore_projector_lag_high"])
-	// CatchUp returns once the snapshot holds the event: read below the
-	// horizon, or beyond it when another test's transaction holds the
-	// horizon (then it is counted again once the tail reaches it).
-	require.Equal(t, 1.0, max(got["pgdcb_runstore_projector_events_total"], got["pgdcb_runstore_projector_ahead_events_total"]))
 }
 
 // A batch takes the projector's lock before it reads the tail

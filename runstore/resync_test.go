@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -50,7 +49,7 @@ type resyncWatch struct {
 	gauge []float64
 }
 
-func watchResyncs(t *testing.T, rs *runstore.Store, reg *prometheus.Registry) *resyncWatch {
+func watchResyncs(t *testing.T, rs *runstore.Store, reg *metrics) *resyncWatch {
 	w := &resyncWatch{}
 	runstore.SetBeforeResync(rs.Projector(), func([]runstore.StaleRun) {
 		stale, err := rs.StaleRuns(context.Background())
@@ -90,8 +89,7 @@ func TestResyncOnNonContiguousObservation(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, nil)
 	es := rs.EventStore()
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors(rs)...)
+	reg := registry(rs)
 	watch := watchResyncs(t, rs, reg)
 	ctx := context.Background()
 
@@ -149,8 +147,7 @@ func TestResyncOnNonContiguousObservation(t *testing.T) {
 func TestResyncOnLag(t *testing.T) {
 	t.Parallel()
 	rs := newStore(t, &runstore.Config{ResyncLag: 300 * time.Millisecond, ProjectorBatch: 1})
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors(rs)...)
+	reg := registry(rs)
 	watch := watchResyncs(t, rs, reg)
 	ctx := context.Background()
 

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
@@ -101,22 +100,15 @@ func TestConformanceSequenceBackendWithGaps(t *testing.T) {
 	)
 	conformance.RunWithOptions(t, func(t *testing.T) runstore.StateStore {
 		b := &seqBackend{Store: newStore(t, nil), next: map[string]int64{}}
-		reg := prometheus.NewRegistry()
-		reg.MustRegister(collectors(b.Store)...)
+		reg := registry(b.Store)
 		t.Cleanup(func() { // before the pool closes
 			stale, err := b.StaleRuns(context.Background())
 			require.NoError(t, err)
 			require.Empty(t, stale, "every resync finished")
-			mfs, err := reg.Gather()
-			require.NoError(t, err)
 			mu.Lock()
 			defer mu.Unlock()
-			for _, mf := range mfs {
-				if mf.GetName() == "pgdcb_runstore_projector_resyncs_total" {
-					for _, m := range mf.GetMetric() {
-						resyncs[t.Name()+"/"+m.GetLabel()[0].GetValue()] += m.GetCounter().GetValue()
-					}
-				}
+			for trigger, n := range reg.resyncs() {
+				resyncs[t.Name()+"/"+trigger] += n
 			}
 		})
 		return b

@@ -43,7 +43,6 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
-	_ "github.com/pgdcb/pgdcb/pgdcbtest/docker" // a container when no server is found and Docker answers
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )

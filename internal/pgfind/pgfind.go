@@ -2,9 +2,9 @@
 // with [pgserver.Find]: the PGDCB_TEST_DATABASE_URL environment variable,
 // else a local server, else a throwaway cluster made from local PostgreSQL
 // binaries, else a container when Docker support is linked in (package
-// pgdcbtest/docker, which internal/pgtest imports for pgdcb's own tests).
-// It is pgtest without that import, for pgdcbtest: importing pgdcbtest must
-// not bring testcontainers-go into a user's go.mod.
+// pgdcbtest/docker, a module of its own, which a user's test may import).
+// It is what pgtest and pgdcbtest share: importing pgdcbtest must not bring
+// testcontainers-go into a user's go.mod.
 //
 // Set PGDCB_TEST_LOG=1 to see how the server was found,
 // PGDCB_TEST_THROWAWAY=1 to prefer a throwaway cluster (or container) to a

@@ -7,11 +7,12 @@ import (
 )
 
 // ContainerStarter starts PostgreSQL in a container once a Docker engine
-// answers (the Docker source). Package pgdcbtest/docker provides one, through
-// testcontainers-go, and registers it when it is imported: testcontainers-go
-// pulls in the Docker client and some fifty modules, which only the programs
-// that import that package pay for (pgdcb's own tests do, through
-// internal/pgtest; a user's go.mod gets them only by importing it).
+// answers (the Docker source). Package pgdcbtest/docker, a module of its own,
+// provides one through testcontainers-go and registers it when it is
+// imported: testcontainers-go pulls in the Docker client and some fifty
+// modules, which only a go.mod that requires that module pays for. pgdcb's
+// own tests do not link it: make test runs its command pgcontainer when no
+// other server can be had and passes the URL on.
 type ContainerStarter func(ctx context.Context, o *Options) (*Server, error)
 
 var (
@@ -35,7 +36,7 @@ func NewContainerServer(dsn string, closeFn func() error) *Server {
 
 // errNoContainerStarter is the Docker source's error when nothing
 // registered a starter.
-var errNoContainerStarter = errors.New(`this program does not link Docker support: import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker" in one of its test files`)
+var errNoContainerStarter = errors.New(`this program does not link Docker support: import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker" (a module of its own) in one of its test files`)
 
 // startContainer starts a container with the registered starter.
 func startContainer(ctx context.Context, o *Options) (*Server, error) {

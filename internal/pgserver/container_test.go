@@ -41,7 +41,7 @@ func TestDockerEngineWithoutStarter(t *testing.T) {
 	withStarter(t, nil)
 	_, err := Find(t.Context(), Options{NoEnv: true, NoLocal: true, NoThrowaway: true, DockerHost: fakeEngine(t)})
 	require.ErrorIs(t, err, ErrNoServer)
-	require.Contains(t, err.Error(), `does not link Docker support: import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker"`)
+	require.Contains(t, err.Error(), `does not link Docker support: import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker" (a module of its own)`)
 }
 
 // With a starter registered, the search hands the Docker source to it and

@@ -11,8 +11,8 @@
 //     postgres found on PATH or under /usr/lib/postgresql/*/bin) in a temporary
 //     directory, removed by [Server.Close];
 //  4. a container, when a Docker engine answers and the program registered a
-//     ContainerStarter (package pgdcbtest/docker does, through
-//     testcontainers-go, when imported).
+//     ContainerStarter (package pgdcbtest/docker, a module of its own, does,
+//     through testcontainers-go, when imported).
 //
 // With [Options.PreferThrowaway] the order of the last three becomes 3, 4, 2.
 // When nothing can be had, the error says what was tried and what is missing.

@@ -3,11 +3,12 @@
 //
 // The server is found once per test binary by package pgfind: the
 // PGDCB_TEST_DATABASE_URL environment variable, else a local server, else a
-// throwaway cluster made from local PostgreSQL binaries, else a container
-// through testcontainers-go when a Docker engine answers (this package links
-// that in by importing pgdcbtest/docker; pgdcbtest, which users import, uses
-// pgfind without it). When none can be had, tests fail; they never skip, so
-// that a CI without a database cannot look green.
+// throwaway cluster made from local PostgreSQL binaries. The container
+// fallback is make test's: when none of these answers, it starts one with
+// the command pgcontainer of the module pgdcbtest/docker (testcontainers-go
+// stays out of the core's go.mod) and sets PGDCB_TEST_DATABASE_URL. When
+// none can be had, tests fail; they never skip, so that a CI without a
+// database cannot look green.
 //
 // Set PGDCB_TEST_LOG=1 to see how the server was found,
 // PGDCB_TEST_THROWAWAY=1 to prefer a throwaway cluster (or container) to a
@@ -30,7 +31,6 @@ import (
 
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgfind"
-	_ "github.com/pgdcb/pgdcb/pgdcbtest/docker" // the Docker source for the server search
 )
 
 // Names of package pgfind, which finds the server.

@@ -1,15 +1,19 @@
 // Package docker links Docker support into the test server search of
-// pgdcbtest (and of pgdcb's own tests): once imported, a test binary that
-// finds no PostgreSQL through PGDCB_TEST_DATABASE_URL, on 127.0.0.1:5432 or
-// from local PostgreSQL binaries starts one in a container through
-// testcontainers-go, when a Docker engine answers.
+// pgdcbtest: once imported, a test binary that finds no PostgreSQL through
+// PGDCB_TEST_DATABASE_URL, on 127.0.0.1:5432 or from local PostgreSQL
+// binaries starts one in a container through testcontainers-go, when a
+// Docker engine answers.
+//
+//	go get github.com/pgdcb/pgdcb/pgdcbtest/docker
 //
 //	import _ "github.com/pgdcb/pgdcb/pgdcbtest/docker"
 //
-// It is a package of its own because testcontainers-go pulls in the Docker
-// client and some fifty modules: a go.mod gets them only by importing this
-// package, not by importing pgdcbtest. Import it from a _test.go file, so
-// that only test binaries link it.
+// It is a module of its own because testcontainers-go pulls in the Docker
+// client and some fifty modules: a go.mod gets them only by requiring this
+// module, not by importing pgdcbtest. Import it from a _test.go file, so
+// that only test binaries link it. Its command pgcontainer starts a
+// container and prints its URL (make test uses it when nothing else
+// answers).
 package docker
 
 import (

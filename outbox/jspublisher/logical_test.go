@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"bufio"
@@ -6,13 +6,13 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -20,8 +20,9 @@ import (
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/outbox"
-	"github.com/pgdcb/pgdcb/pgdcbprom"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/subscription"
 )
 
 // logicalFast is fast in logical decoding mode, retrying for ever: a
@@ -53,25 +54,24 @@ func holdXID(t *testing.T, pool *pgxpool.Pool) (still func() bool) {
 	}
 }
 
-// slotGauge reports whether reg holds pgdcb_reader_slot_retained_wal_bytes
-// for reader name.
-func slotGauge(t *testing.T, reg *prometheus.Registry, name string) bool {
-	fams, err := reg.Gather()
-	require.NoError(t, err)
-	for _, f := range fams {
-		if f.GetName() != "pgdcb_reader_slot_retained_wal_bytes" {
-			continue
-		}
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "name" && l.GetValue() == name {
-					return true
-				}
-			}
-		}
-	}
-	return false
+// slotSeen is a subscription.StatusTracer that records the readers whose
+// replication slot state it was given (what pgdcbprom.NewReaderMetrics shows
+// as pgdcb_reader_slot_retained_wal_bytes).
+type slotSeen struct{ names sync.Map }
+
+func (*slotSeen) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+	return ctx
 }
+func (*slotSeen) TraceBatchEnd(context.Context, subscription.TraceBatchEndData) {}
+func (*slotSeen) TraceReaderError(context.Context, string, error)               {}
+func (*slotSeen) TraceLag(context.Context, string, subscription.Lag)            {}
+func (*slotSeen) TraceLeader(context.Context, string, bool)                     {}
+func (*slotSeen) TraceFailed(context.Context, string, bool)                     {}
+func (s *slotSeen) TraceSlot(_ context.Context, name string, _ subscription.SlotStatus) {
+	s.names.Store(name, true)
+}
+
+func (s *slotSeen) seen(name string) bool { _, ok := s.names.Load(name); return ok }
 
 // TestLogicalRelaySIGKILL: a relay in logical decoding mode
 // (Config.Logical), with a transaction of the same database holding an xid
@@ -97,7 +97,7 @@ func TestLogicalRelaySIGKILL(t *testing.T) {
 				}
 			})
 			newRelay := func(cfg *outbox.Config) *outbox.Relay {
-				pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: 8})
+				pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: 8})
 				require.NoError(t, err)
 				r, err := outbox.New(s, ordersTopic, "nats", pub, cfg)
 				require.NoError(t, err)
@@ -170,11 +170,9 @@ func TestLogicalRelaySIGKILL(t *testing.T) {
 			_ = cmd.Wait()
 			require.Less(t, streamMsgs(t, st), 602)
 
-			m := pgdcbprom.NewReaderMetrics()
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(m.Collectors()...)
+			slots := &slotSeen{}
 			cfg := logicalFast()
-			cfg.Tracer = m
+			cfg.Tracer = slots
 			r := newRelay(cfg)
 			run(t, r)
 			require.Eventually(t, func() bool { return streamMsgs(t, st) >= 602 }, wait, 10*time.Millisecond)
@@ -184,8 +182,8 @@ func TestLogicalRelaySIGKILL(t *testing.T) {
 			for i, p := range positions {
 				require.Equal(t, fmt.Sprintf("%s-%d", s.Schema(), p), ids[i])
 			}
-			require.Eventually(t, func() bool { return slotGauge(t, reg, r.Name()) }, wait, 20*time.Millisecond,
-				"pgdcb_reader_slot_retained_wal_bytes of the relay")
+			require.Eventually(t, func() bool { return slots.seen(r.Name()) }, wait, 20*time.Millisecond,
+				"the relay's replication slot state (pgdcb_reader_slot_retained_wal_bytes)")
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package ops_test
+package pgdcbprom_test
 
 import (
 	"context"
@@ -21,8 +21,8 @@ import (
 )
 
 const (
-	dashboardFile = "grafana/pgdcb.json"
-	rulesFile     = "prometheus/pgdcb-rules.yml"
+	dashboardFile = "../ops/grafana/pgdcb.json"
+	rulesFile     = "../ops/prometheus/pgdcb-rules.yml"
 )
 
 // definedMetrics returns the names of every metric the code defines, from

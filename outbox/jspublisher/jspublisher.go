@@ -1,4 +1,4 @@
-package outbox
+package jspublisher
 
 import (
 	"cmp"
@@ -18,10 +18,11 @@ import (
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
+	"github.com/pgdcb/pgdcb/outbox"
 )
 
 // Headers the JetStream publisher sets besides jetstream.MsgIDHeader
-// (Nats-Msg-Id, the Message.ID). The message data is the event's data.
+// (Nats-Msg-Id, the outbox.Message.ID). The message data is the event's data.
 // Reconciliation reads HeaderTopic, HeaderPosition and HeaderTransactionID
 // back from the stream.
 const (
@@ -35,7 +36,7 @@ const (
 	HeaderTopic         = "Pgdcb-Topic"
 )
 
-// Defaults of JetStreamConfig.
+// Defaults of Config.
 const (
 	DefaultAckTimeout    = 5 * time.Second
 	DefaultMaxInFlight   = 1
@@ -49,15 +50,15 @@ const (
 	reattemptMax = 250 * time.Millisecond
 )
 
-// JetStreamConfig configures a JetStreamPublisher. nil or the zero value means
-// every default; NewJetStreamPublisher refuses negative values with a
+// Config configures a Publisher. nil or the zero value means
+// every default; New refuses negative values with a
 // *pgdcb.InvalidArgumentError.
-type JetStreamConfig struct {
+type Config struct {
 	// Subject returns the subject of a message. Default: SubjectPrefix + "." +
 	// the topic name. Reconciliation asks the stream for the last message of
 	// each subject of a batch: one request per distinct subject, so a
 	// subject per event makes it as costly as the publish itself.
-	Subject func(m Message) string
+	Subject func(m outbox.Message) string
 	// SubjectPrefix is used by the default Subject. Default "pgdcb"
 	// (DefaultSubjectPrefix).
 	SubjectPrefix string
@@ -80,9 +81,9 @@ type JetStreamConfig struct {
 }
 
 // validate refuses negative numbers and durations with a
-// *pgdcb.InvalidArgumentError naming the field. NewJetStreamPublisher calls
+// *pgdcb.InvalidArgumentError naming the field. New calls
 // it first, then withDefaults.
-func (c *JetStreamConfig) validate() error {
+func (c *Config) validate() error {
 	if c == nil {
 		return nil
 	}
@@ -92,17 +93,17 @@ func (c *JetStreamConfig) validate() error {
 	)
 }
 
-// withDefaults returns a copy of c (nil: the zero JetStreamConfig) with
+// withDefaults returns a copy of c (nil: the zero Config) with
 // every zero field set to its default.
-func (c *JetStreamConfig) withDefaults() JetStreamConfig {
-	var o JetStreamConfig
+func (c *Config) withDefaults() Config {
+	var o Config
 	if c != nil {
 		o = *c
 	}
 	o.SubjectPrefix = cmp.Or(o.SubjectPrefix, DefaultSubjectPrefix)
 	if o.Subject == nil {
 		prefix := o.SubjectPrefix
-		o.Subject = func(m Message) string { return prefix + "." + m.Topic }
+		o.Subject = func(m outbox.Message) string { return prefix + "." + m.Topic }
 	}
 	o.MaxInFlight = cmp.Or(o.MaxInFlight, DefaultMaxInFlight)
 	o.AckTimeout = cmp.Or(o.AckTimeout, DefaultAckTimeout)
@@ -112,8 +113,8 @@ func (c *JetStreamConfig) withDefaults() JetStreamConfig {
 	return o
 }
 
-// JetStreamPublisher publishes to NATS JetStream, each message with
-// Nats-Msg-Id = Message.ID so the stream drops redelivered duplicates within
+// Publisher publishes to NATS JetStream, each message with
+// Nats-Msg-Id = outbox.Message.ID so the stream drops redelivered duplicates within
 // its Duplicates window, and reconciles with the stream so that redeliveries
 // after the window do not reach it either (docs/OUTBOX.md).
 //
@@ -122,30 +123,30 @@ func (c *JetStreamConfig) withDefaults() JetStreamConfig {
 // (configure the nats.Conn to reconnect for ever: nats.MaxReconnects(-1), and
 // quickly: nats.ReconnectWait), reconciles, and sends what the stream does not
 // hold yet.
-type JetStreamPublisher struct {
+type Publisher struct {
 	js  jetstream.JetStream
 	nc  *nats.Conn
-	cfg JetStreamConfig
+	cfg Config
 	rec reconciler
 }
 
-// NewJetStreamPublisher returns a publisher over js. A stream must capture
+// New returns a publisher over js. A stream must capture
 // the subjects (create it yourself: retention and replicas are your choice).
-func NewJetStreamPublisher(js jetstream.JetStream, cfg *JetStreamConfig) (*JetStreamPublisher, error) {
+func New(js jetstream.JetStream, cfg *Config) (*Publisher, error) {
 	if js == nil {
-		return nil, errors.New("pgdcb: outbox.NewJetStreamPublisher: nil JetStream")
+		return nil, errors.New("pgdcb: jspublisher.New: nil JetStream")
 	}
 	if err := cfg.validate(); err != nil {
-		return nil, errfmt.Errorf("pgdcb: outbox.NewJetStreamPublisher: %w", err)
+		return nil, errfmt.Errorf("pgdcb: jspublisher.New: %w", err)
 	}
 	c := cfg.withDefaults()
-	p := &JetStreamPublisher{js: js, nc: js.Conn(), cfg: c}
+	p := &Publisher{js: js, nc: js.Conn(), cfg: c}
 	p.rec.init(js, c.Logger, c.AckTimeout)
 	return p, nil
 }
 
 // NatsMsg builds the NATS message of m with the publisher's subject.
-func (p *JetStreamPublisher) NatsMsg(m Message) (*nats.Msg, error) {
+func (p *Publisher) NatsMsg(m outbox.Message) (*nats.Msg, error) {
 	ev := m.Event
 	tagsJSON, err := json.Marshal(ev.Tags.Strings())
 	if err != nil {
@@ -170,18 +171,18 @@ func (p *JetStreamPublisher) NatsMsg(m Message) (*nats.Msg, error) {
 
 // outMsg is one message of a batch on its way to the stream.
 type outMsg struct {
-	m   Message
+	m   outbox.Message
 	nm  *nats.Msg
 	key logKey
 }
 
-// Publish implements Publisher: it returns nil once every message is in the
+// Publish implements outbox.Publisher: it returns nil once every message is in the
 // stream — acknowledged by JetStream (stored, or recognised as a duplicate),
 // or found there by reconciliation. Until ctx ends it rides out a lost
 // connection, a lost ack and a JetStream that is not ready yet, sending again
 // what is not acknowledged; a message JetStream refuses (an API error) ends
 // it at once.
-func (p *JetStreamPublisher) Publish(ctx context.Context, msgs []Message) error {
+func (p *Publisher) Publish(ctx context.Context, msgs []outbox.Message) error {
 	batch := make([]outMsg, len(msgs))
 	for i, m := range msgs {
 		nm, err := p.NatsMsg(m)
@@ -202,7 +203,7 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, msgs []Message) error 
 			return err
 		}
 		d := retry.Delay(attempt, reattemptMin, reattemptMax)
-		p.cfg.Logger.WarnContext(ctx, "pgdcb: outbox: publish attempt failed; trying again", "err", err, "attempt", attempt, "retry_in", d)
+		p.cfg.Logger.WarnContext(ctx, "pgdcb: jspublisher: publish attempt failed; trying again", "err", err, "attempt", attempt, "retry_in", d)
 		if retry.Sleep(ctx, d) != nil {
 			return err
 		}
@@ -211,7 +212,7 @@ func (p *JetStreamPublisher) Publish(ctx context.Context, msgs []Message) error 
 
 // attempt waits for the connection, drops what the stream already holds, and
 // sends the rest; *batch keeps what is still not acknowledged.
-func (p *JetStreamPublisher) attempt(ctx context.Context, batch *[]outMsg) error {
+func (p *Publisher) attempt(ctx context.Context, batch *[]outMsg) error {
 	if err := p.waitConnected(ctx); err != nil {
 		return err
 	}
@@ -237,7 +238,7 @@ func (p *JetStreamPublisher) attempt(ctx context.Context, batch *[]outMsg) error
 
 // sendOneByOne sends each message after the previous one's ack; it returns how
 // many were acknowledged.
-func (p *JetStreamPublisher) sendOneByOne(ctx context.Context, msgs []outMsg) (int, error) {
+func (p *Publisher) sendOneByOne(ctx context.Context, msgs []outMsg) (int, error) {
 	for i, o := range msgs {
 		actx, cancel := context.WithTimeoutCause(ctx, p.cfg.AckTimeout, errAckTimeout)
 		_, err := p.js.PublishMsg(actx, o.nm)
@@ -252,7 +253,7 @@ func (p *JetStreamPublisher) sendOneByOne(ctx context.Context, msgs []outMsg) (i
 
 // sendPipelined keeps up to MaxInFlight messages awaiting their ack; it
 // returns how many were acknowledged in order (a prefix of msgs).
-func (p *JetStreamPublisher) sendPipelined(ctx context.Context, msgs []outMsg) (acked int, _ error) {
+func (p *Publisher) sendPipelined(ctx context.Context, msgs []outMsg) (acked int, _ error) {
 	var pending []jetstream.PubAckFuture
 	timer := time.NewTimer(p.cfg.AckTimeout)
 	defer timer.Stop()
@@ -298,8 +299,8 @@ func (p *JetStreamPublisher) sendPipelined(ctx context.Context, msgs []outMsg) (
 }
 
 var (
-	errDisconnected = errors.New("pgdcb: outbox: connection to the broker lost")
-	errAckTimeout   = errors.New("pgdcb: outbox: no answer from the broker within AckTimeout")
+	errDisconnected = errors.New("pgdcb: jspublisher: connection to the broker lost")
+	errAckTimeout   = errors.New("pgdcb: jspublisher: no answer from the broker within AckTimeout")
 )
 
 // withCause returns err, or the cause of ctx's end (errDisconnected,
@@ -338,7 +339,7 @@ func transient(err error) bool {
 
 // waitConnected returns once the connection is up, or ctx's error, or
 // nats.ErrConnectionClosed.
-func (p *JetStreamPublisher) waitConnected(ctx context.Context) error {
+func (p *Publisher) waitConnected(ctx context.Context) error {
 	if p.nc.Status() == nats.CONNECTED {
 		return nil
 	}
@@ -362,7 +363,7 @@ func (p *JetStreamPublisher) waitConnected(ctx context.Context) error {
 // watchConnection returns a context that ends with cause errDisconnected as
 // soon as the connection drops, so no wait for an ack outlives the
 // connection that would carry it.
-func (p *JetStreamPublisher) watchConnection(ctx context.Context) (context.Context, func()) {
+func (p *Publisher) watchConnection(ctx context.Context) (context.Context, func()) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	ch := p.nc.StatusChanged(nats.DISCONNECTED, nats.RECONNECTING, nats.CLOSED)
 	var wg sync.WaitGroup

@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"context"
@@ -9,12 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/outbox"
-	"github.com/pgdcb/pgdcb/pgdcbprom"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 )
 
 // recoveryBound is the most the relay may take to publish again after the
@@ -23,27 +22,6 @@ import (
 // bound is half of that (it was 5 s): a stall still fails it, while a
 // loaded, shared machine is far from it.
 const recoveryBound = 15 * time.Second
-
-// gauge returns the value of the metric name labelled with relay from reg.
-func gauge(t testing.TB, reg *prometheus.Registry, name, relay string) float64 {
-	t.Helper()
-	mfs, err := reg.Gather()
-	require.NoError(t, err)
-	for _, mf := range mfs {
-		if mf.GetName() != name {
-			continue
-		}
-		for _, m := range mf.GetMetric() {
-			for _, l := range m.GetLabel() {
-				if l.GetName() == "name" && l.GetValue() == relay {
-					return m.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	t.Fatalf("no metric %s{name=%q}", name, relay)
-	return 0
-}
 
 // appendWhile appends events of type typ in small transactions until stop is
 // closed, and returns a wait that reports how many it appended.
@@ -91,15 +69,11 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			st, prefix := createTestStream(t, js, func(c *jetstream.StreamConfig) { c.Storage = jetstream.FileStorage })
 
 			s := newStore(t)
-			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: inflight})
+			pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: inflight})
 			require.NoError(t, err)
-			metrics := pgdcbprom.NewOutboxMetrics()
-			reg := prometheus.NewPedanticRegistry()
-			reg.MustRegister(metrics.Collectors()...)
 			cfg := *fast
 			cfg.StallAfter = 300 * time.Millisecond
 			cfg.MaxAttempts = outbox.RetryForever
-			cfg.DeliveryTracer = metrics
 			r, err := outbox.New(s, ordersTopic, "nats", pub, &cfg)
 			require.NoError(t, err)
 			ctx := context.Background()
@@ -130,10 +104,12 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			stalledAfter := time.Since(killedAt)
 			stat := status()
 			require.False(t, stat.InFlightSince.IsZero())
-			require.Equal(t, 1.0, gauge(t, reg, "pgdcb_outbox_stalled", r.Name()))
-			require.Greater(t, gauge(t, reg, "pgdcb_outbox_in_flight_seconds", r.Name()), 0.3)
-			lastAckBefore := stat.LastAckAt
-			require.Equal(t, float64(lastAckBefore.UnixNano())/1e9, gauge(t, reg, "pgdcb_outbox_last_ack_timestamp_seconds", r.Name()))
+			// What pgdcbprom.NewOutboxMetrics' gauges show (pgdcb_outbox_stalled,
+			// _in_flight_seconds, _last_ack_timestamp_seconds).
+			d := r.DeliveryState()
+			require.True(t, d.Stalled)
+			require.Greater(t, time.Since(d.InFlightSince), 300*time.Millisecond)
+			require.Equal(t, stat.LastAckAt, d.LastAckAt)
 			time.Sleep(time.Second) // the outage goes on
 
 			srv.start()
@@ -150,7 +126,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			n := appended()
 			require.Eventually(t, func() bool { return streamMsgs(t, st) >= n }, wait, 10*time.Millisecond)
 			requireExactlyOnceInOrder(t, s, st, "OrderPlaced")
-			require.Equal(t, 0.0, gauge(t, reg, "pgdcb_outbox_stalled", r.Name()))
+			require.False(t, r.DeliveryState().Stalled)
 		})
 	}
 }

@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"bufio"
@@ -18,6 +18,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -52,7 +53,7 @@ func TestHelperRelay(t *testing.T) {
 	require.NoError(t, err)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)
-	pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: os.Getenv(helperSubjectEnv), MaxInFlight: 8})
+	pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: os.Getenv(helperSubjectEnv), MaxInFlight: 8})
 	require.NoError(t, err)
 	slow := outbox.PublisherFunc(func(ctx context.Context, msgs []outbox.Message) error {
 		h := len(msgs) / 2
@@ -99,7 +100,7 @@ func TestJetStreamSIGKILL(t *testing.T) {
 			_ = cmd.Wait()
 			require.Less(t, streamMsgs(t, st), 600)
 
-			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: 8})
+			pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: 8})
 			require.NoError(t, err)
 			r, err := outbox.New(s, ordersTopic, "nats", pub, fast)
 			require.NoError(t, err)

@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/projection"
 )
 
@@ -49,7 +50,7 @@ func TestReconcileBeyondDuplicatesWindow(t *testing.T) {
 			s := newStore(t)
 			appendN(t, s, "OrderPlaced", 300, 100)
 
-			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: c.inflight})
+			pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: c.inflight})
 			require.NoError(t, err)
 			kp := &killingPublisher{inner: pub, n: fast.BatchSize, reached: make(chan struct{})}
 			r1, err := outbox.New(s, ordersTopic, "nats", kp, fast)
@@ -65,7 +66,7 @@ func TestReconcileBeyondDuplicatesWindow(t *testing.T) {
 			windowPassed(t, js, probePrefix+".probe", "probe")
 
 			if !c.samePub {
-				pub, err = outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: c.inflight})
+				pub, err = jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: c.inflight})
 				require.NoError(t, err)
 			}
 			r2, err := outbox.New(s, ordersTopic, "nats", pub, fast)
@@ -100,7 +101,7 @@ func TestReconcileNeverSkipsARefusedMessage(t *testing.T) {
 	cfg := *fast
 	cfg.MaxAttempts = 3
 	for _, process := range []string{"first", "restarted"} {
-		pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: 64})
+		pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: 64})
 		require.NoError(t, err)
 		r, err := outbox.New(s, ordersTopic, "nats", pub, &cfg)
 		require.NoError(t, err)
@@ -139,8 +140,8 @@ func TestReconcileAfterAnotherLeaderPublished(t *testing.T) {
 	_, probePrefix := createTestStream(t, js, window)
 	s := newStore(t)
 	ctx := context.Background()
-	newPub := func() *outbox.JetStreamPublisher {
-		pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix})
+	newPub := func() *jspublisher.Publisher {
+		pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix})
 		require.NoError(t, err)
 		return pub
 	}

@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
@@ -20,7 +21,7 @@ import (
 
 // A relay delivers the OrderPlaced events to a JetStream stream, exactly once
 // and in log order, and reports how its deliveries go.
-func ExampleJetStreamPublisher() {
+func ExampleNew() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, os.Getenv("PGDCB_TEST_DATABASE_URL"))
 	if err != nil {
@@ -61,7 +62,7 @@ func ExampleJetStreamPublisher() {
 			panic(err)
 		}
 	}
-	pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix})
+	pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix})
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +91,7 @@ func ExampleJetStreamPublisher() {
 	if err != nil {
 		panic(err)
 	}
-	fmt.Println(msg.Subject == prefix+".orders", string(msg.Data), msg.Header.Get(outbox.HeaderTopic))
+	fmt.Println(msg.Subject == prefix+".orders", string(msg.Data), msg.Header.Get(jspublisher.HeaderTopic))
 	fmt.Println("acknowledged:", !status.LastAckAt.IsZero(), "stalled:", status.Stalled)
 	// Output:
 	// true {"order": "o3"} orders

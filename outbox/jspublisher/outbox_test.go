@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -120,7 +121,7 @@ func consumeAll(t testing.TB, st jetstream.Stream) (ids []string, positions []in
 		require.NoError(t, err)
 		for m := range batch.Messages() {
 			ids = append(ids, m.Headers().Get(jetstream.MsgIDHeader))
-			p, err := strconv.ParseInt(m.Headers().Get(outbox.HeaderPosition), 10, 64)
+			p, err := strconv.ParseInt(m.Headers().Get(jspublisher.HeaderPosition), 10, 64)
 			require.NoError(t, err)
 			positions = append(positions, p)
 		}
@@ -181,7 +182,7 @@ func TestJetStreamExactlyOnce(t *testing.T) {
 		t.Run(fmt.Sprint("inflight=", inflight), func(t *testing.T) {
 			s := newStore(t)
 			js, st, prefix := testStream(t)
-			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: inflight})
+			pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: inflight})
 			require.NoError(t, err)
 			r, err := outbox.New(s, outbox.Topic{Name: "orders", Query: query.Tagged([]string{"OrderPlaced"})}, "nats", pub, fast)
 			require.NoError(t, err)
@@ -232,7 +233,7 @@ func TestJetStreamKilledMidBatch(t *testing.T) {
 		t.Run(fmt.Sprint(round), func(t *testing.T) {
 			s := newStore(t)
 			js, st, prefix := testStream(t)
-			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: 16})
+			pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: 16})
 			require.NoError(t, err)
 			topic := outbox.Topic{Name: "orders", Query: query.Tagged([]string{"OrderPlaced"})}
 			appendN(t, s, "OrderPlaced", 400, 100)
@@ -282,7 +283,7 @@ func TestBrokerDown(t *testing.T) {
 	t.Cleanup(nc.Close)
 	deadJS, err := jetstream.New(nc)
 	require.NoError(t, err)
-	deadPub, err := outbox.NewJetStreamPublisher(deadJS, nil)
+	deadPub, err := jspublisher.New(deadJS, nil)
 	require.NoError(t, err)
 
 	appendN(t, s, "OrderPlaced", 120, 40)
@@ -334,7 +335,7 @@ func TestBrokerDown(t *testing.T) {
 
 	// Resume with a working broker.
 	js, st, prefix := testStream(t)
-	pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix})
+	pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix})
 	require.NoError(t, err)
 	r2, err := outbox.New(s, topic, "nats", pub, fast)
 	require.NoError(t, err)

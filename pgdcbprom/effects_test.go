@@ -1,4 +1,4 @@
-package effects_test
+package pgdcbprom_test
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/effects"
+	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 )
 
@@ -78,12 +79,13 @@ func gatherEffects(t *testing.T, reg *prometheus.Registry, worker string) map[st
 // running under the context TraceAttemptStart returned.
 func TestWorkerCollectors(t *testing.T) {
 	t.Parallel()
-	s := newStore(t)
-	q := newQueue(t, s)
+	s, _ := teststore.New(t, nil)
+	q, err := effects.New(s, nil)
+	require.NoError(t, err)
 	poison := requestJob(t, q, "a", "poison", nil)
 	requestJob(t, q, "b", "ok-1", nil)
 	requestJob(t, q, "c", "ok-2", nil)
-	_, _, err := q.Request(context.Background(), effects.Request{Type: "unhandled", Session: "d", DedupeKey: "u", Payload: json.RawMessage(`{}`)})
+	_, _, err = q.Request(context.Background(), effects.Request{Type: "unhandled", Session: "d", DedupeKey: "u", Payload: json.RawMessage(`{}`)})
 	require.NoError(t, err)
 
 	tr := &attempts{}
@@ -136,4 +138,45 @@ func TestWorkerCollectors(t *testing.T) {
 	w2, err := effects.NewWorker(s, &effects.Config{Identity: "w-2", Handlers: map[string]effects.Handler{"x": func(context.Context, effects.Effect) error { return nil }}})
 	require.NoError(t, err)
 	require.NoError(t, reg.Register(pgdcbprom.NewEffectsCollector(w2)))
+}
+
+func requestJob(t testing.TB, q *effects.Queue, session, dedupeKey string, payload json.RawMessage) string {
+	t.Helper()
+	id, _, err := q.Request(context.Background(), effects.Request{Type: "job", Session: session, DedupeKey: dedupeKey, Payload: payload})
+	require.NoError(t, err)
+	return id
+}
+
+// startWorkers runs each worker until the returned stop is called; stop
+// waits for them and fails the test on an unexpected error.
+func startWorkers(t testing.TB, ws ...*effects.Worker) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, len(ws))
+	for _, w := range ws {
+		go func() { errs <- w.Run(ctx) }()
+	}
+	return func() {
+		cancel()
+		for range ws {
+			if err := <-errs; err != nil && err != context.Canceled {
+				t.Errorf("worker: %v", err)
+			}
+		}
+	}
+}
+
+// waitFor polls cond until it holds or the timeout passes.
+func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var last string
+	for time.Now().Before(deadline) {
+		var ok bool
+		if ok, last = cond(); ok {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatalf("timed out after %v waiting for %s (last: %s)", timeout, what, last)
 }

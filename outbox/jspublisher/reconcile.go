@@ -1,4 +1,4 @@
-package outbox
+package jspublisher
 
 import (
 	"context"
@@ -7,13 +7,14 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
+	"github.com/pgdcb/pgdcb/internal/relayterm"
+	"github.com/pgdcb/pgdcb/outbox"
 )
 
 // logKey is an event's place in log order.
@@ -69,8 +70,8 @@ func (r *reconciler) invalidate() {
 
 // observeTerm invalidates when the batch comes from a relay term not seen
 // before: another process may have published meanwhile.
-func (r *reconciler) observeTerm(ctx context.Context, msgs []Message) {
-	t, ok := ctx.Value(termKey{}).(uint64)
+func (r *reconciler) observeTerm(ctx context.Context, msgs []outbox.Message) {
+	t, ok := relayterm.Of(ctx)
 	if !ok || len(msgs) == 0 {
 		return
 	}
@@ -143,7 +144,7 @@ func (r *reconciler) skipHeld(ctx context.Context, batch []outMsg) ([]outMsg, er
 			rest = append(rest, o)
 		}
 	}
-	r.log.DebugContext(ctx, "pgdcb: outbox: reconciled with the stream: skipping messages it holds",
+	r.log.DebugContext(ctx, "pgdcb: jspublisher: reconciled with the stream: skipping messages it holds",
 		"skipped", len(batch)-len(rest), "first", batch[0].m.ID)
 	return rest, nil
 }
@@ -173,11 +174,11 @@ func (r *reconciler) held(ctx context.Context, subject string, msgs []outMsg, fo
 		r.mu.Lock()
 		delete(r.streams, subject) // the stream may have been recreated
 		r.mu.Unlock()
-		return logKey{}, errfmt.Errorf("pgdcb: outbox: reading the last message of subject %q: %w", subject, err)
+		return logKey{}, errfmt.Errorf("pgdcb: jspublisher: reading the last message of subject %q: %w", subject, err)
 	}
 	last, ours := keyOfRaw(raw, msgs[0].m)
 	if !ours {
-		r.log.DebugContext(ctx, "pgdcb: outbox: the last message of the subject is not of this topic: not reconciled",
+		r.log.DebugContext(ctx, "pgdcb: jspublisher: the last message of the subject is not of this topic: not reconciled",
 			"subject", subject, "msg_id", raw.Header.Get(jetstream.MsgIDHeader))
 		return logKey{}, nil
 	}
@@ -209,7 +210,7 @@ func (r *reconciler) held(ctx context.Context, subject string, msgs []outMsg, fo
 			continue // deleted
 		}
 		if err != nil {
-			return logKey{}, errfmt.Errorf("pgdcb: outbox: reading message %d of the stream of subject %q: %w", seq, subject, err)
+			return logKey{}, errfmt.Errorf("pgdcb: jspublisher: reading message %d of the stream of subject %q: %w", seq, subject, err)
 		}
 		if m.Subject != subject {
 			continue
@@ -228,7 +229,7 @@ func (r *reconciler) held(ctx context.Context, subject string, msgs []outMsg, fo
 
 // keyOfRaw returns the place in the log of a stream message, and whether it
 // is a message of like's topic and store.
-func keyOfRaw(raw *jetstream.RawStreamMsg, like Message) (logKey, bool) {
+func keyOfRaw(raw *jetstream.RawStreamMsg, like outbox.Message) (logKey, bool) {
 	h := raw.Header
 	if h.Get(HeaderTopic) != like.Topic || idPrefix(h.Get(jetstream.MsgIDHeader)) != idPrefix(like.ID) {
 		return logKey{}, false
@@ -257,14 +258,14 @@ func (r *reconciler) stream(ctx context.Context, subject string) (jetstream.Stre
 		return err
 	})
 	if err != nil {
-		return nil, errfmt.Errorf("pgdcb: outbox: finding the stream of subject %q: %w", subject, err)
+		return nil, errfmt.Errorf("pgdcb: jspublisher: finding the stream of subject %q: %w", subject, err)
 	}
 	err = r.request(ctx, func(ctx context.Context) (err error) {
 		st, err = r.js.Stream(ctx, name)
 		return err
 	})
 	if err != nil {
-		return nil, errfmt.Errorf("pgdcb: outbox: opening stream %q: %w", name, err)
+		return nil, errfmt.Errorf("pgdcb: jspublisher: opening stream %q: %w", name, err)
 	}
 	r.mu.Lock()
 	r.streams[subject] = st
@@ -282,11 +283,3 @@ func (r *reconciler) request(ctx context.Context, f func(context.Context) error)
 	}
 	return nil
 }
-
-// termKey carries, in a Publish call's context, the relay's leadership term:
-// a number unique to one relay's one term.
-type termKey struct{}
-
-var lastTerm atomic.Uint64
-
-func newTerm() uint64 { return lastTerm.Add(1) }

@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -30,7 +31,7 @@ func TestStandbyRelayToNATS(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close(context.Background())
 	js, st, prefix := testStream(t)
-	pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix})
+	pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix})
 	require.NoError(t, err)
 	r, err := outbox.New(s, outbox.Topic{Name: "orders", Query: query.Tagged([]string{"OrderPlaced"})}, "nats", pub, fast)
 	require.NoError(t, err)

@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"fmt"

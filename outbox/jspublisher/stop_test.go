@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/internal/stopcheck"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -22,7 +23,7 @@ import (
 func TestRunStopsCleanly(t *testing.T) {
 	s := newStore(t)
 	js, _, prefix := testStream(t)
-	jsp, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix})
+	jsp, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix})
 	require.NoError(t, err)
 	entered := make(chan struct{})
 	var busy, after atomic.Int64

@@ -1,4 +1,4 @@
-package outbox_test
+package jspublisher_test
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/outbox"
+	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 )
 
 // benchBatch returns n messages of topic "orders" from position first on.
@@ -26,21 +27,21 @@ func benchBatch(first, n int) []outbox.Message {
 	return msgs
 }
 
-// BenchmarkJetStreamPublish measures JetStreamPublisher.Publish on the shared
+// BenchmarkJetStreamPublish measures Publisher.Publish on the shared
 // broker, batches of 100 (the relay's default), against the bare nats.go
 // calls the publisher makes ("bare": what Publish did before it watched the
 // connection and reconciled); "redelivery" publishes a batch the stream
 // already holds: a reconciliation (the last message, then one request per
 // message walked back over) that sends nothing.
 //
-//	go test -run '^$' -bench JetStreamPublish ./outbox
+//	go test -run '^$' -bench JetStreamPublish .  (in outbox/jspublisher)
 func BenchmarkJetStreamPublish(b *testing.B) {
 	const batch = 100
 	ctx := context.Background()
 	for _, inflight := range []int{1, 64} {
 		b.Run(fmt.Sprint("publisher/inflight=", inflight), func(b *testing.B) {
 			js, _, prefix := testStream(b)
-			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix, MaxInFlight: inflight})
+			pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: inflight})
 			require.NoError(b, err)
 			b.ResetTimer()
 			for i := range b.N {
@@ -50,7 +51,7 @@ func BenchmarkJetStreamPublish(b *testing.B) {
 		})
 		b.Run(fmt.Sprint("bare/inflight=", inflight), func(b *testing.B) {
 			js, _, prefix := testStream(b)
-			pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix})
+			pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix})
 			require.NoError(b, err)
 			b.ResetTimer()
 			for i := range b.N {
@@ -82,7 +83,7 @@ func BenchmarkJetStreamPublish(b *testing.B) {
 	}
 	b.Run("redelivery", func(b *testing.B) {
 		js, _, prefix := testStream(b)
-		pub, err := outbox.NewJetStreamPublisher(js, &outbox.JetStreamConfig{SubjectPrefix: prefix})
+		pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix})
 		require.NoError(b, err)
 		msgs := benchBatch(1, batch)
 		require.NoError(b, pub.Publish(ctx, msgs))
