@@ -546,3 +546,39 @@ func TestSQLPrintsMigrations(t *testing.T) {
 	r = cli(t, "", "sql", "-after", "-1")
 	require.Equal(t, 2, r.code)
 }
+
+// TestEmptyQueryItemsRefused: an empty item in a query (a stray ';', a lone
+// ':') would match every event; every flag that takes a query refuses it,
+// naming the flag, with exit 2, and nothing is read, appended or exported.
+func TestEmptyQueryItemsRefused(t *testing.T) {
+	t.Parallel()
+	sh, _ := db(t)
+	require.Equal(t, 0, sh("", "migrate").code)
+	require.Equal(t, 0, sh("", "append", "-type", "A", "-tag", "b=c").code)
+	for _, tc := range []struct {
+		flag string
+		args []string
+	}{
+		{"-query", []string{"read", "-query", "A:b=c;"}},
+		{"-query", []string{"read", "-query", ";"}},
+		{"-query", []string{"read", "-query", ":"}},
+		{"-query", []string{"read", "-query", `[{"types":["A"]},{}]`}},
+		{"-if-none", []string{"append", "-type", "X", "-if-none", "B;"}},
+		{"-idempotency", []string{"append", "-type", "X", "-idempotency", ":"}},
+		{"-query", []string{"export", "-query", "A;"}},
+		{"-query", []string{"export", "-query", ""}},
+		{"-query", []string{"tail", "-query", ";A"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := sh("", tc.args...)
+			require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stdout+r.stderr)
+			require.Empty(t, r.stdout)
+			require.Contains(t, r.stderr, tc.flag+": invalid query: item ")
+			require.Contains(t, r.stderr, "is empty")
+		})
+	}
+	require.Len(t, lines(sh("", "read").stdout), 1, "nothing appended")
+	r := sh("", "read", "-query", "A:b=c")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Len(t, lines(r.stdout), 1)
+}

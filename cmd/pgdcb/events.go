@@ -29,8 +29,18 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-// parseQuery reads the command line's query syntax (see querySyntaxText).
-func parseQuery(s string) (query.Query, error) {
+// parseQuery reads the command line's query syntax (see querySyntaxText)
+// given to the flag named name. An empty item (no type and no tag: "A;",
+// ";", ":", "") would match every event, so it is refused: '*' says that.
+func parseQuery(name, s string) (query.Query, error) {
+	q, err := parseQueryText(s)
+	if err != nil {
+		return query.Query{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return q, nil
+}
+
+func parseQueryText(s string) (query.Query, error) {
 	s = strings.TrimSpace(s)
 	if s == "*" {
 		return query.All(), nil
@@ -50,6 +60,12 @@ func parseQuery(s string) (query.Query, error) {
 				return query.Query{}, err
 			}
 			items = append(items, query.Item{Types: splitList(typesPart), Tags: ts})
+		}
+	}
+	for i, it := range items {
+		if len(it.Types) == 0 && it.Tags.Len() == 0 {
+			return query.Query{}, fmt.Errorf("%w: item %d of %d in %q is empty (it would match every event): "+
+				"give each item a type or a tag, or '*' for every event", pgdcb.ErrInvalidQuery, i+1, len(items), s)
 		}
 	}
 	q := query.New(items...)
@@ -178,7 +194,7 @@ var readCmd = &command{
 				return usagef("-query excludes -type and -tag")
 			case *qs != "":
 				var err error
-				if q, err = parseQuery(*qs); err != nil {
+				if q, err = parseQuery("-query", *qs); err != nil {
 					return err
 				}
 			case len(types) > 0 || len(tagArgs) > 0:
@@ -272,9 +288,9 @@ makes it a no-op (exit 5) if an event matching Q exists anywhere.
 			}
 			var cond *appendif.Condition
 			if *ifNone != "" {
-				q, err := parseQuery(*ifNone)
+				q, err := parseQuery("-if-none", *ifNone)
 				if err != nil {
-					return fmt.Errorf("-if-none: %w", err)
+					return err
 				}
 				var ap *cursor.Cursor
 				if *after != "" {
@@ -288,9 +304,9 @@ makes it a no-op (exit 5) if an event matching Q exists anywhere.
 				cond = &c
 			}
 			if *idem != "" {
-				q, err := parseQuery(*idem)
+				q, err := parseQuery("-idempotency", *idem)
 				if err != nil {
-					return fmt.Errorf("-idempotency: %w", err)
+					return err
 				}
 				if cond == nil {
 					cond = &appendif.Condition{}
@@ -346,7 +362,7 @@ The lines are import's and append -stdin's input.
 		batch := fs.Int("batch", 1000, "events per page")
 		progress := fs.Int("progress", 10000, "report progress on stderr every N events (0: never)")
 		return func(e *env) error {
-			q, err := parseQuery(*qs)
+			q, err := parseQuery("-query", *qs)
 			if err != nil {
 				return err
 			}
@@ -527,7 +543,7 @@ committed out of log order after it, never skip one.
 		poll := fs.Duration("poll", time.Second, "poll interval when no notification comes")
 		logicalMode := fs.Bool("logical", false, "read through logical decoding, in commit order (needs wal_level=logical)")
 		return func(e *env) error {
-			q, err := parseQuery(*qs)
+			q, err := parseQuery("-query", *qs)
 			if err != nil {
 				return err
 			}

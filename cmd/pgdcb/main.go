@@ -272,8 +272,8 @@ const exitCodesText = `Exit codes:
 
 const querySyntaxText = `Query syntax (-query, -if-none, -idempotency): items separated by ';' (OR),
 each TYPES:TAGS with comma-separated types (any of) and tags (all of); either
-side may be empty, e.g. 'Opened,Closed:account=1;:region=eu' or 'Opened'.
-'*' is every event. A value starting with '[' is JSON:
+side may be empty but not both, e.g. 'Opened,Closed:account=1;:region=eu' or
+'Opened' (an empty item, as in 'A;' or ':', is refused). '*' is every event. A value starting with '[' is JSON:
 [{"types":["Opened"],"tags":["account=1"]}].
 `
 
