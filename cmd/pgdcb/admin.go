@@ -250,6 +250,9 @@ var grantCmd = &command{
 	flags: func(fs *flag.FlagSet) func(e *env) error {
 		role := fs.String("role", "", "the application role to grant (it must exist)")
 		return func(e *env) error {
+			if *role == "" {
+				return &pgdcb.InvalidArgumentError{Name: "-role", Reason: "is required: the application role to grant (pgdcb grant -role NAME)"}
+			}
 			if err := pgdcbsql.Grant(e.ctx, e.pool, e.schema, *role); err != nil {
 				return err
 			}

@@ -131,6 +131,7 @@ func TestOperationErrors(t *testing.T) {
 	r := cli(t, "", "-dsn", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "head")
 	require.Equal(t, 1, r.code)
 	require.True(t, strings.HasPrefix(r.stderr, "pgdcb: head: connect: "), r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "dial tcp 127.0.0.1:1"), "the dial error once: %s", r.stderr)
 
 	sh, _ := db(t)
 	r = sh("", "head")

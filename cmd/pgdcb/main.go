@@ -40,6 +40,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -206,14 +207,43 @@ func (e *env) connect() error {
 	}
 	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 	if err != nil {
-		return errfmt.Wrap("connect", err)
+		return errfmt.Wrap("connect", onceLines{err})
 	}
 	if err := pool.Ping(e.ctx); err != nil {
 		pool.Close()
-		return errfmt.Wrap("connect", err)
+		return errfmt.Wrap("connect", onceLines{err})
 	}
 	e.pool = pool
 	return nil
+}
+
+// onceLines is err with each line of its text said once (a line that ends
+// an earlier one counts as said): pgx lists every attempt of a connection
+// (with sslmode=prefer, TLS then plain text), so an unreachable host's dial
+// error came twice.
+type onceLines struct{ err error }
+
+func (o onceLines) Unwrap() error { return o.err }
+
+func (o onceLines) Error() string {
+	lines := strings.Split(o.err.Error(), "\n")
+	out := lines[:0]
+	seen := map[string]bool{}
+next:
+	for _, l := range lines {
+		k := strings.TrimSpace(l)
+		if seen[k] {
+			continue
+		}
+		for s := range seen { // "hostname resolving error: X", then X
+			if strings.HasSuffix(s, ": "+k) {
+				continue next
+			}
+		}
+		seen[k] = true
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
 }
 
 // store opens the event store and checks its schema.
