@@ -482,11 +482,29 @@ func TestProjections(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, projection.Paused, st.State)
 
-	require.Equal(t, 2, sh("", "projections", "reset", "balances").code, "reset needs -force")
+	// A reset that cannot clear the read model (the wallet's balances
+	// doubled) is refused, -force included, unless -checkpoint-only names
+	// the risk; the checkpoint stays where it was.
 	for _, args := range [][]string{
+		{"projections", "reset", "balances"},
+		{"projections", "reset", "-force", "balances"},
 		{"projections", "-force", "reset", "balances"},
-		{"projections", "reset", "-force", "balances"}, // the usage line's form
-		{"projections", "reset", "balances", "-force"},
+	} {
+		r = sh("", args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "cannot clear the read model of balances")
+		require.Contains(t, r.stderr, "-checkpoint-only")
+		st, err := projection.GetStatus(ctx, store, "balances")
+		require.NoError(t, err)
+		require.Equal(t, projection.Paused, st.State, "%v: not reset", args)
+	}
+	r = cli(t, "", "projections", "reset", "-h")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "the read model is NOT cleared")
+	for _, args := range [][]string{
+		{"projections", "-checkpoint-only", "reset", "balances"},
+		{"projections", "reset", "-checkpoint-only", "balances"}, // the usage line's form
+		{"projections", "reset", "balances", "-checkpoint-only"},
 	} {
 		require.NoError(t, projection.Pause(ctx, store, "balances"))
 		r = sh("", args...)

@@ -7,7 +7,7 @@
 //
 // Run `pgdcb -h` for the commands and `pgdcb COMMAND -h` for one command's
 // flags. Flags, global or the command's, may come before or after the command
-// and between its arguments (`pgdcb projections reset -force NAME`); after
+// and between its arguments (`pgdcb projections reset -checkpoint-only NAME`); after
 // "--" everything is an argument. Arguments a command does not take are
 // refused.
 //
@@ -359,7 +359,7 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 }
 
 // parseInterleaved parses args with fs, letting flags and arguments mix
-// (`reset -force NAME`, `reset NAME -force`); after "--" everything is an
+// (`reset -checkpoint-only NAME`, `reset NAME -checkpoint-only`); after "--" everything is an
 // argument. It returns the arguments in order.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
