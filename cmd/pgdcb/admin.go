@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"runtime/debug"
 	"strings"
 	"time"
@@ -33,6 +34,16 @@ func (e *env) note(v map[string]any, format string, args ...any) {
 		return
 	}
 	fmt.Fprintf(e.stderr, format+"\n", args...)
+}
+
+// logger returns the logger of the command's readers: warnings (a retry
+// and why) on stderr, as JSON under -json.
+func (e *env) logger() *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
+	if e.json {
+		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, opts))
 }
 
 func timeText(t time.Time) string {

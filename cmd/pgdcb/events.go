@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
@@ -525,10 +526,11 @@ var tailCmd = &command{
 	detail: `Prints the matching events after the cursor, then waits for new ones
 (LISTEN/NOTIFY and polling), never skipping a late commit. On Ctrl-C or
 SIGTERM it stops, prints the cursor to resume from on stderr and exits 0.
-A lost connection is retried with backoff.
+A lost connection is retried with backoff, each retry warned about on stderr.
 
 With -logical it reads through logical decoding (server: wal_level=logical,
-a role with REPLICATION): events come in the order their transactions
+a role with REPLICATION; without them it exits 6 at once): events come in
+the order their transactions
 committed, and a transaction left open in the same database no longer holds
 them back. It uses the replication slot of reader "pgdcb-tail" of the schema
 (one -logical tail per schema at a time), creates it at start (replacing one
@@ -558,8 +560,13 @@ committed out of log order after it, never skip one.
 			if err != nil {
 				return err
 			}
-			cfg := &subscription.Config{Name: tailReader, PollInterval: *poll}
+			// Retries (a lost connection, a failed read) are warned about
+			// on stderr, as they happen.
+			cfg := &subscription.Config{Name: tailReader, PollInterval: *poll, Logger: e.logger()}
 			if *logicalMode {
+				if err := checkLogical(e.ctx, store); err != nil {
+					return err
+				}
 				cfg.Logical = &logical.Config{}
 			}
 			sub, err := subscription.New(store, q, cfg)
@@ -593,6 +600,28 @@ committed out of log order after it, never skip one.
 
 // tailReader names tail's subscription (and, with -logical, its slot).
 const tailReader = "pgdcb-tail"
+
+// checkLogical refuses, at once, a server or role that logical decoding
+// cannot run on: the reader would retry opening its stream for ever,
+// printing nothing.
+func checkLogical(ctx context.Context, store *eventstore.Store) error {
+	var walLevel, role string
+	var replication bool
+	err := store.Pool().QueryRow(ctx, `SELECT current_setting('wal_level'), current_user,
+		(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&walLevel, &role, &replication)
+	if err != nil {
+		return fmt.Errorf("read wal_level: %w", err)
+	}
+	if walLevel != "logical" {
+		return fmt.Errorf("%w: wal_level is %s; -logical needs wal_level=logical: run ALTER SYSTEM SET wal_level = logical and restart the server (or tail without -logical)",
+			errPrecondition, walLevel)
+	}
+	if !replication {
+		return fmt.Errorf("%w: role %s may not replicate; -logical needs a role with REPLICATION: run ALTER ROLE %s REPLICATION (or tail without -logical)",
+			errPrecondition, role, pgx.Identifier{role}.Sanitize())
+	}
+	return nil
+}
 
 // tailLogical runs sub in logical decoding mode from cursor from on a new
 // slot, refused while another tail streams from it, and drops the slot

@@ -28,7 +28,8 @@
 // (migrations pending, schema check failed, transaction ids ahead of the
 // server); 4 an append condition failed (-if-none); 5 the append was already
 // applied (-idempotency or a duplicate event id); 6 a precondition of the
-// command failed (import into a log that is not empty, without -force).
+// command failed (import into a log that is not empty, without -force; tail
+// -logical on a server or role that cannot decode logically).
 package main
 
 import (
@@ -297,7 +298,8 @@ const exitCodesText = `Exit codes:
   3  the schema needs attention (migrations pending, schema check failed, transaction ids ahead)
   4  append condition failed (-if-none)
   5  append already applied (-idempotency, or an event id already stored)
-  6  precondition failed (import into a log that is not empty, without -force)
+  6  precondition failed (import into a log that is not empty, without -force;
+     tail -logical without wal_level=logical or a REPLICATION role)
 `
 
 const querySyntaxText = `Query syntax (-query, -if-none, -idempotency): items separated by ';' (OR),
