@@ -530,9 +530,8 @@ A lost connection is retried with backoff, each retry warned about on stderr.
 
 With -logical it reads through logical decoding (server: wal_level=logical,
 a role with REPLICATION; without them it exits 6 at once): events come in
-the order their transactions
-committed, and a transaction left open in the same database no longer holds
-them back. It uses the replication slot of reader "pgdcb-tail" of the schema
+the order their transactions committed, and a transaction left open in the
+same database no longer holds them back. It uses the replication slot of reader "pgdcb-tail" of the schema
 (one -logical tail per schema at a time), creates it at start (replacing one
 a killed tail left) and drops it on exit. The printed cursor never passes an
 open transaction: resuming with -after it may print again events that
