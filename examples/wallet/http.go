@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -304,6 +305,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("bad_json", "the body has data after its JSON object")
 	}
+	// null decodes into a struct as nothing at all; it is not an object.
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return badRequest("bad_json", fmt.Sprintf("the body must be a JSON object (got %s)", bytes.TrimSpace(t)))
+	}
 	return nil
 }
 
@@ -390,7 +395,7 @@ func parseIdempotencyKey(v string) (string, error) {
 				i++
 				c = v[i]
 			} else if c < 0x20 || c > 0x7e {
-				return "", fmt.Errorf("character %q at byte %d is not printable ASCII", c, i)
+				return "", fmt.Errorf("%s at byte %d is not printable ASCII", charAt(v, i), i)
 			}
 			b.WriteByte(c)
 		}
@@ -401,7 +406,7 @@ func parseIdempotencyKey(v string) (string, error) {
 	} else {
 		for i := 0; i < len(v); i++ {
 			if c := v[i]; c <= 0x20 || c > 0x7e || c == ',' {
-				return "", fmt.Errorf("character %q at byte %d is not allowed outside quotes", c, i)
+				return "", fmt.Errorf("%s at byte %d is not allowed outside quotes", charAt(v, i), i)
 			}
 		}
 		key = v
@@ -410,6 +415,17 @@ func parseIdempotencyKey(v string) (string, error) {
 		return "", fmt.Errorf("the key must be 1..%d characters (got %d)", MaxIdempotencyKeyBytes, len(key))
 	}
 	return key, nil
+}
+
+// charAt names the character that starts at byte i of v: the whole
+// UTF-8 character, quoted ('é', not the 'Ã' of its first byte), or the byte
+// when it starts none.
+func charAt(v string, i int) string {
+	r, n := utf8.DecodeRuneInString(v[i:])
+	if r == utf8.RuneError && n <= 1 {
+		return fmt.Sprintf("byte 0x%02x", v[i])
+	}
+	return fmt.Sprintf("character %q", r)
 }
 
 // options reads If-Match and Idempotency-Key; req is the decoded body, part
