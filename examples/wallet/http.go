@@ -30,7 +30,7 @@ import (
 //	POST /wallets/{id}/withdrawals      {"amount": 100}              200
 //	POST /transfers                     {"from","to","amount"}       200
 //	GET  /wallets/{id}                  balance from a decision read, ETag = cursor
-//	GET  /balances/{id}                 balance from the read model (balances may be nil: 404)
+//	GET  /balances/{id}                 balance from the read model (balances may be nil: 404), weak ETag
 //
 // GET /balances/{id} reads your writes: it answers once the read model holds
 // every event of the wallet committed before the request (Balances.Balance),
@@ -46,7 +46,10 @@ import (
 // cursor of its last event (View.Version), which changes when, and only
 // when, the wallet changes. With If-None-Match (RFC 9110 §13.1.2: "*" or a
 // list of entity-tags, compared weakly) naming it, the answer is 304 Not
-// Modified with the ETag and no body.
+// Modified with the ETag and no body. GET /balances/{id} answers likewise
+// with a weak ETag, W/ and the version of the wallet its balance is at (weak:
+// as_of moves with other wallets' events); it is not sent while the wallet
+// changes faster than the read can tell.
 //
 // Commands accept If-Match (RFC 9110 §13.1.1): "*" or a list of entity-tags.
 // The command runs if the wallet's (the source of a transfer's) current ETag
@@ -563,12 +566,33 @@ func noneMatch(v, current string) (bool, error) {
 	if err != nil || star {
 		return star, err
 	}
+	current = strings.TrimPrefix(current, "W/")
 	for _, t := range tags {
 		if `"`+t.opaque+`"` == current {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// notModified answers a GET whose If-None-Match names tag (the ETag header
+// already set) with 304, or a malformed one with 400; it reports whether it
+// answered.
+func notModified(w http.ResponseWriter, r *http.Request, tag string) bool {
+	vs, ok := r.Header["If-None-Match"]
+	if !ok {
+		return false
+	}
+	match, err := noneMatch(strings.Join(vs, ","), tag)
+	if err != nil {
+		w.Header().Del("ETag")
+		writeError(w, badRequest("bad_etag", "malformed If-None-Match: "+err.Error()))
+		return true
+	}
+	if match {
+		w.WriteHeader(http.StatusNotModified)
+	}
+	return match
 }
 
 func etag(c cursor.Cursor) string { return `"` + c.String() + `"` }
@@ -669,19 +693,10 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tag := etag(v.Version)
-	if vs, ok := r.Header["If-None-Match"]; ok {
-		match, err := noneMatch(strings.Join(vs, ","), tag)
-		if err != nil {
-			writeError(w, badRequest("bad_etag", "malformed If-None-Match: "+err.Error()))
-			return
-		}
-		if match {
-			w.Header().Set("ETag", tag)
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-	}
 	w.Header().Set("ETag", tag)
+	if notModified(w, r, tag) {
+		return
+	}
 	writeJSON(w, http.StatusOK, WalletResponse{WalletID: v.WalletID, Balance: v.Balance, AsOf: v.Version.String()})
 }
 
@@ -695,7 +710,7 @@ func (a *api) balance(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{http.StatusNotFound, "no_read_model", "no balance read model configured"})
 		return
 	}
-	bal, ok, err := a.b.Balance(r.Context(), id)
+	bal, version, ok, err := a.b.balanceAt(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -703,6 +718,14 @@ func (a *api) balance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		writeError(w, ErrWalletNotFound)
 		return
+	}
+	if version != nil {
+		// Weak: the body's as_of moves with other wallets' events.
+		tag := "W/" + etag(*version)
+		w.Header().Set("ETag", tag)
+		if notModified(w, r, tag) {
+			return
+		}
 	}
 	cp, err := a.b.Checkpoint(r.Context())
 	if err != nil {

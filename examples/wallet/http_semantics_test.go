@@ -211,3 +211,45 @@ func TestCommandIDReplaysRejectionOnMemstore(t *testing.T) {
 	require.NoError(t, err)
 	require.EqualValues(t, 10, v.Balance)
 }
+
+// GET /balances/{id} sends a weak ETag: the version of the wallet its
+// balance is at, the opaque part of /wallets/{id}'s strong ETag. If-None-Match
+// naming it (or /wallets's ETag: weak comparison) is 304 while the wallet
+// does not change, another wallet's change included; the wallet's change
+// gets the new balance and a new ETag.
+func TestHTTPBalancesETag(t *testing.T) {
+	t.Parallel()
+	c, _, _ := newAPI(t)
+	for _, id := range []string{"a", "b"} {
+		st, _, _ := c.do("POST", "/wallets", `{"wallet_id":"`+id+`"}`)
+		require.Equal(t, 201, st)
+	}
+	st, _, _ := c.do("POST", "/wallets/a/deposits", `{"amount":5}`)
+	require.Equal(t, 200, st)
+	_, hdr, _ := c.do("GET", "/wallets/a", "")
+	strong := hdr.Get("ETag")
+	st, hdr, m := c.do("GET", "/balances/a", "")
+	require.Equal(t, 200, st, "%v", m)
+	require.EqualValues(t, 5, m["balance"])
+	tag := hdr.Get("ETag")
+	require.Equal(t, "W/"+strong, tag)
+
+	st, _, _ = c.do("POST", "/wallets/b/deposits", `{"amount":7}`)
+	require.Equal(t, 200, st)
+	for _, inm := range []string{tag, strong, "*", `"x", ` + tag} {
+		st, hdr, body := c.raw("GET", "/balances/a", "If-None-Match", inm)
+		require.Equal(t, 304, st, "If-None-Match %s: %s", inm, body)
+		require.Equal(t, tag, hdr.Get("ETag"))
+		require.Empty(t, body)
+	}
+	st, _, _ = c.do("POST", "/wallets/a/deposits", `{"amount":1}`)
+	require.Equal(t, 200, st)
+	st, hdr, body := c.raw("GET", "/balances/a", "If-None-Match", tag)
+	require.Equal(t, 200, st)
+	require.Contains(t, body, `"balance":6`)
+	require.NotEqual(t, tag, hdr.Get("ETag"))
+	require.True(t, strings.HasPrefix(hdr.Get("ETag"), `W/"`), hdr.Get("ETag"))
+	st, hdr, _ = c.raw("GET", "/balances/a", "If-None-Match", "not-quoted")
+	require.Equal(t, 400, st)
+	require.Empty(t, hdr.Get("ETag"))
+}
