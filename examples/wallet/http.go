@@ -60,8 +60,10 @@ import (
 // Idempotency-Key follows the IETF Idempotency-Key draft: the key is a
 // structured-field string (quoted) or a bare token, 1..MaxIdempotencyKeyBytes
 // printable ASCII characters; KeyCommandID maps it to the command id (a UUID
-// key is the id itself). A fingerprint of method, path, If-Match and body
-// (canonical JSON) is recorded with the command. A retry with the same
+// key is the id itself). A key is kept IdempotencyKeyLifetime from its first
+// use; after that the same key is a new request (run under another id). A
+// fingerprint of method, path, If-Match and body (canonical JSON) is
+// recorded with the command. A retry with the same
 // request replays the first outcome with Idempotent-Replayed: true, a
 // business rejection (404 wallet_not_found, 409 wallet_exists and
 // insufficient_funds, 412 stale_etag, 400 invalid_amount from the decision)
