@@ -370,8 +370,9 @@ var idempotencyKeySpace = uuid.MustParse("6f1c3b0e-5a8d-4c27-9e41-7d2b9a0c4e11")
 
 // KeyCommandID is the command id of an Idempotency-Key: the key itself when
 // it is a UUID (36 characters, any case), else the name-based UUID (version
-// 5) of the key, so that any string is a key and two different keys never
-// share an id.
+// 5) of the key, so that two different keys never share an id. It is the
+// key's first id: once its record expires (IdempotencyKeyLifetime) the key
+// runs under the next id of a chain derived from it.
 func KeyCommandID(key string) uuid.UUID {
 	if len(key) == 36 {
 		if id, err := uuid.Parse(key); err == nil {
