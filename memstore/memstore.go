@@ -16,6 +16,9 @@
 // snapshot has no in-progress transactions and the tailing horizon is the
 // next transaction id: tailing readers see every event at once.
 //
+// As on PostgreSQL, the first event of an append that has no id gets one
+// (a UUIDv7; see eventstore.Event.ID), the others none.
+//
 // Event data and metadata are stored as PostgreSQL's jsonb gives them back
 // (keys sorted, shorter first; the last of duplicate keys; numbers in
 // numeric's form, 1e2 as 100; jsonb's spacing), so reads return the same
@@ -31,6 +34,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
@@ -198,6 +203,9 @@ func (s *Store) appendLocked(events []eventstore.Event, cond *appendif.Condition
 		// bytes on both stores.
 		e.Data = jsonbForm(e.Data)
 		e.Metadata = jsonbForm(e.Metadata)
+		if i == 0 && e.ID == uuid.Nil {
+			e.ID = callID()
+		}
 		if e.ID != [16]byte{} {
 			s.ids[e.ID] = struct{}{}
 		}
@@ -208,6 +216,16 @@ func (s *Store) appendLocked(events []eventstore.Event, cond *appendif.Condition
 		res.Positions[i] = s.lastPos
 	}
 	return res, nil
+}
+
+// callID is the id the PostgreSQL store gives the first event of an append
+// that has none (eventstore.Event.ID): a fresh UUIDv7.
+func callID() uuid.UUID {
+	id, err := uuid.NewV7()
+	if err != nil {
+		return uuid.New()
+	}
+	return id
 }
 
 // first returns the first event in log order matching q that after has not

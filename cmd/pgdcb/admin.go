@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -33,6 +34,16 @@ func (e *env) note(v map[string]any, format string, args ...any) {
 		return
 	}
 	fmt.Fprintf(e.stderr, format+"\n", args...)
+}
+
+// logger returns the logger of the command's readers: warnings (a retry
+// and why) on stderr, as JSON under -json.
+func (e *env) logger() *slog.Logger {
+	opts := &slog.HandlerOptions{Level: slog.LevelWarn}
+	if e.json {
+		return slog.New(slog.NewJSONHandler(e.stderr, opts))
+	}
+	return slog.New(slog.NewTextHandler(e.stderr, opts))
 }
 
 func timeText(t time.Time) string {
@@ -239,6 +250,9 @@ var grantCmd = &command{
 	flags: func(fs *flag.FlagSet) func(e *env) error {
 		role := fs.String("role", "", "the application role to grant (it must exist)")
 		return func(e *env) error {
+			if *role == "" {
+				return &pgdcb.InvalidArgumentError{Name: "-role", Reason: "is required: the application role to grant (pgdcb grant -role NAME)"}
+			}
 			if err := pgdcbsql.Grant(e.ctx, e.pool, e.schema, *role); err != nil {
 				return err
 			}

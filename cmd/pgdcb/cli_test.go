@@ -132,6 +132,7 @@ func TestOperationErrors(t *testing.T) {
 	r := cli(t, "", "-dsn", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "head")
 	require.Equal(t, 1, r.code)
 	require.True(t, strings.HasPrefix(r.stderr, "pgdcb: head: connect: "), r.stderr)
+	require.Equal(t, 1, strings.Count(r.stderr, "dial tcp 127.0.0.1:1"), "the dial error once: %s", r.stderr)
 
 	sh, _ := db(t)
 	r = sh("", "head")
@@ -429,8 +430,11 @@ func TestTail(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("tail did not stop on cancel")
 	}
-	require.True(t, strings.HasPrefix(errOut.String(), "cursor "), errOut.String())
-	cur := strings.TrimSpace(strings.TrimPrefix(errOut.String(), "cursor "))
+	// The last line is the cursor (warnings of the reconnection come before).
+	errLines := lines(errOut.String())
+	last := errLines[len(errLines)-1]
+	require.True(t, strings.HasPrefix(last, "cursor "), errOut.String())
+	cur := strings.TrimSpace(strings.TrimPrefix(last, "cursor "))
 	r := sh("", "read", "-query", "A", "-after", cur)
 	require.Equal(t, 0, r.code, r.stderr)
 	require.Empty(t, r.stdout, "the tail's cursor covers every A it printed")
@@ -482,11 +486,29 @@ func TestProjections(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, projection.Paused, st.State)
 
-	require.Equal(t, 2, sh("", "projections", "reset", "balances").code, "reset needs -force")
+	// A reset that cannot clear the read model (the wallet's balances
+	// doubled) is refused, -force included, unless -checkpoint-only names
+	// the risk; the checkpoint stays where it was.
 	for _, args := range [][]string{
+		{"projections", "reset", "balances"},
+		{"projections", "reset", "-force", "balances"},
 		{"projections", "-force", "reset", "balances"},
-		{"projections", "reset", "-force", "balances"}, // the usage line's form
-		{"projections", "reset", "balances", "-force"},
+	} {
+		r = sh("", args...)
+		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stderr, "cannot clear the read model of balances")
+		require.Contains(t, r.stderr, "-checkpoint-only")
+		st, err := projection.GetStatus(ctx, store, "balances")
+		require.NoError(t, err)
+		require.Equal(t, projection.Paused, st.State, "%v: not reset", args)
+	}
+	r = cli(t, "", "projections", "reset", "-h")
+	require.Equal(t, 0, r.code)
+	require.Contains(t, r.stdout, "the read model is NOT cleared")
+	for _, args := range [][]string{
+		{"projections", "-checkpoint-only", "reset", "balances"},
+		{"projections", "reset", "-checkpoint-only", "balances"}, // the usage line's form
+		{"projections", "reset", "balances", "-checkpoint-only"},
 	} {
 		require.NoError(t, projection.Pause(ctx, store, "balances"))
 		r = sh("", args...)
@@ -546,4 +568,40 @@ func TestSQLPrintsMigrations(t *testing.T) {
 	require.Contains(t, r.stdout, "step 001_runstore")
 	r = cli(t, "", "sql", "-after", "-1")
 	require.Equal(t, 2, r.code)
+}
+
+// TestEmptyQueryItemsRefused: an empty item in a query (a stray ';', a lone
+// ':') would match every event; every flag that takes a query refuses it,
+// naming the flag, with exit 2, and nothing is read, appended or exported.
+func TestEmptyQueryItemsRefused(t *testing.T) {
+	t.Parallel()
+	sh, _ := db(t)
+	require.Equal(t, 0, sh("", "migrate").code)
+	require.Equal(t, 0, sh("", "append", "-type", "A", "-tag", "b=c").code)
+	for _, tc := range []struct {
+		flag string
+		args []string
+	}{
+		{"-query", []string{"read", "-query", "A:b=c;"}},
+		{"-query", []string{"read", "-query", ";"}},
+		{"-query", []string{"read", "-query", ":"}},
+		{"-query", []string{"read", "-query", `[{"types":["A"]},{}]`}},
+		{"-if-none", []string{"append", "-type", "X", "-if-none", "B;"}},
+		{"-idempotency", []string{"append", "-type", "X", "-idempotency", ":"}},
+		{"-query", []string{"export", "-query", "A;"}},
+		{"-query", []string{"export", "-query", ""}},
+		{"-query", []string{"tail", "-query", ";A"}},
+	} {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			r := sh("", tc.args...)
+			require.Equal(t, 2, r.code, "%v: %s", tc.args, r.stdout+r.stderr)
+			require.Empty(t, r.stdout)
+			require.Contains(t, r.stderr, tc.flag+": invalid query: item ")
+			require.Contains(t, r.stderr, "is empty")
+		})
+	}
+	require.Len(t, lines(sh("", "read").stdout), 1, "nothing appended")
+	r := sh("", "read", "-query", "A:b=c")
+	require.Equal(t, 0, r.code, r.stderr)
+	require.Len(t, lines(r.stdout), 1)
 }

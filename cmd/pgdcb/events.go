@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
@@ -29,8 +30,18 @@ type multi []string
 func (m *multi) String() string     { return strings.Join(*m, ",") }
 func (m *multi) Set(v string) error { *m = append(*m, v); return nil }
 
-// parseQuery reads the command line's query syntax (see querySyntaxText).
-func parseQuery(s string) (query.Query, error) {
+// parseQuery reads the command line's query syntax (see querySyntaxText)
+// given to the flag named name. An empty item (no type and no tag: "A;",
+// ";", ":", "") would match every event, so it is refused: '*' says that.
+func parseQuery(name, s string) (query.Query, error) {
+	q, err := parseQueryText(s)
+	if err != nil {
+		return query.Query{}, fmt.Errorf("%s: %w", name, err)
+	}
+	return q, nil
+}
+
+func parseQueryText(s string) (query.Query, error) {
 	s = strings.TrimSpace(s)
 	if s == "*" {
 		return query.All(), nil
@@ -50,6 +61,12 @@ func parseQuery(s string) (query.Query, error) {
 				return query.Query{}, err
 			}
 			items = append(items, query.Item{Types: splitList(typesPart), Tags: ts})
+		}
+	}
+	for i, it := range items {
+		if len(it.Types) == 0 && it.Tags.Len() == 0 {
+			return query.Query{}, fmt.Errorf("%w: item %d of %d in %q is empty (it would match every event): "+
+				"give each item a type or a tag, or '*' for every event", pgdcb.ErrInvalidQuery, i+1, len(items), s)
 		}
 	}
 	q := query.New(items...)
@@ -178,7 +195,7 @@ var readCmd = &command{
 				return usagef("-query excludes -type and -tag")
 			case *qs != "":
 				var err error
-				if q, err = parseQuery(*qs); err != nil {
+				if q, err = parseQuery("-query", *qs); err != nil {
 					return err
 				}
 			case len(types) > 0 || len(tagArgs) > 0:
@@ -272,9 +289,9 @@ makes it a no-op (exit 5) if an event matching Q exists anywhere.
 			}
 			var cond *appendif.Condition
 			if *ifNone != "" {
-				q, err := parseQuery(*ifNone)
+				q, err := parseQuery("-if-none", *ifNone)
 				if err != nil {
-					return fmt.Errorf("-if-none: %w", err)
+					return err
 				}
 				var ap *cursor.Cursor
 				if *after != "" {
@@ -288,9 +305,9 @@ makes it a no-op (exit 5) if an event matching Q exists anywhere.
 				cond = &c
 			}
 			if *idem != "" {
-				q, err := parseQuery(*idem)
+				q, err := parseQuery("-idempotency", *idem)
 				if err != nil {
-					return fmt.Errorf("-idempotency: %w", err)
+					return err
 				}
 				if cond == nil {
 					cond = &appendif.Condition{}
@@ -346,7 +363,7 @@ The lines are import's and append -stdin's input.
 		batch := fs.Int("batch", 1000, "events per page")
 		progress := fs.Int("progress", 10000, "report progress on stderr every N events (0: never)")
 		return func(e *env) error {
-			q, err := parseQuery(*qs)
+			q, err := parseQuery("-query", *qs)
 			if err != nil {
 				return err
 			}
@@ -509,12 +526,12 @@ var tailCmd = &command{
 	detail: `Prints the matching events after the cursor, then waits for new ones
 (LISTEN/NOTIFY and polling), never skipping a late commit. On Ctrl-C or
 SIGTERM it stops, prints the cursor to resume from on stderr and exits 0.
-A lost connection is retried with backoff.
+A lost connection is retried with backoff, each retry warned about on stderr.
 
 With -logical it reads through logical decoding (server: wal_level=logical,
-a role with REPLICATION): events come in the order their transactions
-committed, and a transaction left open in the same database no longer holds
-them back. It uses the replication slot of reader "pgdcb-tail" of the schema
+a role with REPLICATION; without them it exits 6 at once): events come in
+the order their transactions committed, and a transaction left open in the
+same database no longer holds them back. It uses the replication slot of reader "pgdcb-tail" of the schema
 (one -logical tail per schema at a time), creates it at start (replacing one
 a killed tail left) and drops it on exit. The printed cursor never passes an
 open transaction: resuming with -after it may print again events that
@@ -527,7 +544,7 @@ committed out of log order after it, never skip one.
 		poll := fs.Duration("poll", time.Second, "poll interval when no notification comes")
 		logicalMode := fs.Bool("logical", false, "read through logical decoding, in commit order (needs wal_level=logical)")
 		return func(e *env) error {
-			q, err := parseQuery(*qs)
+			q, err := parseQuery("-query", *qs)
 			if err != nil {
 				return err
 			}
@@ -542,8 +559,13 @@ committed out of log order after it, never skip one.
 			if err != nil {
 				return err
 			}
-			cfg := &subscription.Config{Name: tailReader, PollInterval: *poll}
+			// Retries (a lost connection, a failed read) are warned about
+			// on stderr, as they happen.
+			cfg := &subscription.Config{Name: tailReader, PollInterval: *poll, Logger: e.logger()}
 			if *logicalMode {
+				if err := checkLogical(e.ctx, store); err != nil {
+					return err
+				}
 				cfg.Logical = &logical.Config{}
 			}
 			sub, err := subscription.New(store, q, cfg)
@@ -577,6 +599,28 @@ committed out of log order after it, never skip one.
 
 // tailReader names tail's subscription (and, with -logical, its slot).
 const tailReader = "pgdcb-tail"
+
+// checkLogical refuses, at once, a server or role that logical decoding
+// cannot run on: the reader would retry opening its stream for ever,
+// printing nothing.
+func checkLogical(ctx context.Context, store *eventstore.Store) error {
+	var walLevel, role string
+	var replication bool
+	err := store.Pool().QueryRow(ctx, `SELECT current_setting('wal_level'), current_user,
+		(SELECT rolreplication OR rolsuper FROM pg_roles WHERE rolname = current_user)`).Scan(&walLevel, &role, &replication)
+	if err != nil {
+		return fmt.Errorf("read wal_level: %w", err)
+	}
+	if walLevel != "logical" {
+		return fmt.Errorf("%w: wal_level is %s; -logical needs wal_level=logical: run ALTER SYSTEM SET wal_level = logical and restart the server (or tail without -logical)",
+			errPrecondition, walLevel)
+	}
+	if !replication {
+		return fmt.Errorf("%w: role %s may not replicate; -logical needs a role with REPLICATION: run ALTER ROLE %s REPLICATION (or tail without -logical)",
+			errPrecondition, role, pgx.Identifier{role}.Sanitize())
+	}
+	return nil
+}
 
 // tailLogical runs sub in logical decoding mode from cursor from on a new
 // slot, refused while another tail streams from it, and drops the slot

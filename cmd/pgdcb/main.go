@@ -7,7 +7,7 @@
 //
 // Run `pgdcb -h` for the commands and `pgdcb COMMAND -h` for one command's
 // flags. Flags, global or the command's, may come before or after the command
-// and between its arguments (`pgdcb projections reset -force NAME`); after
+// and between its arguments (`pgdcb projections reset -checkpoint-only NAME`); after
 // "--" everything is an argument. Arguments a command does not take are
 // refused.
 //
@@ -28,7 +28,8 @@
 // (migrations pending, schema check failed, transaction ids ahead of the
 // server); 4 an append condition failed (-if-none); 5 the append was already
 // applied (-idempotency or a duplicate event id); 6 a precondition of the
-// command failed (import into a log that is not empty, without -force).
+// command failed (import into a log that is not empty, without -force; tail
+// -logical on a server or role that cannot decode logically).
 package main
 
 import (
@@ -40,6 +41,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -206,14 +208,43 @@ func (e *env) connect() error {
 	}
 	pool, err := pgxpool.NewWithConfig(e.ctx, cfg)
 	if err != nil {
-		return errfmt.Wrap("connect", err)
+		return errfmt.Wrap("connect", onceLines{err})
 	}
 	if err := pool.Ping(e.ctx); err != nil {
 		pool.Close()
-		return errfmt.Wrap("connect", err)
+		return errfmt.Wrap("connect", onceLines{err})
 	}
 	e.pool = pool
 	return nil
+}
+
+// onceLines is err with each line of its text said once (a line that ends
+// an earlier one counts as said): pgx lists every attempt of a connection
+// (with sslmode=prefer, TLS then plain text), so an unreachable host's dial
+// error came twice.
+type onceLines struct{ err error }
+
+func (o onceLines) Unwrap() error { return o.err }
+
+func (o onceLines) Error() string {
+	lines := strings.Split(o.err.Error(), "\n")
+	out := lines[:0]
+	seen := map[string]bool{}
+next:
+	for _, l := range lines {
+		k := strings.TrimSpace(l)
+		if seen[k] {
+			continue
+		}
+		for s := range seen { // "hostname resolving error: X", then X
+			if strings.HasSuffix(s, ": "+k) {
+				continue next
+			}
+		}
+		seen[k] = true
+		out = append(out, l)
+	}
+	return strings.Join(out, "\n")
 }
 
 // store opens the event store and checks its schema.
@@ -267,13 +298,14 @@ const exitCodesText = `Exit codes:
   3  the schema needs attention (migrations pending, schema check failed, transaction ids ahead)
   4  append condition failed (-if-none)
   5  append already applied (-idempotency, or an event id already stored)
-  6  precondition failed (import into a log that is not empty, without -force)
+  6  precondition failed (import into a log that is not empty, without -force;
+     tail -logical without wal_level=logical or a REPLICATION role)
 `
 
 const querySyntaxText = `Query syntax (-query, -if-none, -idempotency): items separated by ';' (OR),
 each TYPES:TAGS with comma-separated types (any of) and tags (all of); either
-side may be empty, e.g. 'Opened,Closed:account=1;:region=eu' or 'Opened'.
-'*' is every event. A value starting with '[' is JSON:
+side may be empty but not both, e.g. 'Opened,Closed:account=1;:region=eu' or
+'Opened' (an empty item, as in 'A;' or ':', is refused). '*' is every event. A value starting with '[' is JSON:
 [{"types":["Opened"],"tags":["account=1"]}].
 `
 
@@ -329,7 +361,7 @@ func newFlagSet(name string, e *env) *flag.FlagSet {
 }
 
 // parseInterleaved parses args with fs, letting flags and arguments mix
-// (`reset -force NAME`, `reset NAME -force`); after "--" everything is an
+// (`reset -checkpoint-only NAME`, `reset NAME -checkpoint-only`); after "--" everything is an
 // argument. It returns the arguments in order.
 func parseInterleaved(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string

@@ -21,18 +21,24 @@ type projectionJSON struct {
 }
 
 var projectionsCmd = &command{
-	name: "projections", args: "[list | pause NAME | resume NAME | reset -force NAME]",
-	summary: "list projections (state, lag, last error); pause, resume or reset one",
+	name: "projections", args: "[list | pause NAME | resume NAME | reset -checkpoint-only NAME]",
+	summary: "list projections (state, lag, last error); pause, resume or reset one's checkpoint",
 	detail: `The list holds every checkpoint: projections and outbox publishers. Lag is
 about how many events of any type sort after the checkpoint (the head's
-position minus the checkpoint's). reset moves the checkpoint to the start of
-the log, ACTIVE: a running projection then replays every event into its read
-model, which this command cannot empty (the application's projection.Reset
-with a ResetFunc can), hence -force.
+position minus the checkpoint's).
+
+reset moves the checkpoint to the start of the log, ACTIVE, and nothing else:
+it does NOT clear the read model, so a running projection replays every event
+on top of what it already holds (a balance summed from deposits doubles).
+It is refused unless -checkpoint-only says that is meant. To rebuild a read
+model: pause the projection, empty its tables yourself, then reset
+-checkpoint-only; or reset from the application (projection.Reset with a
+ResetFunc that empties the read model in the same transaction).
 `,
 	maxArgs: 2,
 	flags: func(fs *flag.FlagSet) func(e *env) error {
-		force := fs.Bool("force", false, "reset: replay into a read model this command does not empty")
+		checkpointOnly := fs.Bool("checkpoint-only", false, "reset: move only the checkpoint; the read model is NOT cleared and is rebuilt on top of itself")
+		force := fs.Bool("force", false, "no longer resets: see -checkpoint-only")
 		return func(e *env) error {
 			action := "list"
 			if len(e.args) > 0 {
@@ -50,8 +56,13 @@ with a ResetFunc can), hence -force.
 				if err := projection.ValidateName(e.args[1]); err != nil {
 					return &usageError{err: err}
 				}
-				if action == "reset" && !*force {
-					return usagef("reset replays every event into a read model this command cannot empty: pass -force")
+				if action == "reset" && !*checkpointOnly {
+					why := "reset moves only the checkpoint: it cannot clear the read model of %s, which the projection would then rebuild on top of itself (sums doubled); " +
+						"empty the read model first (the projection paused), then pass -checkpoint-only"
+					if *force {
+						why += " (-force no longer resets)"
+					}
+					return usagef(why, e.args[1])
 				}
 			default:
 				return usagef("unknown action %q (list, pause, resume, reset)", action)

@@ -177,3 +177,37 @@ func testEventID(t testing.TB, s eventstore.Interface, _ Options) {
 	require.Equal(t, e.ID, evs[0].ID)
 	require.JSONEq(t, "10", string(evs[0].Data))
 }
+
+// The first event of an append that has no id reads back with one the store
+// gave it (a UUIDv7, one per append), the other events of the append
+// without; an event's own id is kept. A given id is stored like a chosen
+// one: appending it again fails with pgdcb.ErrIdempotent. (The PostgreSQL
+// store settles calls by it: eventstore.Event.ID.)
+func testGeneratedEventIDs(t testing.TB, s eventstore.Interface, _ Options) {
+	ctx := context.Background()
+	appendOK(t, s, ev("T4", 1, "a=3", "b=3", "c=3"))
+	last, _, err := s.ReadLast(ctx, query.All())
+	require.NoError(t, err)
+	require.NotNil(t, last)
+	require.NotEqual(t, uuid.Nil, last.ID, "an event appended without an id reads back with the store's")
+	require.Equal(t, uuid.Version(7), last.ID.Version())
+	require.Equal(t, uuid.RFC4122, last.ID.Variant())
+
+	own := uuid.New()
+	withOwn := ev("Own", 3)
+	withOwn.ID = own
+	appendOK(t, s, ev("First", 1), ev("Second", 2))
+	appendOK(t, s, withOwn, ev("After", 4))
+	evs := readAll(t, s, query.All())
+	require.Len(t, evs, 5)
+	require.Equal(t, uuid.Version(7), evs[1].ID.Version(), "the first event of an append gets an id")
+	require.NotEqual(t, last.ID, evs[1].ID, "one id per append")
+	require.Equal(t, uuid.Nil, evs[2].ID, "the other events of the append none")
+	require.Equal(t, own, evs[3].ID, "an event's own id is kept")
+	require.Equal(t, uuid.Nil, evs[4].ID)
+
+	again := ev("Again", 5)
+	again.ID = last.ID
+	_, err = s.Append(ctx, []eventstore.Event{again})
+	require.ErrorIs(t, err, pgdcb.ErrIdempotent, "a given id is stored")
+}

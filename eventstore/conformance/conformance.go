@@ -15,7 +15,8 @@
 // batch order, increasing), reads (log order, backwards, limits, cursors,
 // ReadLast, Head, the iterator), conditions (unseen events fail the append,
 // seen ones do not, OR-ed items, limited reads, Project's union), idempotency
-// (the query, checked first over the whole log; event ids), the races (N
+// (the query, checked first over the whole log; event ids, and the id an
+// append gives its first event when it has none), the races (N
 // writers on one boundary: exactly one wins; overlapping conditions;
 // multi-item conditions and mixed writers, replayed so that no committed
 // decision missed an event; the idempotency race: exactly one), tailing
@@ -81,6 +82,7 @@ func Checks(opts *Options) []Check {
 		{"ProjectSnapshotModelSameResult", with(testProjectSnapshotModel)},
 		{"IdempotencyQuery", with(testIdempotencyQuery)},
 		{"EventIDIdempotency", with(testEventID)},
+		{"GeneratedEventIDs", with(testGeneratedEventIDs)},
 		{"RaceExactlyOneWinner", with(testRaceExactlyOne)},
 		{"RaceOverlappingConditions", with(testRaceOverlapping)},
 		{"RaceMultiItemCondition", with(testRaceMultiItem)},

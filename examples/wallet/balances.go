@@ -136,29 +136,60 @@ func (b *Balances) apply(ctx context.Context, tx pgx.Tx, events []eventstore.Sto
 // fails with ErrReadModelBehind. ok is false if the model has not seen the
 // wallet.
 func (b *Balances) Balance(ctx context.Context, id string) (balance int64, ok bool, err error) {
+	balance, _, ok, err = b.balanceAt(ctx, id)
+	return balance, ok, err
+}
+
+// balanceAt is Balance, and the wallet's version the balance is at: the
+// point of the wallet's last event, read again after the balance (an event
+// committed meanwhile may be in it: then again, a few times). version is
+// nil when the wallet kept changing.
+func (b *Balances) balanceAt(ctx context.Context, id string) (balance int64, version *cursor.Cursor, ok bool, err error) {
+	last, err := b.lastEvent(ctx, id)
+	if err != nil {
+		return 0, nil, false, err
+	}
+	for range 3 {
+		if last != nil {
+			wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadWait)
+			err := b.runner.WaitFor(wctx, *last)
+			cancel()
+			if err != nil {
+				if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) || errors.Is(err, projection.ErrNotActive) {
+					return 0, nil, false, fmt.Errorf("%w: %w", ErrReadModelBehind, err)
+				}
+				return 0, nil, false, fmt.Errorf("wallet: balances: %w", err)
+			}
+		}
+		err = b.store.Pool().QueryRow(ctx, b.sql.balance, id).Scan(&balance)
+		if errors.Is(err, pgx.ErrNoRows) {
+			return 0, nil, false, nil
+		}
+		if err != nil {
+			return 0, nil, false, fmt.Errorf("wallet: balances: %w", err)
+		}
+		again, err := b.lastEvent(ctx, id)
+		if err != nil {
+			return 0, nil, false, err
+		}
+		if again != nil && last != nil && *again == *last {
+			return balance, last, true, nil
+		}
+		last = again
+	}
+	return balance, nil, true, nil
+}
+
+// lastEvent is the point of the wallet's last event (nil: none).
+func (b *Balances) lastEvent(ctx context.Context, id string) (*cursor.Cursor, error) {
 	last, _, err := b.store.ReadLast(ctx, Query(id))
 	if err != nil {
-		return 0, false, fmt.Errorf("wallet: balances: %w", err)
+		return nil, fmt.Errorf("wallet: balances: %w", err)
 	}
-	if last != nil {
-		wctx, cancel := context.WithTimeout(ctx, b.cfg.ReadWait)
-		err := b.runner.WaitFor(wctx, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position})
-		cancel()
-		if err != nil {
-			if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) || errors.Is(err, projection.ErrNotActive) {
-				return 0, false, fmt.Errorf("%w: %w", ErrReadModelBehind, err)
-			}
-			return 0, false, fmt.Errorf("wallet: balances: %w", err)
-		}
+	if last == nil {
+		return nil, nil
 	}
-	err = b.store.Pool().QueryRow(ctx, b.sql.balance, id).Scan(&balance)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return 0, false, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("wallet: balances: %w", err)
-	}
-	return balance, true, nil
+	return &cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}, nil
 }
 
 // Checkpoint returns the read model's position in the log (the start before

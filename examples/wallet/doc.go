@@ -12,11 +12,14 @@
 // The HTTP API (NewAPI) answers GET /wallets/{id} with the wallet's version
 // (the cursor of its last event) as a strong ETag, 304 to an If-None-Match
 // naming it, and accepts it back with If-Match (RFC 9110): a command fails
-// with 412 if the wallet changed since. Idempotency-Key (any string up to 255
-// characters) follows the IETF draft: a retry of the same request replays the
-// first outcome, a business rejection included; the same key with another
-// request is 422; a retry while the first runs is 409. Errors are RFC 9457
-// problem details with a stable code. The Balances read model is a table
+// with 412 if the wallet changed since. Idempotency-Key follows the IETF
+// draft: 1..MaxIdempotencyKeyBytes (255) bytes of printable ASCII, bare (no
+// spaces or commas) or as a quoted string ("two words", with \" and \\
+// escapes). A retry of the same request replays the first outcome, a
+// business rejection included; the same key with another request is 422; a
+// retry while the first runs is 409. A key is kept IdempotencyKeyLifetime
+// (24 hours) from its first use; after that it is a new request. Errors are
+// RFC 9457 problem details with a stable code. The Balances read model is a table
 // maintained by a projection (projection.Runner) with its checkpoint in the
 // same transaction as the balances. GET /balances/{id} reads your writes: it
 // answers once the read model holds every event of the wallet committed
@@ -95,6 +98,7 @@
 //
 //	$ curl -si localhost:8080/balances/bob
 //	HTTP/1.1 200 OK
+//	Etag: W/"AQCC-gEI"
 //	{"wallet_id":"bob","balance":40,"as_of":"AQCC-gEI"}
 //
 //	$ curl -si localhost:8080/transfers -H "$H" -d '{"from":"alice","to":"carol","amount":1}'
@@ -124,9 +128,15 @@
 //	level=INFO msg="walletd shutting down" timeout=10s
 //	level=INFO msg="walletd stopped"
 //
-// Two answers cannot be provoked with curl alone: 409
-// idempotency_key_in_flight (a retry with the key of a request still running,
-// on any instance) and 503 outcome_unknown with Retry-After (the connection
-// was lost around the commit: retry with the same Idempotency-Key to apply
-// the command once or get its outcome).
+// 409 idempotency_key_in_flight answers a request whose key a request still
+// running holds, on any instance: send a few at once to see it (one is
+// applied, the others get 409, or a replay once it is done):
+//
+//	$ for i in 1 2 3 4; do curl -s localhost:8080/wallets/alice/deposits -H "$H" -H "Idempotency-Key: k1" -d '{"amount":1}' & done; wait
+//
+// One answer cannot be provoked with curl alone: 503 outcome_unknown with
+// Retry-After (the connection was lost around the commit: retry with the same
+// Idempotency-Key to apply the command once or get its outcome).
+//
+// walletd logs one line per request: method, path, status and duration.
 package wallet

@@ -7,7 +7,7 @@ import (
 
 // Business rejections. Each maps to one HTTP status (see NewAPI).
 var (
-	ErrInvalidWalletID   = errors.New("wallet: invalid wallet id")
+	ErrInvalidWalletID   = errors.New("wallet: invalid wallet id: want 1..64 characters of A-Z, a-z, 0-9, '_', '.' and '-'")
 	ErrInvalidAmount     = errors.New("wallet: amount must be a positive integer")
 	ErrWalletNotFound    = errors.New("wallet: unknown wallet")
 	ErrWalletExists      = errors.New("wallet: wallet already exists")

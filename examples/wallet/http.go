@@ -14,6 +14,7 @@ import (
 	"net/http"
 	"reflect"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -29,7 +30,7 @@ import (
 //	POST /wallets/{id}/withdrawals      {"amount": 100}              200
 //	POST /transfers                     {"from","to","amount"}       200
 //	GET  /wallets/{id}                  balance from a decision read, ETag = cursor
-//	GET  /balances/{id}                 balance from the read model (balances may be nil: 404)
+//	GET  /balances/{id}                 balance from the read model (balances may be nil: 404), weak ETag
 //
 // GET /balances/{id} reads your writes: it answers once the read model holds
 // every event of the wallet committed before the request (Balances.Balance),
@@ -45,7 +46,10 @@ import (
 // cursor of its last event (View.Version), which changes when, and only
 // when, the wallet changes. With If-None-Match (RFC 9110 §13.1.2: "*" or a
 // list of entity-tags, compared weakly) naming it, the answer is 304 Not
-// Modified with the ETag and no body.
+// Modified with the ETag and no body. GET /balances/{id} answers likewise
+// with a weak ETag, W/ and the version of the wallet its balance is at (weak:
+// as_of moves with other wallets' events); it is not sent while the wallet
+// changes faster than the read can tell.
 //
 // Commands accept If-Match (RFC 9110 §13.1.1): "*" or a list of entity-tags.
 // The command runs if the wallet's (the source of a transfer's) current ETag
@@ -56,8 +60,10 @@ import (
 // Idempotency-Key follows the IETF Idempotency-Key draft: the key is a
 // structured-field string (quoted) or a bare token, 1..MaxIdempotencyKeyBytes
 // printable ASCII characters; KeyCommandID maps it to the command id (a UUID
-// key is the id itself). A fingerprint of method, path, If-Match and body
-// (canonical JSON) is recorded with the command. A retry with the same
+// key is the id itself). A key is kept IdempotencyKeyLifetime from its first
+// use; after that the same key is a new request (run under another id). A
+// fingerprint of method, path, If-Match and body (canonical JSON) is
+// recorded with the command. A retry with the same
 // request replays the first outcome with Idempotent-Replayed: true, a
 // business rejection (404 wallet_not_found, 409 wallet_exists and
 // insufficient_funds, 412 stale_etag, 400 invalid_amount from the decision)
@@ -304,6 +310,10 @@ func decode(w http.ResponseWriter, r *http.Request, v any) error {
 	if _, err := dec.Token(); err != io.EOF {
 		return badRequest("bad_json", "the body has data after its JSON object")
 	}
+	// null decodes into a struct as nothing at all; it is not an object.
+	if t := bytes.TrimLeft(body, " \t\r\n"); len(t) == 0 || t[0] != '{' {
+		return badRequest("bad_json", fmt.Sprintf("the body must be a JSON object (got %s)", bytes.TrimSpace(t)))
+	}
 	return nil
 }
 
@@ -360,8 +370,9 @@ var idempotencyKeySpace = uuid.MustParse("6f1c3b0e-5a8d-4c27-9e41-7d2b9a0c4e11")
 
 // KeyCommandID is the command id of an Idempotency-Key: the key itself when
 // it is a UUID (36 characters, any case), else the name-based UUID (version
-// 5) of the key, so that any string is a key and two different keys never
-// share an id.
+// 5) of the key, so that two different keys never share an id. It is the
+// key's first id: once its record expires (IdempotencyKeyLifetime) the key
+// runs under the next id of a chain derived from it.
 func KeyCommandID(key string) uuid.UUID {
 	if len(key) == 36 {
 		if id, err := uuid.Parse(key); err == nil {
@@ -390,7 +401,7 @@ func parseIdempotencyKey(v string) (string, error) {
 				i++
 				c = v[i]
 			} else if c < 0x20 || c > 0x7e {
-				return "", fmt.Errorf("character %q at byte %d is not printable ASCII", c, i)
+				return "", fmt.Errorf("%s at byte %d is not printable ASCII", charAt(v, i), i)
 			}
 			b.WriteByte(c)
 		}
@@ -401,7 +412,7 @@ func parseIdempotencyKey(v string) (string, error) {
 	} else {
 		for i := 0; i < len(v); i++ {
 			if c := v[i]; c <= 0x20 || c > 0x7e || c == ',' {
-				return "", fmt.Errorf("character %q at byte %d is not allowed outside quotes", c, i)
+				return "", fmt.Errorf("%s at byte %d is not allowed outside quotes", charAt(v, i), i)
 			}
 		}
 		key = v
@@ -410,6 +421,17 @@ func parseIdempotencyKey(v string) (string, error) {
 		return "", fmt.Errorf("the key must be 1..%d characters (got %d)", MaxIdempotencyKeyBytes, len(key))
 	}
 	return key, nil
+}
+
+// charAt names the character that starts at byte i of v: the whole
+// UTF-8 character, quoted ('é', not the 'Ã' of its first byte), or the byte
+// when it starts none.
+func charAt(v string, i int) string {
+	r, n := utf8.DecodeRuneInString(v[i:])
+	if r == utf8.RuneError && n <= 1 {
+		return fmt.Sprintf("byte 0x%02x", v[i])
+	}
+	return fmt.Sprintf("character %q", r)
 }
 
 // options reads If-Match and Idempotency-Key; req is the decoded body, part
@@ -547,12 +569,33 @@ func noneMatch(v, current string) (bool, error) {
 	if err != nil || star {
 		return star, err
 	}
+	current = strings.TrimPrefix(current, "W/")
 	for _, t := range tags {
 		if `"`+t.opaque+`"` == current {
 			return true, nil
 		}
 	}
 	return false, nil
+}
+
+// notModified answers a GET whose If-None-Match names tag (the ETag header
+// already set) with 304, or a malformed one with 400; it reports whether it
+// answered.
+func notModified(w http.ResponseWriter, r *http.Request, tag string) bool {
+	vs, ok := r.Header["If-None-Match"]
+	if !ok {
+		return false
+	}
+	match, err := noneMatch(strings.Join(vs, ","), tag)
+	if err != nil {
+		w.Header().Del("ETag")
+		writeError(w, badRequest("bad_etag", "malformed If-None-Match: "+err.Error()))
+		return true
+	}
+	if match {
+		w.WriteHeader(http.StatusNotModified)
+	}
+	return match
 }
 
 func etag(c cursor.Cursor) string { return `"` + c.String() + `"` }
@@ -653,19 +696,10 @@ func (a *api) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	tag := etag(v.Version)
-	if vs, ok := r.Header["If-None-Match"]; ok {
-		match, err := noneMatch(strings.Join(vs, ","), tag)
-		if err != nil {
-			writeError(w, badRequest("bad_etag", "malformed If-None-Match: "+err.Error()))
-			return
-		}
-		if match {
-			w.Header().Set("ETag", tag)
-			w.WriteHeader(http.StatusNotModified)
-			return
-		}
-	}
 	w.Header().Set("ETag", tag)
+	if notModified(w, r, tag) {
+		return
+	}
 	writeJSON(w, http.StatusOK, WalletResponse{WalletID: v.WalletID, Balance: v.Balance, AsOf: v.Version.String()})
 }
 
@@ -679,7 +713,7 @@ func (a *api) balance(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &httpError{http.StatusNotFound, "no_read_model", "no balance read model configured"})
 		return
 	}
-	bal, ok, err := a.b.Balance(r.Context(), id)
+	bal, version, ok, err := a.b.balanceAt(r.Context(), id)
 	if err != nil {
 		writeError(w, err)
 		return
@@ -687,6 +721,14 @@ func (a *api) balance(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		writeError(w, ErrWalletNotFound)
 		return
+	}
+	if version != nil {
+		// Weak: the body's as_of moves with other wallets' events.
+		tag := "W/" + etag(*version)
+		w.Header().Set("ETag", tag)
+		if notModified(w, r, tag) {
+			return
+		}
 	}
 	cp, err := a.b.Checkpoint(r.Context())
 	if err != nil {

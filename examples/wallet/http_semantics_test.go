@@ -6,8 +6,10 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/examples/wallet"
@@ -210,4 +212,94 @@ func TestCommandIDReplaysRejectionOnMemstore(t *testing.T) {
 	v, err := svc.Wallet(ctx, "a")
 	require.NoError(t, err)
 	require.EqualValues(t, 10, v.Balance)
+}
+
+// GET /balances/{id} sends a weak ETag: the version of the wallet its
+// balance is at, the opaque part of /wallets/{id}'s strong ETag. If-None-Match
+// naming it (or /wallets's ETag: weak comparison) is 304 while the wallet
+// does not change, another wallet's change included; the wallet's change
+// gets the new balance and a new ETag.
+func TestHTTPBalancesETag(t *testing.T) {
+	t.Parallel()
+	c, _, _ := newAPI(t)
+	for _, id := range []string{"a", "b"} {
+		st, _, _ := c.do("POST", "/wallets", `{"wallet_id":"`+id+`"}`)
+		require.Equal(t, 201, st)
+	}
+	st, _, _ := c.do("POST", "/wallets/a/deposits", `{"amount":5}`)
+	require.Equal(t, 200, st)
+	_, hdr, _ := c.do("GET", "/wallets/a", "")
+	strong := hdr.Get("ETag")
+	st, hdr, m := c.do("GET", "/balances/a", "")
+	require.Equal(t, 200, st, "%v", m)
+	require.EqualValues(t, 5, m["balance"])
+	tag := hdr.Get("ETag")
+	require.Equal(t, "W/"+strong, tag)
+
+	st, _, _ = c.do("POST", "/wallets/b/deposits", `{"amount":7}`)
+	require.Equal(t, 200, st)
+	for _, inm := range []string{tag, strong, "*", `"x", ` + tag} {
+		st, hdr, body := c.raw("GET", "/balances/a", "If-None-Match", inm)
+		require.Equal(t, 304, st, "If-None-Match %s: %s", inm, body)
+		require.Equal(t, tag, hdr.Get("ETag"))
+		require.Empty(t, body)
+	}
+	st, _, _ = c.do("POST", "/wallets/a/deposits", `{"amount":1}`)
+	require.Equal(t, 200, st)
+	st, hdr, body := c.raw("GET", "/balances/a", "If-None-Match", tag)
+	require.Equal(t, 200, st)
+	require.Contains(t, body, `"balance":6`)
+	require.NotEqual(t, tag, hdr.Get("ETag"))
+	require.True(t, strings.HasPrefix(hdr.Get("ETag"), `W/"`), hdr.Get("ETag"))
+	st, hdr, _ = c.raw("GET", "/balances/a", "If-None-Match", "not-quoted")
+	require.Equal(t, 400, st)
+	require.Empty(t, hdr.Get("ETag"))
+}
+
+// An Idempotency-Key is kept wallet.IdempotencyKeyLifetime: once the first
+// run's record is older (backdated here, not waited for), the same key is a
+// new request: it runs again (another command id, a new balance), and is
+// then kept anew (a retry replays the second run; another body is 422). A
+// recorded rejection expires alike.
+func TestHTTPIdempotencyKeyExpires(t *testing.T) {
+	t.Parallel()
+	c, svc, _ := newAPI(t)
+	st, _, _ := c.do("POST", "/wallets", `{"wallet_id":"a"}`)
+	require.Equal(t, 201, st)
+	commandsTable := pgx.Identifier{svc.Store().Schema(), "commands"}.Sanitize()
+	age := func(key string) {
+		t.Helper()
+		tag, err := svc.Store().Pool().Exec(context.Background(), `UPDATE `+commandsTable+
+			` SET occurred_at = occurred_at - $2::interval WHERE command_id = $1`,
+			wallet.KeyCommandID(key), (wallet.IdempotencyKeyLifetime + time.Minute).String())
+		require.NoError(t, err)
+		require.EqualValues(t, 1, tag.RowsAffected())
+	}
+
+	st, _, first := c.do("POST", "/wallets/a/deposits", `{"amount":10}`, "Idempotency-Key", "dep-1")
+	require.Equal(t, 200, st)
+	st, hdr, again := c.do("POST", "/wallets/a/deposits", `{"amount":10}`, "Idempotency-Key", "dep-1")
+	require.Equal(t, 200, st)
+	require.Equal(t, "true", hdr.Get("Idempotent-Replayed"), "within the lifetime: a replay")
+	require.Equal(t, first, again)
+
+	age("dep-1")
+	st, hdr, second := c.do("POST", "/wallets/a/deposits", `{"amount":10}`, "Idempotency-Key", "dep-1")
+	require.Equal(t, 200, st, "%v", second)
+	require.Empty(t, hdr.Get("Idempotent-Replayed"), "an expired key is a new request")
+	require.EqualValues(t, 20, second["balance"])
+	require.NotEqual(t, first["command_id"], second["command_id"])
+	st, hdr, again = c.do("POST", "/wallets/a/deposits", `{"amount":10}`, "Idempotency-Key", "dep-1")
+	require.Equal(t, 200, st)
+	require.Equal(t, "true", hdr.Get("Idempotent-Replayed"), "kept anew")
+	require.Equal(t, second, again)
+	c.expectError(422, "idempotency_key_reused", "POST", "/wallets/a/deposits", `{"amount":3}`, "Idempotency-Key", "dep-1")
+
+	c.expectError(409, "insufficient_funds", "POST", "/wallets/a/withdrawals", `{"amount":1000}`, "Idempotency-Key", "wd-1")
+	c.expectError(422, "idempotency_key_reused", "POST", "/wallets/a/withdrawals", `{"amount":5}`, "Idempotency-Key", "wd-1")
+	age("wd-1")
+	st, hdr, m := c.do("POST", "/wallets/a/withdrawals", `{"amount":5}`, "Idempotency-Key", "wd-1")
+	require.Equal(t, 200, st, "%v", m)
+	require.Empty(t, hdr.Get("Idempotent-Replayed"))
+	require.EqualValues(t, 15, m["balance"])
 }

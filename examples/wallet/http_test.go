@@ -486,6 +486,10 @@ func TestHTTPBadInput(t *testing.T) {
 		{422, "same_wallet", "POST", "/transfers", `{"from":"a","to":"a","amount":1}`},
 		{400, "invalid_amount", "POST", "/transfers", `{"from":"a","to":"b","amount":-1}`},
 		{400, "bad_json", "POST", "/transfers", `[]`},
+		{400, "bad_json", "POST", "/wallets/a/deposits", `null`},
+		{400, "bad_json", "POST", "/wallets/a/withdrawals", ` null `},
+		{400, "bad_json", "POST", "/transfers", `null`},
+		{400, "bad_json", "POST", "/wallets", `null`},
 		{404, "wallet_not_found", "GET", "/wallets/ghost", ``},
 		{404, "wallet_not_found", "GET", "/balances/ghost", ``},
 		{400, "invalid_wallet_id", "GET", "/balances/a%20b", ``},
@@ -497,4 +501,32 @@ func TestHTTPBadInput(t *testing.T) {
 		})
 	}
 	require.Equal(t, n, logLen(t, svc), "bad input appends nothing")
+}
+
+// Error details say the rule that was broken, in the client's characters:
+// the wallet id's alphabet and length, a null body as not an object, and a
+// non-ASCII character of an Idempotency-Key as itself (not its first byte
+// read as Latin-1).
+func TestHTTPErrorDetails(t *testing.T) {
+	t.Parallel()
+	c, _, _ := newAPI(t)
+	c.do("POST", "/wallets", `{"wallet_id":"a"}`)
+	detail := func(status int, code, method, path, body string, hdr ...string) string {
+		t.Helper()
+		st, _, m := c.do(method, path, body, hdr...)
+		require.Equal(t, status, st, "%v", m)
+		require.Equal(t, code, m["code"])
+		return m["detail"].(string)
+	}
+	require.Contains(t, detail(400, "invalid_wallet_id", "POST", "/wallets", `{"wallet_id":"has space"}`),
+		"want 1..64 characters of A-Z, a-z, 0-9, '_', '.' and '-'")
+	require.Contains(t, detail(400, "invalid_wallet_id", "GET", "/balances/a%20b", ""), "1..64 characters")
+	require.Contains(t, detail(400, "bad_json", "POST", "/wallets/a/deposits", `null`), "must be a JSON object (got null)")
+	d := detail(400, "bad_idempotency_key", "POST", "/wallets/a/deposits", `{"amount":1}`, "Idempotency-Key", `"café"`)
+	require.Contains(t, d, "character 'é' at byte 4 is not printable ASCII")
+	require.NotContains(t, d, "Ã")
+	d = detail(400, "bad_idempotency_key", "POST", "/wallets/a/deposits", `{"amount":1}`, "Idempotency-Key", "café")
+	require.Contains(t, d, "character 'é' at byte 3 is not allowed outside quotes")
+	d = detail(400, "bad_idempotency_key", "POST", "/wallets/a/deposits", `{"amount":1}`, "Idempotency-Key", "caf\xe9")
+	require.Contains(t, d, "byte 0xe9 at byte 3")
 }

@@ -333,6 +333,38 @@ func (s *Service) run(ctx context.Context, typ string, data cmdData, opt *Option
 		out, err := s.exec.Execute(ctx, c)
 		return result(out, err)
 	}
+	for {
+		res, err := s.runID(ctx, c, fp)
+		if !errors.Is(err, errKeyExpired) {
+			return res, err
+		}
+		// The id's record outlived IdempotencyKeyLifetime: the key starts
+		// a new command, under the next id of its chain.
+		c.ID = nextKeyID(c.ID)
+	}
+}
+
+// IdempotencyKeyLifetime is how long a command id run with a Fingerprint
+// (the HTTP API's Idempotency-Key) is kept: a retry within it replays the
+// first outcome; once the first run's record is older (on PostgreSQL, by the
+// commands table's occurred_at), the same key is a new request and runs as
+// one, under another command id (nextKeyID). The record itself stays.
+const IdempotencyKeyLifetime = 24 * time.Hour
+
+// errKeyExpired: the command id's record is older than
+// IdempotencyKeyLifetime (replay); run moves on to nextKeyID.
+var errKeyExpired = errors.New("wallet: idempotency key expired")
+
+// nextKeyID is the command id a key takes once its record under id expired:
+// derived from id alone, so that every instance follows the same chain.
+func nextKeyID(id uuid.UUID) uuid.UUID {
+	return uuid.NewSHA1(idempotencyKeySpace, append([]byte("expired\x00"), id[:]...))
+}
+
+// runID runs c under its command id (not uuid.Nil) and its fingerprint fp.
+func (s *Service) runID(ctx context.Context, c commands.Command, fp string) (Result, error) {
+	var err error
+	typ := c.Type
 	if fp != "" {
 		if c.Metadata, err = json.Marshal(commandMetadata{Fingerprint: fp}); err != nil {
 			return Result{}, err
@@ -437,6 +469,9 @@ func (s *Service) localRejection(id uuid.UUID) (json.RawMessage, bool) {
 // replay answers with a recorded command's outcome: ErrKeyReused if it was
 // run with another fingerprint, its rejection if one is recorded, else out.
 func replay(rec commands.Record, out commands.Outcome, fp string) (Result, error) {
+	if fp != "" && !rec.OccurredAt.IsZero() && time.Since(rec.OccurredAt) > IdempotencyKeyLifetime {
+		return Result{}, errKeyExpired
+	}
 	var m commandMetadata
 	if len(rec.Metadata) > 0 {
 		if err := json.Unmarshal(rec.Metadata, &m); err != nil {

@@ -7,6 +7,7 @@
 // machine (127.0.0.1:5432, then the unix socket), as user postgres. At start it
 // migrates the schema given by -schema (default "wallet") and creates the
 // balances read model's tables, then runs the read model in the background.
+// It logs one line per request (method, path, status, duration) on stderr.
 // On a signal it stops accepting connections, lets requests in flight finish
 // (at most -shutdown-timeout), stops the read model and exits 0.
 package main
@@ -131,7 +132,7 @@ func run(ctx context.Context, args []string, logw io.Writer, ready func(addr str
 		return err
 	}
 	hs := &http.Server{
-		Handler:           wallet.NewAPI(svc, balances),
+		Handler:           accessLog(log, wallet.NewAPI(svc, balances)),
 		ReadHeaderTimeout: 10 * time.Second,
 		ReadTimeout:       30 * time.Second,
 		IdleTimeout:       2 * time.Minute,
@@ -199,3 +200,43 @@ func openPool(ctx context.Context, dsn, from string) (*pgxpool.Pool, error) {
 	}
 	return pool, nil
 }
+
+// accessLog logs one line per request when its answer is written: method,
+// path, status and duration.
+func accessLog(log *slog.Logger, h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		start := time.Now()
+		sw := &statusWriter{ResponseWriter: w}
+		defer func() {
+			if sw.status == 0 {
+				sw.status = http.StatusOK
+			}
+			log.LogAttrs(r.Context(), slog.LevelInfo, "request", slog.String("method", r.Method),
+				slog.String("path", r.URL.Path), slog.Int("status", sw.status), slog.Duration("duration", time.Since(start)))
+		}()
+		h.ServeHTTP(sw, r)
+	})
+}
+
+// statusWriter keeps the status a handler answers with.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(status int) {
+	if w.status == 0 {
+		w.status = status
+	}
+	w.ResponseWriter.WriteHeader(status)
+}
+
+func (w *statusWriter) Write(b []byte) (int, error) {
+	if w.status == 0 {
+		w.status = http.StatusOK
+	}
+	return w.ResponseWriter.Write(b)
+}
+
+// Unwrap lets http.ResponseController reach the connection's writer.
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }

@@ -132,6 +132,10 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	nf := call(t, "GET", base+"/nope", "")
 	require.Equal(t, 404, nf.status)
 	require.Equal(t, "not_found", nf.body["code"])
+	// One access log line per request: method, path, status, duration.
+	require.Regexp(t, `(?m)^time=\S+ level=INFO msg=request method=GET path=/nope status=404 duration=\S+$`, logs.String())
+	require.Regexp(t, `(?m)msg=request method=POST path=/wallets/alice/withdrawals status=412 duration=`, logs.String())
+	require.Equal(t, 3, strings.Count(logs.String(), "path=/wallets/alice/deposits "), "one line per request")
 	// The read model runs in the background. It tails the log, so any open
 	// transaction on the shared server delays it (the horizon): the deadline
 	// only bounds how long a failure takes to show (20 s failed under load).
