@@ -493,7 +493,7 @@ func logicalModeSwitch(t *testing.T, modes ...string) {
 	// Every mode but the last in a child, killed inside a batch once it
 	// handled 1,000 more events (and, in logical mode, once its stored
 	// checkpoint names what it consumed: the next mode needs that).
-	var counts []int
+	var counts, beyond []int // rows, and rows past the stored cursor, at each kill
 	for _, mode := range modes[:len(modes)-1] {
 		n0 := rmCount()
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLogicalProjection$", "-test.count=1")
@@ -543,6 +543,10 @@ func logicalModeSwitch(t *testing.T, modes ...string) {
 		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
 		_ = cmd.Wait()
 		counts = append(counts, rmCount())
+		var past int
+		require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM `+e.quoted+`.rm r, `+e.quoted+`.checkpoints c
+			WHERE c.name = 'rm' AND (r.tx, r.position) > (c.transaction_id, c.position)`).Scan(&past))
+		beyond = append(beyond, past)
 	}
 
 	restart := time.Now()
@@ -601,7 +605,7 @@ func logicalModeSwitch(t *testing.T, modes ...string) {
 	f := figures{Scenario: "L4 mode switch " + strings.Join(modes, "→"), Attempts: len(acked) + failedN, Acked: len(acked),
 		Definite: failedN, Lost: v.missing, Duplicated: v.rows - v.distinct, Partial: v.split,
 		Recovery: recovery, Elapsed: time.Since(began),
-		Note: fmt.Sprintf("%d events in %d transactions; children killed at %v rows; out of commit order: %d", stored, len(acked), counts, disorder)}
+		Note: fmt.Sprintf("%d events in %d transactions; children killed at %v rows, %v of them past the stored cursor; out of commit order: %d", stored, len(acked), counts, beyond, disorder)}
 	record(t, f)
 	require.Zero(t, v.missing, "events missing from the read model")
 	require.Zero(t, v.rows-v.distinct, "events projected twice")
