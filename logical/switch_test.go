@@ -135,3 +135,33 @@ func TestWaitForLogicalWithHeldTransaction(t *testing.T) {
 	c, _ := checkpoint(t, store, "p")
 	require.Less(t, c.TransactionID, holdXID)
 }
+
+// TestSwitchToTailDropsSlotWhileIdle: switched to tail reads with no event
+// to read, the projection still detaches its logical checkpoint (or clears it) and drops
+// the slot, which would otherwise retain WAL for as long as it runs.
+func TestSwitchToTailDropsSlotWhileIdle(t *testing.T) {
+	store, pool := newStore(t)
+	h, rows := readModel(t, store)
+	res := appendRes(t, store, 1)
+	stop := startRunner(t, store, "p", h, projConfig())
+	waitRows(t, rows, 1)
+	waitCursor(t, store, "p", res.Cursor())
+	stop()
+	slot := logical.SlotName(store.Schema(), "p")
+	st, err := logical.GetSlotStatus(t.Context(), pool, slot)
+	require.NoError(t, err)
+	require.True(t, st.Exists)
+
+	tailCfg := projConfig()
+	tailCfg.Logical = nil
+	startRunner(t, store, "p", h, tailCfg)
+	require.Eventually(t, func() bool {
+		st, err := logical.GetSlotStatus(t.Context(), pool, slot)
+		require.NoError(t, err)
+		_, text := checkpoint(t, store, "p")
+		cp, err := logical.ParseCheckpoint(text)
+		require.NoError(t, err)
+		return !st.Exists && (cp.IsZero() || cp.IsDetached())
+	}, deadline, 20*time.Millisecond, "the slot is dropped and the logical checkpoint detached")
+	require.Len(t, rows(), 1)
+}

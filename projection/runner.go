@@ -604,7 +604,10 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 		}
 	}
 	moved := tb.Cursor.TransactionID != cur.TransactionID || tb.Cursor.Position != cur.Position
-	if !moved || (res.n == 0 && skipped == 0 && !writeIdle) {
+	// Detaching (or dropping) the logical checkpoint is written at once,
+	// so that the abandoned slot goes even while no event comes.
+	detach := newText != text
+	if (!moved && !detach) || (res.n == 0 && skipped == 0 && !writeIdle && !detach) {
 		if r.bh == nil {
 			return res, nil
 		}
