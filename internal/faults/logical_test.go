@@ -602,7 +602,11 @@ func logicalModeSwitch(t *testing.T, modes ...string) {
 		}
 	}
 
-	f := figures{Scenario: "L4 mode switch " + strings.Join(modes, "→"), Attempts: len(acked) + failedN, Acked: len(acked),
+	label := "L4"
+	if modes[0] == "tail" {
+		label = "L5"
+	}
+	f := figures{Scenario: label + " mode switch " + strings.Join(modes, "→"), Attempts: len(acked) + failedN, Acked: len(acked),
 		Definite: failedN, Lost: v.missing, Duplicated: v.rows - v.distinct, Partial: v.split,
 		Recovery: recovery, Elapsed: time.Since(began),
 		Note: fmt.Sprintf("%d events in %d transactions; children killed at %v rows, %v of them past the stored cursor; out of commit order: %d", stored, len(acked), counts, beyond, disorder)}
