@@ -171,7 +171,7 @@ func TestSubscriptionLogicalSlotMetric(t *testing.T) {
 
 // TestSubscriptionSwitchesModesExactlyOnce: a subscription switched
 // RunLogical → Run → RunLogical by the rule of docs/SUBSCRIPTIONS.md
-// ("Switching read modes"): Run's handler keeps the last logical
+// ("Cost and limits of the mode"): Run's handler keeps the last logical
 // checkpoint's Detached() and skips what it names as Consumed (events
 // delivered beyond the cursor while a same-database transaction held it);
 // RunLogical given it starts over after Run's cursor. Each event once, in

@@ -30,7 +30,7 @@ const slotMetricEvery = 5 * time.Second
 // every event; with a cursor of Run, the events Run had not delivered). A
 // detached from (logical.Checkpoint.Detached, kept through a Run period)
 // starts over after tail in the same way, leaving out the events it names
-// (docs/SUBSCRIPTIONS.md "Switching read modes").
+// (docs/SUBSCRIPTIONS.md "Cost and limits of the mode").
 //
 // Store Batch.Checkpoint and Batch.Cursor together, durably, before the
 // handler returns: the server is then told that the stream may release the
