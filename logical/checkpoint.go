@@ -212,3 +212,82 @@ func ParseCheckpoint(s string) (Checkpoint, error) {
 	}
 	return c, nil
 }
+
+// SwitchError: a reader cannot leave the logical decoding mode exactly at
+// this checkpoint (Checkpoint.Detached), because it does not name every
+// event consumed beyond its log-order cursor. Reason says why and what to do.
+type SwitchError struct {
+	Checkpoint string
+	Reason     string
+}
+
+func (e *SwitchError) Error() string {
+	return "pgdcb: logical: cannot switch to tail reads exactly at checkpoint " + e.Checkpoint + ": " + e.Reason
+}
+
+// IsDetached reports whether c is a detached checkpoint (Detached): a
+// consumed set without a slot position.
+func (c Checkpoint) IsDetached() bool {
+	return c.LSN == 0 && c.Skip == 0 && c.Sync == nil && c.Done != nil
+}
+
+// Detached is what a reader leaving the logical decoding mode keeps of c:
+// the events consumed beyond the log-order cursor stored with c (every
+// event at or before that cursor was consumed), as a Done without a slot
+// position (LSN 0, rendered "0/0|0|…"). A tail reader skips those events;
+// Open, given a detached checkpoint, starts over with a new slot after its
+// cursor and leaves them out, as when it resynchronises a lost slot. The
+// zero Checkpoint and a detached one are returned as they are. It fails
+// with a *SwitchError when c names no consumed set (stored while a backlog
+// was in flight) or a resynchronisation is in progress.
+func (c Checkpoint) Detached() (Checkpoint, error) {
+	switch {
+	case c.IsZero() || c.IsDetached():
+		return c, nil
+	case c.Sync != nil && c.Done != nil:
+		return c, &SwitchError{Checkpoint: c.String(), Reason: "a resynchronisation from the log is in progress; run the reader in logical mode until it has finished, or Reset it"}
+	case c.Sync != nil:
+		return Checkpoint{Done: syncDone(c.Sync)}, nil
+	case c.Done == nil:
+		return c, &SwitchError{Checkpoint: c.String(), Reason: "it names no consumed set (stored while a backlog was in flight); run the reader in logical mode until it has caught up, or Reset it"}
+	}
+	return Checkpoint{Done: c.Done}, nil
+}
+
+// syncDone is the consumed set of an initial snapshot read in progress:
+// the events visible in its snapshot up to After.
+func syncDone(sy *Sync) *Done {
+	s, a := sy.Snapshot, sy.After
+	snap := &cursor.Snapshot{Xmin: max(min(s.Xmin, a.TransactionID), 1)}
+	snap.Xmax = max(min(s.Xmax, a.TransactionID), snap.Xmin)
+	for _, x := range s.Xip {
+		if x >= snap.Xmin && x < snap.Xmax {
+			snap.Xip = append(snap.Xip, x)
+		}
+	}
+	d := &Done{Snapshot: snap}
+	if a.TransactionID != 0 && s.Visible(a.TransactionID) {
+		d.PartXID, d.PartPos = a.TransactionID, a.Position
+	}
+	return d
+}
+
+// Consumed reports whether c proves the event (xid, pos) consumed beyond
+// the cursor stored with it: named by its consumed set (Done), or read by
+// its snapshot read in progress. false when c does not know.
+func (c Checkpoint) Consumed(xid uint64, pos int64) bool {
+	if c.Done != nil && c.Done.Has(xid, pos) {
+		return true
+	}
+	return c.Sync != nil && c.Sync.Snapshot.Visible(xid) &&
+		cursor.Compare(xid, pos, c.Sync.After.TransactionID, c.Sync.After.Position) <= 0
+}
+
+// Beyond reports whether d may name an event after the log point c (false
+// once a reader's cursor has passed every transaction d names).
+func (d *Done) Beyond(c cursor.Cursor) bool {
+	if d.Snapshot.Xmax > c.TransactionID || (d.PartXID != 0 && cursor.Compare(d.PartXID, d.PartPos, c.TransactionID, c.Position) > 0) {
+		return true
+	}
+	return len(d.XIDs) > 0 && d.XIDs[len(d.XIDs)-1] >= c.TransactionID
+}

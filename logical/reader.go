@@ -140,6 +140,10 @@ type sample struct {
 // decoding), the events it had not delivered, once: such a cursor never passes
 // an event of a transaction still open.
 //
+// A detached from (Checkpoint.Detached: the reader ran with tail reads
+// since) starts over from tail in the same way, leaving out the events
+// from names as consumed after tail: each event once across the switch.
+//
 // When from needs a slot that is gone (dropped) or invalidated (wal_status
 // 'lost': max_slot_wal_keep_size), Open resynchronises: it creates the slot
 // anew and first delivers, by a snapshot read of the log in log order, the
@@ -167,6 +171,20 @@ func Open(ctx context.Context, store *eventstore.Store, name string, q query.Que
 			return nil, err
 		}
 		r.cp.Sync.After = tail
+		return r, nil
+	}
+	if from.IsDetached() {
+		// The reader left this mode (Checkpoint.Detached) and a tail
+		// reader may have moved tail since: the old slot's position is
+		// stale. Start over after tail with a new slot, leaving out what
+		// from names as consumed beyond it.
+		if err := r.create(ctx); err != nil {
+			return nil, err
+		}
+		r.cp.Sync.After = tail
+		if from.Done.Beyond(tail) {
+			r.cp.Done = from.Done
+		}
 		return r, nil
 	}
 	st, err := GetSlotStatus(ctx, pool, r.cfg.Slot)

@@ -154,3 +154,78 @@ func TestSubscriptionLogicalSlotMetric(t *testing.T) {
 	appendN(t, store, 1)
 	require.Eventually(t, func() bool { return slots.seen("m") }, deadline, 20*time.Millisecond)
 }
+
+// TestSubscriptionSwitchesModesExactlyOnce: a subscription switched
+// RunLogical → Run → RunLogical by the rule of docs/SUBSCRIPTIONS.md
+// ("Cost and limits of the mode"): Run's handler keeps the last logical
+// checkpoint's Detached() and skips what it names as Consumed (events
+// delivered beyond the cursor while a same-database transaction held it);
+// RunLogical given it starts over after Run's cursor. Each event once, in
+// order.
+func TestSubscriptionSwitchesModesExactlyOnce(t *testing.T) {
+	store, pool := newStore(t)
+	h, rows := readModel(t, store)
+	quoted := pgx.Identifier{store.Schema()}.Sanitize()
+	want := appendN(t, store, 1)
+	stop := subscriptionMode.start(t, store, h)
+	waitRows(t, rows, 1) // the slot exists
+	holder, _ := holdXact(t, pool)
+	for range 3 {
+		want = append(want, appendN(t, store, 2)...)
+	}
+	waitRows(t, rows, 7)
+	stop()
+	require.NoError(t, holder.Rollback(t.Context()))
+
+	// Run, by the rule.
+	from, text := subCheckpoint(t, store)
+	last, err := logical.ParseCheckpoint(text)
+	require.NoError(t, err)
+	last, err = last.Detached()
+	require.NoError(t, err)
+	require.True(t, last.IsDetached(), "events were delivered beyond the cursor")
+	sub, err := subscription.New(store, query.All(), &subscription.Config{Name: "p", BatchSize: 100,
+		PollInterval: 50 * time.Millisecond, RetryMin: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- sub.Run(ctx, from, func(ctx context.Context, b subscription.Batch) error {
+			return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
+				var evs []eventstore.StoredEvent
+				for _, ev := range b.Events {
+					if !last.Consumed(ev.TransactionID, ev.Position) {
+						evs = append(evs, ev)
+					}
+				}
+				if len(evs) > 0 {
+					if err := h(ctx, tx, evs); err != nil {
+						return err
+					}
+				}
+				keep := ""
+				if last.Done.Beyond(b.Cursor) {
+					keep = last.String()
+				}
+				_, err := tx.Exec(ctx, `UPDATE `+quoted+`.sub_cp SET tx = $1::xid8, pos = $2, cp = $3 WHERE name = 'p'`,
+					b.Cursor.TransactionID, b.Cursor.Position, keep)
+				return err
+			})
+		})
+	}()
+	want = append(want, appendN(t, store, 2)...)
+	waitRows(t, rows, 9)
+	res := appendRes(t, store, 1)
+	want = append(want, res.Positions...)
+	require.NoError(t, sub.WaitFor(t.Context(), res.Cursor()))
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+
+	subscriptionMode.start(t, store, h)
+	want = append(want, appendN(t, store, 2)...)
+	waitRows(t, rows, 12)
+	res = appendRes(t, store, 1)
+	want = append(want, res.Positions...)
+	got := waitRows(t, rows, len(want))
+	require.Equal(t, want, positions(got), "each event once, in order")
+}

@@ -169,3 +169,45 @@ func resetSlot(ctx context.Context, tx pgx.Tx, schema, name string) error {
 		WHERE slot_name = $1 AND NOT active`, logical.SlotName(schema, name))
 	return err
 }
+
+// leftLogical parses the logical checkpoint text a tail-read batch found:
+// the events that logical decoding consumed beyond the cursor (nil when
+// none), and whether text was still bound to a slot (the first tail batch
+// after the switch). It fails with a *logical.SwitchError when text does not
+// say what was consumed.
+func leftLogical(text string) (done *logical.Done, bound bool, err error) {
+	if text == "" {
+		return nil, false, nil
+	}
+	cp, err := logical.ParseCheckpoint(text)
+	if err != nil {
+		return nil, false, err
+	}
+	d, err := cp.Detached()
+	if err != nil {
+		return nil, false, err
+	}
+	return d.Done, !cp.IsDetached(), nil
+}
+
+// dropAbandonedSlot drops the projection's default slot after a switch to
+// tail reads: a switch back to logical decoding starts over with a new one
+// (logical.Checkpoint.Detached), and this one would retain WAL for ever. A
+// slot still streamed from (an old leader's) is left, with a warning.
+func (r *Runner) dropAbandonedSlot(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	slot := logical.SlotName(r.store.Schema(), r.name)
+	// pg_replication_slots: one row per slot.
+	_, err := r.store.Pool().Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+		WHERE slot_name = $1 AND NOT active`, slot)
+	if err == nil {
+		var st logical.SlotStatus
+		if st, err = logical.GetSlotStatus(ctx, r.store.Pool(), slot); err == nil && !st.Exists {
+			r.cfg.Logger.InfoContext(ctx, "pgdcb: projection: switched to tail reads; dropped the logical decoding slot", "name", r.name, "slot", slot)
+			return
+		}
+	}
+	r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: switched to tail reads; the logical decoding slot is left and retains WAL: drop it with logical.DropSlot once no reader streams from it",
+		"name", r.name, "slot", slot, "err", err)
+}

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -547,17 +548,24 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
-	var cur cursor.Cursor
+	var (
+		cur  cursor.Cursor
+		text string // the logical checkpoint, "" when none
+	)
 	schema := ident.Schema(r.store)
 	// checkpoints primary key; a plain read (a FOR UPDATE would give the
 	// transaction an xid before the tail read).
-	err = tx.QueryRow(ctx, `SELECT transaction_id, position, status FROM `+schema+`.checkpoints WHERE name = $1`, r.name).
-		Scan(&cur.TransactionID, &cur.Position, &res.state)
+	err = tx.QueryRow(ctx, `SELECT transaction_id, position, status, coalesce(logical_checkpoint, '') FROM `+schema+`.checkpoints WHERE name = $1`, r.name).
+		Scan(&cur.TransactionID, &cur.Position, &res.state, &text)
 	if err != nil {
 		return res, fmt.Errorf("pgdcb: projection %q: reading checkpoint: %w", r.name, err)
 	}
 	if res.state != Active {
 		return res, nil
+	}
+	done, bound, err := leftLogical(text)
+	if err != nil {
+		return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
 	}
 	tb, ok, err := r.readTail(ctx, tx, cur)
 	if err != nil {
@@ -566,9 +574,24 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	if !ok {
 		return res, nil // the standby has not replayed the fence yet
 	}
+	res.full = len(tb.Events) == r.cfg.BatchSize
+	skipped := 0
+	newText := text
+	if done != nil {
+		// Back from logical decoding: what it consumed beyond the cursor
+		// is not handled again; kept (detached) until the cursor passed it.
+		n := len(tb.Events)
+		tb.Events = slices.DeleteFunc(slices.Clone(tb.Events), func(ev eventstore.StoredEvent) bool {
+			return done.Has(ev.TransactionID, ev.Position)
+		})
+		skipped = n - len(tb.Events)
+		newText = ""
+		if done.Beyond(tb.Cursor) {
+			newText = logical.Checkpoint{Done: done}.String()
+		}
+	}
 	res.tail = tb
 	res.n = len(tb.Events)
-	res.full = res.n == r.cfg.BatchSize
 	r.tr.lag(ctx, r.name, subscription.Lag(lag.Observe(tb, time.Now())))
 	ctx = r.tr.start(ctx, r.name, &res, cur)
 	if r.bh != nil {
@@ -581,7 +604,10 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 		}
 	}
 	moved := tb.Cursor.TransactionID != cur.TransactionID || tb.Cursor.Position != cur.Position
-	if !moved || (res.n == 0 && !writeIdle) {
+	// Detaching (or dropping) the logical checkpoint is written at once,
+	// so that the abandoned slot goes even while no event comes.
+	detach := newText != text
+	if (!moved && !detach) || (res.n == 0 && skipped == 0 && !writeIdle && !detach) {
 		if r.bh == nil {
 			return res, nil
 		}
@@ -595,12 +621,14 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	// checkpoints primary key. Compare-and-set: a Pause, Reset or another
 	// leader that changed the row since we read it makes this update match
 	// nothing (READ COMMITTED re-checks the WHERE on the newest row version),
-	// and the batch rolls back.
+	// and the batch rolls back. The logical checkpoint moves with the
+	// cursor: never left bound to a slot position the cursor has passed.
 	tag, err := tx.Exec(ctx, `UPDATE `+schema+`.checkpoints
 		SET transaction_id = $2::xid8, position = $3, error_count = 0, leader = $6,
-		    heartbeat_at = now(), updated_at = now()
-		WHERE name = $1 AND transaction_id = $4::xid8 AND position = $5 AND status = 'ACTIVE'`,
-		r.name, tb.Cursor.TransactionID, tb.Cursor.Position, cur.TransactionID, cur.Position, r.cfg.Identity)
+		    logical_checkpoint = nullif($7, ''), heartbeat_at = now(), updated_at = now()
+		WHERE name = $1 AND transaction_id = $4::xid8 AND position = $5 AND status = 'ACTIVE'
+		  AND coalesce(logical_checkpoint, '') = $8`,
+		r.name, tb.Cursor.TransactionID, tb.Cursor.Position, cur.TransactionID, cur.Position, r.cfg.Identity, newText, text)
 	if err != nil {
 		return res, fmt.Errorf("pgdcb: projection %q: moving checkpoint: %w", r.name, err)
 	}
@@ -612,6 +640,9 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	}
 	res.wrote = true
 	r.commits.signal()
+	if bound {
+		r.dropAbandonedSlot(ctx)
+	}
 	return res, r.afterCommit(ctx, tb)
 }
 

@@ -7,7 +7,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/logical"
 )
 
 // ErrNotActive: the projection is PAUSED or FAILED, so WaitFor's target will
@@ -61,13 +65,17 @@ func (c *committed) signal() {
 // delays every tailing reader, docs/SUBSCRIPTIONS.md), and an error matching
 // ErrNotActive, with the last error, when the projection is PAUSED or FAILED.
 // A checkpoint that does not exist yet (the projection never ran) is waited
-// for.
+// for. In logical decoding mode, whose cursor waits for open transactions,
+// it also returns once the logical checkpoint names target's event as
+// consumed (logical.Checkpoint.Consumed): that event, and every
+// transaction that committed before it, handled, whatever is open
+// elsewhere.
 func (r *Runner) WaitFor(ctx context.Context, target cursor.Cursor) error {
 	poll := waitPollMin
 	var at cursor.Cursor
 	for {
 		woken := r.commits.wait()
-		st, err := r.Status(ctx)
+		st, lc, err := r.waitStatus(ctx)
 		switch {
 		case errors.Is(err, ErrNotFound):
 		case err != nil:
@@ -79,7 +87,8 @@ func (r *Runner) WaitFor(ctx context.Context, target cursor.Cursor) error {
 			return fmt.Errorf("%w: %q is %s at %s, waiting for %s (last error: %q)", ErrNotActive, r.name, st.State, st.Cursor, target, st.LastError)
 		default:
 			at = st.Cursor
-			if cursor.Compare(at.TransactionID, at.Position, target.TransactionID, target.Position) >= 0 {
+			if cursor.Compare(at.TransactionID, at.Position, target.TransactionID, target.Position) >= 0 ||
+				lc.Consumed(target.TransactionID, target.Position) {
 				return nil
 			}
 		}
@@ -95,4 +104,26 @@ func (r *Runner) WaitFor(ctx context.Context, target cursor.Cursor) error {
 		}
 		t.Stop()
 	}
+}
+
+// waitStatus reads what WaitFor needs of the checkpoint: its state, cursor
+// and last error, and its logical checkpoint (zero when none or unreadable:
+// the cursor alone then decides).
+func (r *Runner) waitStatus(ctx context.Context) (Status, logical.Checkpoint, error) {
+	var (
+		st   Status
+		text string
+	)
+	// checkpoints primary key.
+	err := r.store.Pool().QueryRow(ctx, `SELECT status, transaction_id, position, coalesce(last_error, ''), coalesce(logical_checkpoint, '')
+		FROM `+ident.Schema(r.store)+`.checkpoints WHERE name = $1`, r.name).
+		Scan(&st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.LastError, &text)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return st, logical.Checkpoint{}, fmt.Errorf("pgdcb: projection %q: %w", r.name, ErrNotFound)
+	}
+	if err != nil {
+		return st, logical.Checkpoint{}, err
+	}
+	lc, _ := logical.ParseCheckpoint(text)
+	return st, lc, nil
 }

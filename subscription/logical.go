@@ -27,7 +27,10 @@ const slotMetricEvery = 5 * time.Second
 // Batch.Checkpoint last stored with tail (its Batch.Cursor); the zero
 // Checkpoint starts over from tail: a new slot, and first every event after
 // tail committed before it, by a snapshot read of the log (with cursor.Start
-// every event; with a cursor of Run, the events Run had not delivered).
+// every event; with a cursor of Run, the events Run had not delivered). A
+// detached from (logical.Checkpoint.Detached, kept through a Run period)
+// starts over after tail in the same way, leaving out the events it names
+// (docs/SUBSCRIPTIONS.md "Cost and limits of the mode").
 //
 // Store Batch.Checkpoint and Batch.Cursor together, durably, before the
 // handler returns: the server is then told that the stream may release the

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
+	"sort"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -15,9 +18,12 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	appendif "github.com/pgdcb/pgdcb/append"
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
 )
 
 // The logical decoding mode's scenarios: a projection fed by a replication
@@ -97,7 +103,14 @@ func verifyLogical(t *testing.T, e *env) logicalVerdict {
 
 func runLogicalProjection(t *testing.T, store *eventstore.Store, quoted string) (stop func()) {
 	t.Helper()
-	r, err := projection.New(store, "rm", projQ, insertOrderedRows(quoted), logicalConfig())
+	return runOrderedProjection(t, store, quoted, logicalConfig())
+}
+
+// runOrderedProjection runs projection "rm" of the ordered read model with
+// cfg until the test ends (or stop is called).
+func runOrderedProjection(t *testing.T, store *eventstore.Store, quoted string, cfg *projection.Config) (stop func()) {
+	t.Helper()
+	r, err := projection.New(store, "rm", projQ, insertOrderedRows(quoted), cfg)
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -246,12 +259,15 @@ func TestLogicalProjectionServerCrash(t *testing.T) {
 // 30 ms there so that the parent can kill it.
 func TestHelperLogicalProjection(t *testing.T) {
 	mode := os.Getenv(childEnv)
-	if mode != "logical" && mode != "logical-catchup" {
-		t.Skip("child process of TestLogicalProjectionSIGKILL")
+	if mode != "logical" && mode != "logical-catchup" && mode != "tail" {
+		t.Skip("child process of TestLogicalProjectionSIGKILL and the mode switch scenarios")
 	}
 	cfg := logicalConfig()
-	if mode == "logical-catchup" {
+	switch mode {
+	case "logical-catchup":
 		cfg.Logical = catchUpConfig()
+	case "tail": // the same projection with tail reads (L4)
+		cfg.Logical = nil
 	}
 	pool, err := pgxpool.New(context.Background(), os.Getenv(dsnEnv))
 	require.NoError(t, err)
@@ -385,4 +401,220 @@ func logicalSIGKILL(t *testing.T, catchUp bool) {
 	require.Zero(t, v.split, "a transaction's events not contiguous or not in position order")
 	require.Zero(t, disorder, "transactions not in commit order")
 	require.Equal(t, total, v.rows)
+}
+
+// Scenario L4. A projection is switched between read modes, logical →
+// tail → logical, while 8 writers append (single events, 50-event
+// batches, AppendIf on the writer's own tag): each of the first two modes
+// runs in a child process that is SIGKILLed inside a batch (rows written,
+// not committed); the last mode runs here to the end. Every event exactly
+// once, each transaction whole and contiguous, and in commit order: a
+// transaction acknowledged before another began is handled before it.
+// Before the fix the second logical period resumed from the logical
+// checkpoint the tail period had left behind and handled its events again.
+func TestLogicalModeSwitchLogicalTailLogical(t *testing.T) {
+	logicalModeSwitch(t, "logical", "tail", "logical")
+}
+
+// Scenario L5. L4 the other way round: tail → logical → tail. Before the
+// fix the second tail period resumed from the cursor and handled again the
+// events that logical decoding had delivered beyond it (out of log order).
+func TestLogicalModeSwitchTailLogicalTail(t *testing.T) {
+	logicalModeSwitch(t, "tail", "logical", "tail")
+}
+
+func logicalModeSwitch(t *testing.T, modes ...string) {
+	s := cluster(t)
+	began := time.Now()
+	e := newEnv(t)
+	dropLogicalSlot(t, e)
+	pool := newPool(t, "faults_switch", 12, nil)
+	store := e.store(t, pool, nil)
+	createOrderedRM(t, e)
+	rmCount := func() int {
+		var n int
+		require.NoError(t, e.admin.QueryRow(context.Background(), `SELECT count(*) FROM `+e.quoted+`.rm`).Scan(&n))
+		return n
+	}
+
+	// The writers, paced so that a reader keeps up (a logical checkpoint
+	// names its consumed set only then; see logical.Checkpoint.Detached).
+	type ack struct {
+		xid        uint64
+		start, end time.Time
+	}
+	var (
+		mu     sync.Mutex
+		acks   []ack
+		failed int
+	)
+	wctx, wstop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			tag := fmt.Sprintf("w=%d", w)
+			var last *cursor.Cursor
+			for i := 0; wctx.Err() == nil; i++ {
+				id := fmt.Sprint("w", w, "-", i)
+				start := time.Now()
+				var (
+					res   eventstore.AppendResult
+					err   error
+					pause = 25 * time.Millisecond
+				)
+				switch w % 4 {
+				case 0, 1:
+					res, err = store.Append(wctx, batch("P", id, 1, tag))
+				case 2:
+					res, err = store.Append(wctx, batch("P", id, 50, tag))
+					pause = 150 * time.Millisecond
+				default:
+					res, err = store.AppendIf(wctx, batch("P", id, 1, tag), appendif.FailIf(query.Tagged([]string{"P"}, tag), last))
+				}
+				end := time.Now()
+				mu.Lock()
+				if err == nil {
+					acks = append(acks, ack{xid: res.TransactionID, start: start, end: end})
+					c := res.Cursor()
+					last = &c
+				} else if wctx.Err() == nil {
+					failed++
+				}
+				mu.Unlock()
+				select {
+				case <-wctx.Done():
+				case <-time.After(pause):
+				}
+			}
+		})
+	}
+	defer func() { wstop(); wg.Wait() }()
+
+	// Every mode but the last in a child, killed inside a batch once it
+	// handled 1,000 more events (and, in logical mode, once its stored
+	// checkpoint names what it consumed: the next mode needs that).
+	var counts, beyond []int // rows, and rows past the stored cursor, at each kill
+	for _, mode := range modes[:len(modes)-1] {
+		n0 := rmCount()
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperLogicalProjection$", "-test.count=1")
+		cmd.Env = append(os.Environ(), childEnv+"="+mode, dsnEnv+"="+s.DSN(), schemaEnv+"="+e.schema)
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		batches := make(chan struct{}, 1)
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if sc.Text() == "BATCH" {
+					select {
+					case batches <- struct{}{}:
+					default:
+					}
+				}
+			}
+		}()
+		require.Eventually(t, func() bool {
+			if rmCount() < n0+1000 {
+				return false
+			}
+			if mode != "logical" {
+				return true
+			}
+			var text *string
+			require.NoError(t, e.admin.QueryRow(context.Background(), `SELECT logical_checkpoint FROM `+e.quoted+`.checkpoints WHERE name = 'rm'`).Scan(&text))
+			if text == nil {
+				return false
+			}
+			cp, err := logical.ParseCheckpoint(*text)
+			require.NoError(t, err)
+			return (cp.Done != nil) != (cp.Sync != nil) // what logical.Checkpoint.Detached takes
+
+		}, 90*time.Second, 10*time.Millisecond, "the %s child handles events", mode)
+		select { // drain, then kill inside the next batch
+		case <-batches:
+		default:
+		}
+		select {
+		case <-batches:
+		case <-time.After(60 * time.Second):
+			t.Fatalf("the %s child wrote no batch", mode)
+		}
+		require.NoError(t, cmd.Process.Signal(syscall.SIGKILL))
+		_ = cmd.Wait()
+		counts = append(counts, rmCount())
+		var past int
+		require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM `+e.quoted+`.rm r, `+e.quoted+`.checkpoints c
+			WHERE c.name = 'rm' AND (r.tx, r.position) > (c.transaction_id, c.position)`).Scan(&past))
+		beyond = append(beyond, past)
+	}
+
+	restart := time.Now()
+	cfg := logicalConfig()
+	if modes[len(modes)-1] == "tail" {
+		cfg.Logical = nil
+	}
+	runOrderedProjection(t, store, e.quoted, cfg)
+	n := rmCount()
+	require.Eventually(t, func() bool { return rmCount() > n+100 }, 60*time.Second, 10*time.Millisecond, "the last mode handles events")
+	wstop()
+	wg.Wait()
+	var stored int
+	require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT count(*) FROM `+e.quoted+`.events WHERE type = 'P'`).Scan(&stored))
+	require.Eventually(t, func() bool { return rmCount() >= stored }, 90*time.Second, 10*time.Millisecond, "the projection catches up")
+	// Whatever is handled twice comes before the last event: wait until
+	// the cursor has passed it, then count.
+	var lastXID uint64
+	require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT max(transaction_id)::text::bigint FROM `+e.quoted+`.events`).Scan(&lastXID))
+	require.Eventually(t, func() bool {
+		var at uint64
+		require.NoError(t, e.admin.QueryRow(t.Context(), `SELECT transaction_id::text::bigint FROM `+e.quoted+`.checkpoints WHERE name = 'rm'`).Scan(&at))
+		return at >= lastXID
+	}, 90*time.Second, 10*time.Millisecond, "the cursor passes the last event")
+	recovery := time.Since(restart)
+	v := verifyLogical(t, e)
+
+	// Commit order: a transaction acknowledged before another began is
+	// handled before it (it committed first, and has the lower id).
+	mu.Lock()
+	acked := slices.Clone(acks)
+	failedN := failed
+	mu.Unlock()
+	idx := map[uint64]int{}
+	for i, tx := range v.groups {
+		if _, ok := idx[tx]; !ok {
+			idx[tx] = i
+		}
+	}
+	sort.Slice(acked, func(i, j int) bool { return acked[i].end.Before(acked[j].end) })
+	prefix := make([]int, len(acked)) // the largest index among acked[:i+1]
+	for i, a := range acked {
+		prefix[i] = idx[a.xid]
+		if i > 0 {
+			prefix[i] = max(prefix[i], prefix[i-1])
+		}
+	}
+	disorder := 0
+	for _, b := range acked {
+		k := sort.Search(len(acked), func(i int) bool { return !acked[i].end.Before(b.start) })
+		if k > 0 && prefix[k-1] >= idx[b.xid] {
+			disorder++
+		}
+	}
+
+	label := "L4"
+	if modes[0] == "tail" {
+		label = "L5"
+	}
+	f := figures{Scenario: label + " mode switch " + strings.Join(modes, "→"), Attempts: len(acked) + failedN, Acked: len(acked),
+		Definite: failedN, Lost: v.missing, Duplicated: v.rows - v.distinct, Partial: v.split,
+		Recovery: recovery, Elapsed: time.Since(began),
+		Note: fmt.Sprintf("%d events in %d transactions; children killed at %v rows, %v of them past the stored cursor; out of commit order: %d", stored, len(acked), counts, beyond, disorder)}
+	record(t, f)
+	require.Zero(t, v.missing, "events missing from the read model")
+	require.Zero(t, v.rows-v.distinct, "events projected twice")
+	require.Zero(t, v.extra, "rows of no event")
+	require.Zero(t, v.split, "a transaction's events not contiguous or not in position order")
+	require.Zero(t, disorder, "transactions not in commit order")
+	require.Equal(t, stored, v.rows)
 }
