@@ -17,6 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/tailpolls"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -295,13 +296,7 @@ const waitTimeout = 2 * time.Minute
 // with what was awaited.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for: %s", waitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.True(t, waitTimeout, what, cond)
 }
 
 // setSystem sets server parameters with ALTER SYSTEM and reloads; the test's
