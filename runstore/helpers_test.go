@@ -11,6 +11,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/runstore"
@@ -56,17 +57,12 @@ func collectors(s *runstore.Store) []prometheus.Collector {
 func waitLogBelowHorizon(t testing.TB, rs *runstore.Store) {
 	t.Helper()
 	es := rs.EventStore()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	await.True(t, 2*time.Minute, "the log below the cluster's horizon", func() bool {
 		var below bool
 		require.NoError(t, es.Pool().QueryRow(t.Context(), `SELECT coalesce((SELECT max(transaction_id) FROM `+ident.Schema(es)+`.events), '0')
 			< pg_snapshot_xmin(pg_current_snapshot())`).Scan(&below))
-		if below {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "the cluster's horizon stayed behind the log for 2 minutes")
-		time.Sleep(10 * time.Millisecond) // a poll of observable state, bounded by the deadline
-	}
+		return below
+	})
 }
 
 // runLeadingProjector runs rs's projector in the background until the test

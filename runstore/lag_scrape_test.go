@@ -2,9 +2,11 @@ package runstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 )
@@ -36,11 +38,15 @@ func TestLagIsMeasuredAtScrapeTime(t *testing.T) {
 
 	_, err := rs.AppendEvent(ctx, runEvent("stale", "k1")) // nobody projects it
 	require.NoError(t, err)
-	time.Sleep(300 * time.Millisecond)
-	first := gauge(t, reg, "pgdcb_runstore_projector_lag_seconds")
-	require.GreaterOrEqual(t, first, 0.3)
-	time.Sleep(200 * time.Millisecond)
-	require.Greater(t, gauge(t, reg, "pgdcb_runstore_projector_lag_seconds"), first, "it keeps growing")
+	var first float64
+	await.Until(t, time.Minute, func() (bool, string) {
+		first = gauge(t, reg, "pgdcb_runstore_projector_lag_seconds")
+		return first >= 0.3, fmt.Sprintf("lag %gs", first)
+	})
+	await.Until(t, time.Minute, func() (bool, string) {
+		g := gauge(t, reg, "pgdcb_runstore_projector_lag_seconds")
+		return g > first, fmt.Sprintf("lag %gs, not above %gs: it keeps growing", g, first)
+	})
 	require.Zero(t, gauge(t, reg, "pgdcb_runstore_projector_lag_high"))
 
 	require.NoError(t, rs.CatchUp(ctx))

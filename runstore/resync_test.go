@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -159,7 +160,10 @@ func TestResyncOnLag(t *testing.T) {
 		_, err := rs.AppendEvent(ctx, runEvent(fmt.Sprint("lag-", i%runs), fmt.Sprint("k", i)))
 		require.NoError(t, err)
 	}
-	time.Sleep(400 * time.Millisecond) // the projector is late (at least ResyncLag: a lower bound, load only adds)
+	await.Until(t, time.Minute, func() (bool, string) { // the projector is late (past ResyncLag)
+		g := gauge(t, reg, "pgdcb_runstore_projector_lag_seconds")
+		return g >= 0.4, fmt.Sprintf("lag %gs", g)
+	})
 	// The tail reads below the cluster's horizon: another test's open
 	// transaction on the shared server made it read nothing (failed once
 	// in .ci/run under load: "the tail read one event", got 0).
