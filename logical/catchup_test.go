@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -288,11 +289,10 @@ func walAt(t *testing.T, pool *pgxpool.Pool) pglogrepl.LSN {
 // awaitWAL waits until the server has flushed n bytes of WAL beyond from.
 func awaitWAL(t *testing.T, pool *pgxpool.Pool, from pglogrepl.LSN, n int64) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for int64(walAt(t, pool))-int64(from) < n {
-		require.True(t, time.Now().Before(end), "%d bytes of WAL beyond %s", n, from)
-		time.Sleep(5 * time.Millisecond)
-	}
+	await.Until(t, deadline, func() (bool, string) {
+		got := int64(walAt(t, pool)) - int64(from)
+		return got >= n, fmt.Sprintf("%d of %d bytes of WAL beyond %s", got, n, from)
+	})
 }
 
 // TestCatchUpSwitchesToStream: one writer keeps committing transactions
