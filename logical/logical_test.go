@@ -16,6 +16,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/projection"
@@ -308,16 +309,14 @@ func TestResumeInsideATransaction(t *testing.T) {
 
 func nextEvents(t *testing.T, rd *logical.Reader, max int) logical.Batch {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for time.Now().Before(end) {
-		b, err := rd.Next(t.Context(), max, 100*time.Millisecond)
+	var b logical.Batch
+	await.True(t, deadline, "events handed out", func() bool {
+		var err error
+		b, err = rd.Next(t.Context(), max, 100*time.Millisecond)
 		require.NoError(t, err)
-		if len(b.Events) > 0 {
-			return b
-		}
-	}
-	t.Fatal("no events within the deadline")
-	return logical.Batch{}
+		return len(b.Events) > 0
+	})
+	return b
 }
 
 func evPositions(evs []eventstore.StoredEvent) []int64 {
