@@ -653,15 +653,25 @@ func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 	reg.MustRegister(m.Collectors()...)
 	cfg := projConfig()
 	cfg.Tracer = m
-	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil }, cfg)
+	handled := make(chan struct{}, 1)
+	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+		select {
+		case handled <- struct{}{}:
+		default:
+		}
+		return nil
+	}, cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	appending := make(chan struct{})
-	go func() {
+	go func() { // the next event once the runner has handled one: events flow at the reader's pace
 		defer close(appending)
 		for ctx.Err() == nil {
 			_, _ = store.Append(ctx, []eventstore.Event{event(t, "E", "k=v")})
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-handled:
+			case <-ctx.Done():
+			}
 		}
 	}()
 	require.Eventually(t, func() bool {

@@ -7,12 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 )
@@ -47,6 +49,22 @@ func gauge(t testing.TB, reg *prometheus.Registry, name, relay string) float64 {
 
 // appendWhile appends events of type typ in small transactions until stop is
 // closed, and returns a wait that reports how many it appended.
+// awaitAppended waits until n more events are in s's log: time passes for a
+// count of the writer's work, not for a sleep.
+func awaitAppended(t *testing.T, s *eventstore.Store, n int) {
+	t.Helper()
+	count := func() int {
+		var k int
+		require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{s.Schema(), "events"}.Sanitize()).Scan(&k))
+		return k
+	}
+	want := count() + n
+	await.Until(t, wait, func() (bool, string) {
+		k := count()
+		return k >= want, fmt.Sprintf("%d of %d events appended", k, want)
+	})
+}
+
 func appendWhile(t *testing.T, s *eventstore.Store, typ string, stop <-chan struct{}) (wait func() int) {
 	var (
 		wg sync.WaitGroup
@@ -134,7 +152,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			require.Greater(t, gauge(t, reg, "pgdcb_outbox_in_flight_seconds", r.Name()), 0.3)
 			lastAckBefore := stat.LastAckAt
 			require.Equal(t, float64(lastAckBefore.UnixNano())/1e9, gauge(t, reg, "pgdcb_outbox_last_ack_timestamp_seconds", r.Name()))
-			time.Sleep(time.Second) // the outage goes on
+			awaitAppended(t, s, 100) // the outage goes on while the writer appends
 
 			srv.start()
 			backAt := time.Now()
@@ -145,7 +163,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			t.Logf("MaxInFlight %d: stalled reported %v after the kill; first whole batch acknowledged %v after the broker was back",
 				inflight, stalledAfter.Round(time.Millisecond), recovered.Round(time.Millisecond))
 
-			time.Sleep(200 * time.Millisecond) // more events after the restart
+			awaitAppended(t, s, 50) // more events after the restart
 			close(stopAppending)
 			n := appended()
 			require.Eventually(t, func() bool { return streamMsgs(t, st) >= n }, wait, 10*time.Millisecond)

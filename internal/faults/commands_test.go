@@ -114,8 +114,7 @@ func TestCommandsAcrossCrash(t *testing.T) {
 				if w == 4 {
 					cmd.Handler = probe
 				}
-				first := time.Now()
-				for {
+				ok, _ := await.Within(30*time.Second, func() (bool, string) { // the command again until it finishes
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					out, err := ex.Execute(ctx, cmd)
 					cancel()
@@ -124,7 +123,7 @@ func TestCommandsAcrossCrash(t *testing.T) {
 						mu.Lock()
 						finished = append(finished, done{id: cmd.ID, k: d.K, duplicate: out.Duplicate, attempts: out.Attempts})
 						mu.Unlock()
-						break
+						return true, ""
 					}
 					mu.Lock()
 					errs = append(errs, err)
@@ -133,11 +132,10 @@ func TestCommandsAcrossCrash(t *testing.T) {
 					if errors.As(err, &rej) {
 						rejected.Add(1)
 					}
-					if time.Since(first) > 30*time.Second {
-						gaveUp.Add(1)
-						break
-					}
-					time.Sleep(time.Duration(10+rng.IntN(20)) * time.Millisecond)
+					return false, ""
+				})
+				if !ok {
+					gaveUp.Add(1)
 				}
 			}
 		})
