@@ -12,8 +12,8 @@ import (
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
-	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -24,9 +24,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // Tracer is a pgdcbprom.RunstoreMetrics, whose collectors collectors returns.
 func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 	t.Helper()
-	es, pool := teststore.New(t, nil)
-	_, err := runstore.Migrate(context.Background(), pool, es.Schema())
-	require.NoError(t, err)
+	es := pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true, Runstore: true})
 	var c runstore.Config
 	if cfg != nil {
 		c = *cfg
