@@ -18,7 +18,7 @@ import (
 	"github.com/pgdcb/pgdcb/effects"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
@@ -55,7 +55,8 @@ func requireOnePrefix(t *testing.T, name string, err error, sentinel error) {
 // failed: …".
 func TestErrorsHaveOnePrefix(t *testing.T) {
 	ctx := context.Background()
-	es, pool := teststore.New(t, nil)
+	es := pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true})
+	pool := es.Pool()
 	ev := func(tg ...string) eventstore.Event {
 		return eventstore.MustEvent("Happened", map[string]int{"n": 1}, tg...)
 	}

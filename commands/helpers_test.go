@@ -12,15 +12,14 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/query"
 )
 
 // newStore returns a store in a fresh schema, dropped when the test ends.
 func newStore(t testing.TB) *eventstore.Store {
 	t.Helper()
-	s, _ := teststore.New(t, nil)
-	return s
+	return pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true})
 }
 
 func newExecutor(t testing.TB, cfg *commands.Config) (*commands.Executor, *eventstore.Store) {

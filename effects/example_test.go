@@ -51,13 +51,19 @@ func Example() {
 	done := make(chan error)
 	go func() { done <- worker.Run(wctx) }()
 	fmt.Println("sent:", <-sent)
-	for {
+	poll := time.NewTicker(10 * time.Millisecond) // until the effect is finished, for a minute at most
+	defer poll.Stop()
+	for deadline := time.After(time.Minute); ; {
 		e, _ := queue.Effect(ctx, id)
 		if e.Finished() {
 			fmt.Println(e.State, e.Attempts)
 			break
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-poll.C:
+		case <-deadline:
+			panic("the effect did not finish")
+		}
 	}
 	stop()
 	<-done

@@ -11,15 +11,15 @@ import (
 
 	"github.com/pgdcb/pgdcb/effects"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/query"
 )
 
 // newStore returns a store in a fresh schema, dropped when the test ends.
 func newStore(t testing.TB) *eventstore.Store {
 	t.Helper()
-	s, _ := teststore.New(t, nil)
-	return s
+	return pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true})
 }
 
 func newQueue(t testing.TB, s *eventstore.Store) *effects.Queue {
@@ -59,16 +59,10 @@ func startWorkers(t testing.TB, ws ...*effects.Worker) (stop func()) {
 // waitFor polls cond until it holds or the timeout passes.
 func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s (last: %s)", timeout, what, last)
+	await.Until(t, timeout, func() (bool, string) {
+		ok, last := cond()
+		return ok, what + ": " + last
+	})
 }
 
 // runUntilCounts runs the workers until the queue counts completed and

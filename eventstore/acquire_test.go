@@ -12,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/connpeek"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 )
 
@@ -163,9 +164,7 @@ func TestConnPeek(t *testing.T) {
 	var ok bool
 	require.NoError(t, pgtest.Pool(t).QueryRow(ctx, `SELECT pg_terminate_backend($1, 10000)`, int32(c.Conn().PgConn().PID())).Scan(&ok))
 	require.True(t, ok)
-	deadline := time.Now().Add(30 * time.Second)
-	for connpeek.Peek(c.Conn().PgConn().Conn()) != connpeek.Pending {
-		require.True(t, time.Now().Before(deadline), "the ended backend's socket never showed it")
-		time.Sleep(time.Millisecond)
-	}
+	await.True(t, 30*time.Second, "the ended backend's socket shows it", func() bool {
+		return connpeek.Peek(c.Conn().PgConn().Conn()) == connpeek.Pending
+	})
 }

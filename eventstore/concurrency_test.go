@@ -19,6 +19,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/racecheck"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -244,17 +245,13 @@ func TestUnrelatedOpenTransaction(t *testing.T) {
 func tailUntil(t *testing.T, s *eventstore.Store, q query.Query, after cursor.Cursor, n int) []eventstore.StoredEvent {
 	t.Helper()
 	var got []eventstore.StoredEvent
-	deadline := time.Now().Add(60 * time.Second)
-	for len(got) < n {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(context.Background(), q, after, 100)
 		require.NoError(t, err)
 		got = append(got, b.Events...)
 		after = b.Cursor
-		if len(got) < n {
-			require.True(t, time.Now().Before(deadline), "tail stuck at horizon %d with %d of %d events", b.Horizon, len(got), n)
-			time.Sleep(10 * time.Millisecond)
-		}
-	}
+		return len(got) >= n, fmt.Sprintf("tail at horizon %d with %d of %d events", b.Horizon, len(got), n)
+	})
 	return got
 }
 

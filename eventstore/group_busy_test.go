@@ -143,7 +143,7 @@ func TestGroupBusyKeyLeavesTheGroup(t *testing.T) {
 			res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, tag)})
 			outs[i] <- out{res, err}
 		}()
-		await(t, s, "the call did not queue", func() bool { return eventstore.QueuedAppends(s) >= i+1 })
+		awaitGroup(t, s, "the call did not queue", func() bool { return eventstore.QueuedAppends(s) >= i+1 })
 	}
 	conn.Release()
 	recv := func(i int) out {
@@ -207,7 +207,7 @@ func TestGroupCancelDuringRetryLeavesOthersDefinite(t *testing.T) {
 			tag, c = "acct=held", cctx
 		}
 		wg.Go(func() { _, errs[i] = s.Append(c, []eventstore.Event{eventstore.MustEvent("Deposited", i, tag)}) })
-		await(t, s, "the call did not queue", func() bool { return eventstore.QueuedAppends(s) >= i+1 })
+		awaitGroup(t, s, "the call did not queue", func() bool { return eventstore.QueuedAppends(s) >= i+1 })
 	}
 	conn.Release()
 	// The append on the held key, alone, waits for it: its caller gives up.

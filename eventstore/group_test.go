@@ -20,6 +20,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -54,10 +55,10 @@ func groupStoreOn(t *testing.T, poolTune func(*pgxpool.Config), tune ...func(*ev
 	return s, pool
 }
 
-// await waits until cond holds, checking it at every change of s's queue,
+// awaitGroup waits until cond holds, checking it at every change of s's queue,
 // senders or gates (a signal, not a poll), and fails the test if it does not
 // within a generous deadline.
-func await(t *testing.T, s *eventstore.Store, what string, cond func() bool) {
+func awaitGroup(t *testing.T, s *eventstore.Store, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
@@ -74,7 +75,7 @@ func startBlocker(t *testing.T, s *eventstore.Store) (wait func()) {
 		_, err := s.Append(context.Background(), []eventstore.Event{eventstore.MustEvent("Blocker", 0, "blocker=1")})
 		done <- err
 	}()
-	await(t, s, "the blocker did not start", func() bool { return eventstore.GroupSenders(s) >= 1 })
+	awaitGroup(t, s, "the blocker did not start", func() bool { return eventstore.GroupSenders(s) >= 1 })
 	return func() { require.NoError(t, <-done) }
 }
 
@@ -86,7 +87,7 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 	// The previous round's sender may still be ending (it leaves once it
 	// finds the queue empty): the blocker must find no sender at work, or it
 	// queues and joins the group instead of holding the sender's place.
-	await(t, s, "the previous sender did not end", func() bool { return eventstore.GroupSenders(s) == 0 })
+	awaitGroup(t, s, "the previous sender did not end", func() bool { return eventstore.GroupSenders(s) == 0 })
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	blocker := startBlocker(t, s)
@@ -98,7 +99,7 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 	for i := range n {
 		wg.Go(func() { res[i], errs[i] = call(i) })
 	}
-	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
+	awaitGroup(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	conn.Release()
 	wg.Wait()
 	after := s.GroupStats()
@@ -119,7 +120,7 @@ func queueInOrder(t *testing.T, s *eventstore.Store, conn *pgxpool.Conn, calls [
 	before := s.GroupStats()
 	for i, call := range calls {
 		wg.Go(func() { res[i], errs[i] = call() })
-		await(t, s, fmt.Sprintf("call %d did not queue", i), func() bool { return eventstore.QueuedAppends(s) >= i+1 })
+		awaitGroup(t, s, fmt.Sprintf("call %d did not queue", i), func() bool { return eventstore.QueuedAppends(s) >= i+1 })
 	}
 	conn.Release()
 	wg.Wait()
@@ -492,7 +493,7 @@ func testGroupTerminated(t *testing.T, settle bool) {
 			_, errs[i] = s.Append(ctx, []eventstore.Event{e})
 		})
 	}
-	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
+	awaitGroup(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	conn.Release()
 	awaitServer(t, "the group never waited", func() bool {
 		var k int
@@ -525,16 +526,11 @@ func testGroupTerminated(t *testing.T, settle bool) {
 	require.Equal(t, int64(1), s.GroupStats().Groups)
 }
 
-// awaitServer waits until cond (a question to the server) holds, asking it
-// again every few milliseconds, and fails the test if it does not within a
-// generous deadline.
+// awaitServer waits until cond (a question to the server) holds, and fails
+// the test if it does not within a generous deadline.
 func awaitServer(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(60 * time.Second)
-	for !cond() {
-		require.True(t, time.Now().Before(deadline), what)
-		time.Sleep(5 * time.Millisecond)
-	}
+	await.True(t, time.Minute, what, cond)
 }
 
 // Grouping never escalates a lock: a group stops before the union of its
@@ -554,7 +550,7 @@ func TestGroupSplitsAtLimits(t *testing.T) {
 			res[i], errs[i] = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("T", i, fmt.Sprintf("k=%d", i))})
 		})
 	}
-	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
+	awaitGroup(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	conn.Release()
 	wg.Wait()
 	txs := map[uint64]int{}
@@ -593,7 +589,7 @@ func TestGroupStatsQueueWait(t *testing.T) {
 			require.NoError(t, err)
 		})
 	}
-	await(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
+	awaitGroup(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
 	time.Sleep(hold)
 	conn.Release()
 	wg.Wait()

@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -10,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -34,18 +36,13 @@ func TestTailIsNotHeldByAnotherDatabase(t *testing.T) {
 	require.Greater(t, res.TransactionID, held.XID, "the held transaction is older than the event")
 
 	var got eventstore.TailBatch
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, query.All(), cursor.Start, 0)
 		require.NoError(t, err)
-		if len(b.Events) == 1 {
-			got = b
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the event was not delivered: horizon %d held by %+v (the other database's xid is %d)",
+		got = b
+		return len(b.Events) == 1, fmt.Sprintf("the event not delivered: horizon %d held by %+v (the other database's xid is %d)",
 			b.Horizon, b.HorizonHolder, held.XID)
-		time.Sleep(5 * time.Millisecond)
-	}
+	})
 	running, err := held.Running(ctx)
 	require.NoError(t, err)
 	require.True(t, running, "the other database's transaction was still open when the event was delivered")
@@ -75,8 +72,7 @@ func TestTailIsHeldBySameDatabaseTransaction(t *testing.T) {
 	require.NoError(t, err)
 
 	// While it runs the event is never delivered, and the holder is named.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, query.All(), cursor.Start, 0)
 		require.NoError(t, err)
 		require.Empty(t, b.Events, "delivered while a transaction of this database older than the event is open")
@@ -85,25 +81,22 @@ func TestTailIsHeldBySameDatabaseTransaction(t *testing.T) {
 		if b.HorizonHolder.PID == held.PID {
 			require.Equal(t, held.XID, b.Horizon)
 			require.Equal(t, held.Database, b.HorizonHolder.Database)
-			break
+			return true, ""
 		}
-		require.True(t, time.Now().Before(deadline), "the holder was never named: %+v at horizon %d", b.HorizonHolder, b.Horizon)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("holder %+v at horizon %d, want pid %d", b.HorizonHolder, b.Horizon, held.PID)
+	})
 	running, err := held.Running(ctx)
 	require.NoError(t, err)
 	require.True(t, running)
 
 	held.Release()
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, query.All(), cursor.Start, 0)
 		require.NoError(t, err)
 		if len(b.Events) == 1 {
 			require.Equal(t, res.Positions[0], b.Events[0].Position)
-			return
+			return true, ""
 		}
-		require.True(t, time.Now().Before(deadline), "not delivered after the transaction ended (horizon %d)", b.Horizon)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("not delivered after the transaction ended (horizon %d)", b.Horizon)
+	})
 }

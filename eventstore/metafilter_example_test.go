@@ -43,7 +43,9 @@ func ExampleStore_ReadTailWith() {
 		}
 	}
 	after := cursor.Start
-	for {
+	poll := time.NewTicker(10 * time.Millisecond)
+	defer poll.Stop()
+	for deadline := time.After(time.Minute); ; {
 		b, err := store.ReadTailWith(ctx, query.All(), eventstore.TailOptions{
 			After: after, Limit: 100, MetadataContains: json.RawMessage(`{"importer": "v1"}`)})
 		if err != nil {
@@ -56,7 +58,11 @@ func ExampleStore_ReadTailWith() {
 		if cursor.Compare(after.TransactionID, after.Position, last.Cursor().TransactionID, last.Cursor().Position) >= 0 {
 			break // an open transaction of the database may hold the tail back a while
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-poll.C:
+		case <-deadline:
+			panic("the tail was held back for a minute")
+		}
 	}
 	// Output:
 	// Row {"n": 0}

@@ -3,6 +3,7 @@ package eventstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -38,20 +40,16 @@ func TestTailMetadataContains(t *testing.T) {
 
 	var got []string
 	after := cursor.Start
-	deadline := time.Now().Add(time.Minute)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTailWith(ctx, query.All(), eventstore.TailOptions{After: after, Limit: 10, MetadataContains: marker})
 		require.NoError(t, err)
 		for _, e := range b.Events {
 			got = append(got, e.Type)
 		}
 		after = b.Cursor
-		if cursor.Compare(after.TransactionID, after.Position, last.Cursor().TransactionID, last.Cursor().Position) >= 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the tail did not pass the last event (horizon held by %+v)", b.HorizonHolder)
-		time.Sleep(5 * time.Millisecond) // a poll of observable state, bounded by the deadline
-	}
+		return cursor.Compare(after.TransactionID, after.Position, last.Cursor().TransactionID, last.Cursor().Position) >= 0,
+			fmt.Sprintf("the tail at %v, before the last event (horizon held by %+v)", after, b.HorizonHolder)
+	})
 	require.Equal(t, []string{"A", "D"}, got)
 	require.Equal(t, last.Cursor().Position, after.Position, "a short page moves the cursor to the last event of the log")
 

@@ -17,6 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -101,18 +102,13 @@ func TestAppendOutcomeUnknownWhenBackendTerminated(t *testing.T) {
 		done <- err
 	}()
 	// Find the waiting backend and terminate it.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	await.True(t, 30*time.Second, "the append waits on a lock", func() bool {
 		var n int
 		require.NoError(t, pool.QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.append_events%'
 			  AND pid <> pg_backend_pid()`, ident.Schema(s)).Scan(&n))
-		if n > 0 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "the append never waited")
-		time.Sleep(10 * time.Millisecond)
-	}
+		return n > 0
+	})
 	err := <-done
 	require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown, "got %v", err)
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -242,7 +243,7 @@ func TestSettleGroupMembers(t *testing.T) {
 	// The store's connections are held and the only sender's place is taken
 	// by an append waiting for one: the next appends queue behind it and go
 	// out as one group once the connections are free.
-	await(t, s, "the previous sender did not end", func() bool { return eventstore.GroupSenders(s) == 0 })
+	awaitGroup(t, s, "the previous sender did not end", func() bool { return eventstore.GroupSenders(s) == 0 })
 	var held []*pgxpool.Conn
 	t.Cleanup(func() { // before the pool closes, should the test fail early
 		for _, c := range held {
@@ -285,7 +286,7 @@ func TestSettleGroupMembers(t *testing.T) {
 			outs <- out{i, res, err}
 		}()
 	}
-	await(t, s, "the members did not queue", func() bool { return eventstore.QueuedAppends(s) == members })
+	awaitGroup(t, s, "the members did not queue", func() bool { return eventstore.QueuedAppends(s) == members })
 	for _, c := range held {
 		c.Release()
 	}
@@ -386,9 +387,7 @@ func TestSettleBudgetRunsOut(t *testing.T) {
 	cctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
 	defer cancel()
 	go func() {
-		for p.hit.Load() == 0 && cctx.Err() == nil {
-			time.Sleep(time.Millisecond)
-		}
+		await.Within(time.Minute, func() (bool, string) { return p.hit.Load() != 0 || cctx.Err() != nil, "" })
 		_ = p.ln.Close()
 	}()
 	_, err = s.Append(cctx, evs(eventstore.MustEvent("E", "no-server", "b=1")))

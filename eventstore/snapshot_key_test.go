@@ -2,6 +2,7 @@ package eventstore_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -94,16 +96,11 @@ func saveCurrent(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, q query.
 	ctx := context.Background()
 	last, _, err := s.ReadLast(ctx, q)
 	require.NoError(t, err)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		require.NoError(t, s.SaveSnapshot(ctx, model()))
 		var pos int64
 		err := pool.QueryRow(ctx, `SELECT position FROM `+ident.Schema(s)+`.decision_snapshots WHERE name = $1 AND version = $2`,
 			name, version).Scan(&pos)
-		if err == nil && pos == last.Position {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "no snapshot of %s v%d at position %d (%v, %d)", name, version, last.Position, err, pos)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return err == nil && pos == last.Position, fmt.Sprintf("snapshot of %s v%d at %d, want %d (%v)", name, version, pos, last.Position, err)
+	})
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -39,23 +40,19 @@ func appendN(t testing.TB, s *eventstore.Store, n int, tagStrings ...string) {
 func waitLogBelowHorizon(t testing.TB, s *eventstore.Store, pool *pgxpool.Pool) {
 	t.Helper()
 	ctx := t.Context()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	await.Until(t, 2*time.Minute, func() (bool, string) {
 		var below bool
 		require.NoError(t, pool.QueryRow(ctx, `SELECT coalesce((SELECT max(transaction_id) FROM `+ident.Schema(s)+`.events), '0')
 			< pg_snapshot_xmin(pg_current_snapshot())`).Scan(&below))
 		if below {
-			return
+			return true, ""
 		}
-		if time.Now().After(deadline) {
-			var holder string
-			_ = pool.QueryRow(ctx, `SELECT format('pid %s, application %L, state %s, query %L', pid, application_name, state, left(query, 80))
-				FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL
-				ORDER BY age(coalesce(backend_xid, backend_xmin)) DESC LIMIT 1`).Scan(&holder)
-			t.Fatalf("the cluster's horizon stayed behind the log for 2 minutes; oldest transaction: %s", holder)
-		}
-		time.Sleep(10 * time.Millisecond) // a poll of observable state, bounded by the deadline above
-	}
+		var holder string
+		_ = pool.QueryRow(ctx, `SELECT format('pid %s, application %L, state %s, query %L', pid, application_name, state, left(query, 80))
+			FROM pg_stat_activity WHERE backend_xid IS NOT NULL OR backend_xmin IS NOT NULL
+			ORDER BY age(coalesce(backend_xid, backend_xmin)) DESC LIMIT 1`).Scan(&holder)
+		return false, "the cluster's horizon behind the log; oldest transaction: " + holder
+	})
 }
 
 // A snapshot of another version, one that does not decode, one whose point
@@ -173,8 +170,7 @@ func TestSnapshotWriteFailureDoesNotFailProject(t *testing.T) {
 		// another session's transaction (another package's test) holds it
 		// behind the log, Project attempts no write. Project again until it
 		// does.
-		deadline := time.Now().Add(30 * time.Second)
-		for {
+		await.True(t, 30*time.Second, fmt.Sprintf("round %d: a snapshot write attempted (the horizon stayed behind the log)", round), func() bool {
 			m := snapModel(q, "w")
 			cond, err := s.Project(ctx, m)
 			require.NoError(t, err)
@@ -183,11 +179,10 @@ func TestSnapshotWriteFailureDoesNotFailProject(t *testing.T) {
 			if s.SnapshotStats().WriteFailures >= int64(round) {
 				_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "other=1")}, cond)
 				require.NoError(t, err)
-				break
+				return true
 			}
-			require.True(t, time.Now().Before(deadline), "round %d: no snapshot write was attempted in 30s (the horizon stayed behind the log)", round)
-			time.Sleep(10 * time.Millisecond)
-		}
+			return false
+		})
 	}
 	require.EqualValues(t, 3, s.SnapshotStats().WriteFailures)
 	require.Zero(t, s.SnapshotStats().Written)

@@ -11,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -22,28 +23,26 @@ func tailChecked(t *testing.T, s *eventstore.Store, q query.Query, after cursor.
 	t.Helper()
 	var got []eventstore.StoredEvent
 	seen := map[int64]bool{}
-	deadline := time.Now().Add(60 * time.Second)
-	for {
-		b, err := s.ReadTail(context.Background(), q, after, limit)
-		require.NoError(t, err)
-		require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, after.TransactionID, after.Position), 0,
-			"the cursor moved back from %v to %v", after, b.Cursor)
-		for _, ev := range b.Events {
-			require.False(t, seen[ev.Position], "event at position %d delivered twice", ev.Position)
-			seen[ev.Position] = true
-			require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, ev.TransactionID, ev.Position), 0,
-				"the page's cursor %v does not cover its event (%d, %d)", b.Cursor, ev.TransactionID, ev.Position)
+	await.Until(t, time.Minute, func() (bool, string) {
+		for { // full pages are read on at once; a short one ends the poll
+			b, err := s.ReadTail(context.Background(), q, after, limit)
+			require.NoError(t, err)
+			require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, after.TransactionID, after.Position), 0,
+				"the cursor moved back from %v to %v", after, b.Cursor)
+			for _, ev := range b.Events {
+				require.False(t, seen[ev.Position], "event at position %d delivered twice", ev.Position)
+				seen[ev.Position] = true
+				require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, ev.TransactionID, ev.Position), 0,
+					"the page's cursor %v does not cover its event (%d, %d)", b.Cursor, ev.TransactionID, ev.Position)
+			}
+			got = append(got, b.Events...)
+			after = b.Cursor
+			if len(b.Events) < limit {
+				return len(got) >= n, fmt.Sprintf("tail at horizon %d (held by %+v) with %d of %d events", b.Horizon, b.HorizonHolder, len(got), n)
+			}
 		}
-		got = append(got, b.Events...)
-		after = b.Cursor
-		if len(got) >= n && len(b.Events) < limit {
-			return got, after
-		}
-		require.True(t, time.Now().Before(deadline), "tail stuck at horizon %d (held by %+v) with %d of %d events", b.Horizon, b.HorizonHolder, len(got), n)
-		if len(b.Events) == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	})
+	return got, after
 }
 
 // A page shorter than the limit still moves the cursor over the events it
@@ -117,37 +116,30 @@ func TestTailCursorStaysOnAnEvent(t *testing.T) {
 	require.Len(t, got, 1)
 	// Poll until the horizon has passed the id-only transactions too, so the
 	// old code would have moved the cursor onto them.
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, q, cur, 10)
 		require.NoError(t, err)
 		require.Empty(t, b.Events)
 		require.Equal(t, res.TransactionID, b.Cursor.TransactionID, "the cursor names the last event's transaction, not a later id (horizon %d)", b.Horizon)
 		require.Equal(t, res.Positions[0], b.Cursor.Position)
-		if b.Horizon > res.TransactionID+4 {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return b.Horizon > res.TransactionID+4, fmt.Sprintf("horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
+	})
 
 	// An event of another query moves the cursor onto that event (it exists
 	// and sorts after every delivered one), never beyond it.
 	other, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("F", 1, "stream=s2")})
 	require.NoError(t, err)
-	deadline = time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, q, cur, 10)
 		require.NoError(t, err)
 		require.Empty(t, b.Events)
 		if b.Cursor.Position == other.Positions[0] {
 			require.Equal(t, other.TransactionID, b.Cursor.TransactionID)
-			break
+			return true, ""
 		}
 		require.Equal(t, res.Positions[0], b.Cursor.Position)
-		require.True(t, time.Now().Before(deadline), "horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
+	})
 }
 
 // Head is the head of the whole log, also while the reader is behind: lag
@@ -162,19 +154,17 @@ func TestTailHeadIsTheLogHeadWhileBehind(t *testing.T) {
 	}
 	res, err := s.Append(ctx, batch)
 	require.NoError(t, err)
-	deadline := time.Now().Add(60 * time.Second)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, query.All(), cursor.Start, 10)
 		require.NoError(t, err)
 		require.Equal(t, res.Positions[99], b.Head.Position, "Head is the log's last event")
 		require.Equal(t, res.TransactionID, b.Head.TransactionID)
 		if len(b.Events) == 10 {
 			require.Equal(t, res.Positions[9], b.Cursor.Position)
-			break
+			return true, ""
 		}
-		require.True(t, time.Now().Before(deadline), "horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
-		time.Sleep(5 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("horizon held at %d by %+v", b.Horizon, b.HorizonHolder)
+	})
 }
 
 // Negative limits are refused with a typed error; 0 means no limit.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -260,15 +261,14 @@ func (l *ledger) next(t *testing.T, rd *logical.Reader, max int) logical.Batch {
 // the two lists are equal.
 func (l *ledger) drain(t *testing.T, rd *logical.Reader, max int) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for {
+	await.Until(t, deadline, func() (bool, string) {
 		want, got := l.counts()
 		if got >= want {
-			break
+			return true, ""
 		}
-		require.True(t, time.Now().Before(end), "handed out %d of %d events", got, want)
 		l.next(t, rd, max)
-	}
+		return false, fmt.Sprintf("handed out %d of %d events", got, want)
+	})
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	require.Equal(t, l.want, l.got)
@@ -288,11 +288,10 @@ func walAt(t *testing.T, pool *pgxpool.Pool) pglogrepl.LSN {
 // awaitWAL waits until the server has flushed n bytes of WAL beyond from.
 func awaitWAL(t *testing.T, pool *pgxpool.Pool, from pglogrepl.LSN, n int64) {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for int64(walAt(t, pool))-int64(from) < n {
-		require.True(t, time.Now().Before(end), "%d bytes of WAL beyond %s", n, from)
-		time.Sleep(5 * time.Millisecond)
-	}
+	await.Until(t, deadline, func() (bool, string) {
+		got := int64(walAt(t, pool)) - int64(from)
+		return got >= n, fmt.Sprintf("%d of %d bytes of WAL beyond %s", got, n, from)
+	})
 }
 
 // TestCatchUpSwitchesToStream: one writer keeps committing transactions
@@ -657,15 +656,14 @@ func TestStreamFallenBehindCatchesUp(t *testing.T) {
 		want = append(want, appendN(t, store, 30)...)
 	}
 	caughtUp := false
-	end := time.Now().Add(deadline)
-	for len(got) < len(want) {
-		require.True(t, time.Now().Before(end), "got %d of %d", len(got), len(want))
+	await.Until(t, deadline, func() (bool, string) {
 		b, err := rd.Next(ctx, 20, 100*time.Millisecond)
 		require.NoError(t, err)
 		caughtUp = caughtUp || logical.CatchingUp(rd)
 		got = append(got, evPositions(b.Events)...)
 		require.NoError(t, rd.Confirm(ctx, b.Checkpoint))
-	}
+		return len(got) >= len(want), fmt.Sprintf("got %d of %d", len(got), len(want))
+	})
 	require.True(t, caughtUp, "the reader switched to a catch-up")
 	require.Equal(t, want, got)
 	more := appendN(t, store, 2)

@@ -16,6 +16,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -308,16 +309,14 @@ func TestResumeInsideATransaction(t *testing.T) {
 
 func nextEvents(t *testing.T, rd *logical.Reader, max int) logical.Batch {
 	t.Helper()
-	end := time.Now().Add(deadline)
-	for time.Now().Before(end) {
-		b, err := rd.Next(t.Context(), max, 100*time.Millisecond)
+	var b logical.Batch
+	await.True(t, deadline, "events handed out", func() bool {
+		var err error
+		b, err = rd.Next(t.Context(), max, 100*time.Millisecond)
 		require.NoError(t, err)
-		if len(b.Events) > 0 {
-			return b
-		}
-	}
-	t.Fatal("no events within the deadline")
-	return logical.Batch{}
+		return len(b.Events) > 0
+	})
+	return b
 }
 
 func evPositions(evs []eventstore.StoredEvent) []int64 {
@@ -652,15 +651,25 @@ func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 	slots := &slotSeen{}
 	cfg := projConfig()
 	cfg.Tracer = slots
-	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil }, cfg)
+	handled := make(chan struct{}, 1)
+	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+		select {
+		case handled <- struct{}{}:
+		default:
+		}
+		return nil
+	}, cfg)
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
 	appending := make(chan struct{})
-	go func() {
+	go func() { // the next event once the runner has handled one: events flow at the reader's pace
 		defer close(appending)
 		for ctx.Err() == nil {
 			_, _ = store.Append(ctx, []eventstore.Event{event(t, "E", "k=v")})
-			time.Sleep(5 * time.Millisecond)
+			select {
+			case <-handled:
+			case <-ctx.Done():
+			}
 		}
 	}()
 	require.Eventually(t, func() bool { return slots.seen("p") }, deadline, 20*time.Millisecond)

@@ -17,6 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/logical"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -126,15 +127,10 @@ func useSlot(store *eventstore.Store, name string) string {
 // machine can exceed (the slot is then still active, SQLSTATE 55006).
 func dropSlot(t testing.TB, pool *pgxpool.Pool, slot string) {
 	t.Helper()
-	var err error
-	end := time.Now().Add(deadline)
-	for {
-		if err = logical.DropSlot(context.Background(), pool, slot); err == nil || time.Now().After(end) {
-			break
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	require.NoError(t, err)
+	await.Until(t, deadline, func() (bool, string) {
+		err := logical.DropSlot(context.Background(), pool, slot)
+		return err == nil, fmt.Sprint(err)
+	})
 }
 
 // holdXact opens a transaction on pool that holds a transaction id until

@@ -18,9 +18,9 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/effects"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/pgdcbotel"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
@@ -62,7 +62,8 @@ func TestSpansOfEveryComponent(t *testing.T) {
 	tr := pgdcbotel.New(&pgdcbotel.Config{TracerProvider: tp})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	es, pool := teststore.New(t, &eventstore.Config{Tracer: tr})
+	es := pgdcbtest.NewStore(t, &pgdcbtest.Options{Config: &eventstore.Config{Tracer: tr}, OwnPool: true})
+	pool := es.Pool()
 	q := query.Tagged([]string{"Opened"})
 
 	// A command, and its append beneath it.

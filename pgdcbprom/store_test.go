@@ -11,8 +11,8 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
 
 // fixedStats returns the same counters at every scrape.
@@ -77,7 +77,7 @@ func TestStoreCollectorSeries(t *testing.T) {
 // append of concurrent callers is either grouped or alone.
 func TestStoreCollectorOfARealStore(t *testing.T) {
 	t.Parallel()
-	s, _ := teststore.New(t, nil)
+	s := pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true})
 	reg := prometheus.NewPedanticRegistry()
 	require.NoError(t, reg.Register(pgdcbprom.NewStoreCollector(s)))
 

@@ -63,7 +63,8 @@ func ExampleNewBatchRunner() {
 	}
 	// Step until the checkpoint passes the last append (an open transaction
 	// of the database may hold the tail back for a while).
-	deadline := time.Now().Add(time.Minute)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	for {
 		st, err := r.Step(ctx)
 		if err != nil {
@@ -73,10 +74,11 @@ func ExampleNewBatchRunner() {
 		if st.Led && cursor.Compare(c.TransactionID, c.Position, want.TransactionID, want.Position) >= 0 {
 			break
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-ctx.Done():
 			panic("the tail was held back for a minute")
+		case <-time.After(10 * time.Millisecond):
 		}
-		time.Sleep(10 * time.Millisecond)
 	}
 	fmt.Println("tenant a:", h.seen)
 	// Output:

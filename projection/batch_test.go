@@ -2,16 +2,17 @@ package projection_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -71,12 +72,12 @@ func TestStepEndsItsBatchTrace(t *testing.T) {
 	require.NoError(t, err)
 	// Step until the 7 events were handled: an open transaction of a test
 	// running beside this one can hold the tail back for a while.
-	deadline := time.Now().Add(wait)
-	for tr.events.Load() < 7 && time.Now().Before(deadline) {
+	await.Until(t, wait, func() (bool, string) {
 		_, err := r.Step(context.Background())
 		require.NoError(t, err)
-		time.Sleep(10 * time.Millisecond)
-	}
+		n := tr.events.Load()
+		return n >= 7, fmt.Sprintf("%d of 7 events handled", n)
+	})
 	require.Positive(t, tr.starts.Load())
 	require.Equal(t, tr.starts.Load(), tr.ends.Load(), "every traced batch ended")
 	require.EqualValues(t, 7, tr.events.Load(), "the committed batches' events")

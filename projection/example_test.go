@@ -37,8 +37,9 @@ func ExampleRunner() {
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.course_sizes (course text PRIMARY KEY, students int NOT NULL)`); err != nil {
 		panic(err)
 	}
+	var last eventstore.AppendResult
 	for _, c := range []string{"c1", "c1", "c2"} {
-		if _, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course="+c)}); err != nil {
+		if last, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course="+c)}); err != nil {
 			panic(err)
 		}
 	}
@@ -68,13 +69,10 @@ func ExampleRunner() {
 	ctx, cancel := context.WithCancel(ctx)
 	done := make(chan error)
 	go func() { done <- r.Run(ctx) }()
-	for {
-		var total int
-		_ = pool.QueryRow(ctx, `SELECT coalesce(sum(students), 0) FROM `+schema+`.course_sizes`).Scan(&total)
-		if total == 3 {
-			break
-		}
-		time.Sleep(10 * time.Millisecond)
+	wctx, wcancel := context.WithTimeout(ctx, time.Minute)
+	defer wcancel()
+	if err := r.WaitFor(wctx, last.Cursor()); err != nil { // the read model holds the last append
+		panic(err)
 	}
 	cancel()
 	<-done

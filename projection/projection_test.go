@@ -22,6 +22,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -292,8 +293,7 @@ func TestStatusPauseResumeReset(t *testing.T) {
 	// vacuous.
 	hb := st.HeartbeatAt
 	for beats := 0; beats < 3; beats++ {
-		deadline := time.Now().Add(wait)
-		for {
+		await.Until(t, wait, func() (bool, string) {
 			now, err := r.Status(ctx)
 			require.NoError(t, err)
 			require.Equal(t, 30, rmCount(t, pool, s), "a paused projection committed a batch")
@@ -301,11 +301,10 @@ func TestStatusPauseResumeReset(t *testing.T) {
 			require.Equal(t, st.Cursor, now.Cursor, "a paused projection moved its checkpoint")
 			if now.HeartbeatAt.After(hb) {
 				hb = now.HeartbeatAt
-				break
+				return true, ""
 			}
-			require.True(t, time.Now().Before(deadline), "no heartbeat of the paused leader in %s", wait)
-			time.Sleep(5 * time.Millisecond) // a poll of observable state, bounded by the deadline
-		}
+			return false, fmt.Sprintf("the paused leader's heartbeat still at %s", hb)
+		})
 	}
 	require.NoError(t, r.Resume(ctx))
 	require.Eventually(t, func() bool { return rmCount(t, pool, s) == 40 }, wait, 5*time.Millisecond)

@@ -10,7 +10,8 @@ import (
 
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -21,9 +22,7 @@ func TestMain(m *testing.M) { pgtest.Main(m) }
 // Tracer is a runCounts, which registry reads.
 func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 	t.Helper()
-	es, pool := teststore.New(t, nil)
-	_, err := runstore.Migrate(context.Background(), pool, es.Schema())
-	require.NoError(t, err)
+	es := pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true, Runstore: true})
 	var c runstore.Config
 	if cfg != nil {
 		c = *cfg
@@ -134,17 +133,12 @@ func gauge(t *testing.T, m *metrics, name string) float64 {
 func waitLogBelowHorizon(t testing.TB, rs *runstore.Store) {
 	t.Helper()
 	es := rs.EventStore()
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
+	await.True(t, 2*time.Minute, "the log below the cluster's horizon", func() bool {
 		var below bool
 		require.NoError(t, es.Pool().QueryRow(t.Context(), `SELECT coalesce((SELECT max(transaction_id) FROM `+ident.Schema(es)+`.events), '0')
 			< pg_snapshot_xmin(pg_current_snapshot())`).Scan(&below))
-		if below {
-			return
-		}
-		require.True(t, time.Now().Before(deadline), "the cluster's horizon stayed behind the log for 2 minutes")
-		time.Sleep(10 * time.Millisecond) // a poll of observable state, bounded by the deadline
-	}
+		return below
+	})
 }
 
 // runLeadingProjector runs rs's projector in the background until the test

@@ -10,6 +10,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/tags"
@@ -57,19 +58,17 @@ func TestSnapshotsFollowRunsWhileTheHorizonIsHeld(t *testing.T) {
 	}
 	// Within the contract's second of the last append, every snapshot holds
 	// every event, with the horizon still held.
-	deadline := time.Now().Add(time.Second)
-	for id, seq := range want {
-		for {
+	await.Until(t, time.Second, func() (bool, string) {
+		for id, seq := range want {
 			snap, err := rs.GetSnapshot(ctx, id)
 			require.NoError(t, err)
-			if snap != nil && snap.LastEventSeq == seq {
-				require.Equal(t, seq, snap.EventCount, "%s: every event applied once", id)
-				break
+			if snap == nil || snap.LastEventSeq != seq {
+				return false, fmt.Sprintf("%s: snapshot at %v, want runSeq %d, horizon held", id, snap, seq)
 			}
-			require.True(t, time.Now().Before(deadline), "%s: snapshot at %v, want runSeq %d, horizon held", id, snap, seq)
-			time.Sleep(10 * time.Millisecond)
+			require.Equal(t, seq, snap.EventCount, "%s: every event applied once", id)
 		}
-	}
+		return true, ""
+	})
 	lag, err := rs.SnapshotLag(ctx)
 	require.NoError(t, err)
 	require.Less(t, lag.Lag, time.Second, "lag counts what the snapshots miss, not the held horizon")

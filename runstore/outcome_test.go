@@ -12,6 +12,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
@@ -73,17 +74,13 @@ func TestAppendEventRetriesAnUnknownOutcome(t *testing.T) {
 		done <- result{res, err}
 	}()
 	// Terminate the waiting backend once, then free the run.
-	for {
+	await.True(t, time.Minute, "the append waits on a lock", func() bool {
 		var n int
 		require.NoError(t, es.Pool().QueryRow(ctx, `SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
 			WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%' || $1 || '.append_events%'
 			  AND pid <> pg_backend_pid()`, ident.Schema(es)).Scan(&n))
-		if n > 0 {
-			break
-		}
-		require.NoError(t, ctx.Err(), "the append never waited")
-		time.Sleep(5 * time.Millisecond)
-	}
+		return n > 0
+	})
 	require.NoError(t, holder.Rollback(ctx))
 	r := <-done
 	require.NoError(t, r.err)

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -156,7 +158,14 @@ func TestResyncOnLag(t *testing.T) {
 		_, err := rs.AppendEvent(ctx, runEvent(fmt.Sprint("lag-", i%runs), fmt.Sprint("k", i)))
 		require.NoError(t, err)
 	}
-	time.Sleep(400 * time.Millisecond) // the projector is late (at least ResyncLag: a lower bound, load only adds)
+	// The projector is late: every event is older than ResyncLag by the
+	// server's clock (the one the lag check reads).
+	es := rs.EventStore()
+	await.True(t, time.Minute, "every event older than ResyncLag", func() bool {
+		var old bool
+		require.NoError(t, es.Pool().QueryRow(ctx, `SELECT max(occurred_at) < now() - interval '300 milliseconds' FROM `+ident.Schema(es)+`.events`).Scan(&old))
+		return old
+	})
 	// The tail reads below the cluster's horizon: another test's open
 	// transaction on the shared server made it read nothing (failed once
 	// in .ci/run under load: "the tail read one event", got 0).

@@ -15,7 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -148,6 +148,6 @@ func TestBurnTransactionIDs(t *testing.T) {
 // migratedStore returns a store (NotifyDisabled) in a fresh migrated schema.
 func migratedStore(t *testing.T) (*eventstore.Store, *pgxpool.Pool, string) {
 	t.Helper()
-	s, pool := teststore.New(t, &eventstore.Config{NotifyDisabled: true})
-	return s, pool, s.Schema()
+	s := pgdcbtest.NewStore(t, &pgdcbtest.Options{Config: &eventstore.Config{NotifyDisabled: true}, OwnPool: true})
+	return s, s.Pool(), s.Schema()
 }

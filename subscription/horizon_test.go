@@ -22,7 +22,6 @@ func TestOldestTransaction(t *testing.T) {
 	var start time.Time
 	var xid string
 	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid(), now(), pg_current_xact_id()::text`).Scan(&pid, &start, &xid))
-	time.Sleep(10 * time.Millisecond) // let our transaction age past fresh ones
 	h, ok, err := subscription.OldestTransaction(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, ok, "our open transaction has an xid")

@@ -13,6 +13,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
@@ -150,15 +151,10 @@ func TestDoctorNamesTheHorizonHolder(t *testing.T) {
 	runCtx, stop := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(runCtx) }()
-	deadline := time.Now().Add(time.Minute)
-	for {
+	await.Until(t, time.Minute, func() (bool, string) {
 		st, err := projection.GetStatus(t.Context(), store, "balances")
-		if err == nil && st.State == projection.Failed {
-			break
-		}
-		require.True(t, time.Now().Before(deadline), "projection not FAILED: %+v %v", st, err)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return err == nil && st.State == projection.Failed, fmt.Sprintf("projection not FAILED: %+v %v", st, err)
+	})
 	stop()
 	<-done
 

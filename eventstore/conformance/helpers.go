@@ -11,6 +11,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/racecheck"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -77,36 +78,34 @@ func tailChecked(t testing.TB, s eventstore.Interface, q query.Query, after curs
 	t.Helper()
 	var got []eventstore.StoredEvent
 	seen := map[int64]bool{}
-	deadline := time.Now().Add(tailTimeout)
-	for {
-		b, err := s.ReadTail(context.Background(), q, after, limit)
-		require.NoError(t, err)
-		require.Nil(t, b.Cursor.Snapshot, "a tailing cursor carries no snapshot")
-		require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, after.TransactionID, after.Position), 0,
-			"the cursor moved back from %v to %v", after, b.Cursor)
-		for _, e := range b.Events {
-			require.False(t, seen[e.Position], "event at position %d delivered twice", e.Position)
-			seen[e.Position] = true
-			require.True(t, q.Matches(e.Type, e.Tags), "event at position %d does not match the query", e.Position)
-			require.Positive(t, cursor.Compare(e.TransactionID, e.Position, after.TransactionID, after.Position),
-				"event (%d, %d) is not after the cursor %v", e.TransactionID, e.Position, after)
-			require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, e.TransactionID, e.Position), 0,
-				"the page's cursor %v does not cover its event (%d, %d)", b.Cursor, e.TransactionID, e.Position)
-			if k := len(got); k > 0 {
-				p := got[k-1]
-				require.Positive(t, cursor.Compare(e.TransactionID, e.Position, p.TransactionID, p.Position), "events out of log order")
+	await.Until(t, tailTimeout, func() (bool, string) {
+		for { // full pages are read on at once; a short one ends the poll
+			b, err := s.ReadTail(context.Background(), q, after, limit)
+			require.NoError(t, err)
+			require.Nil(t, b.Cursor.Snapshot, "a tailing cursor carries no snapshot")
+			require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, after.TransactionID, after.Position), 0,
+				"the cursor moved back from %v to %v", after, b.Cursor)
+			for _, e := range b.Events {
+				require.False(t, seen[e.Position], "event at position %d delivered twice", e.Position)
+				seen[e.Position] = true
+				require.True(t, q.Matches(e.Type, e.Tags), "event at position %d does not match the query", e.Position)
+				require.Positive(t, cursor.Compare(e.TransactionID, e.Position, after.TransactionID, after.Position),
+					"event (%d, %d) is not after the cursor %v", e.TransactionID, e.Position, after)
+				require.GreaterOrEqual(t, cursor.Compare(b.Cursor.TransactionID, b.Cursor.Position, e.TransactionID, e.Position), 0,
+					"the page's cursor %v does not cover its event (%d, %d)", b.Cursor, e.TransactionID, e.Position)
+				if k := len(got); k > 0 {
+					p := got[k-1]
+					require.Positive(t, cursor.Compare(e.TransactionID, e.Position, p.TransactionID, p.Position), "events out of log order")
+				}
+				got = append(got, e)
 			}
-			got = append(got, e)
+			after = b.Cursor
+			if limit == 0 || len(b.Events) < limit {
+				return len(got) >= n, fmt.Sprintf("tail at horizon %d with %d of %d events", b.Horizon, len(got), n)
+			}
 		}
-		after = b.Cursor
-		if len(got) >= n && (limit == 0 || len(b.Events) < limit) {
-			return got, after
-		}
-		require.True(t, time.Now().Before(deadline), "tail stuck at horizon %d with %d of %d events", b.Horizon, len(got), n)
-		if len(b.Events) == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+	})
+	return got, after
 }
 
 // tag returns key=value with a value unique to the round.

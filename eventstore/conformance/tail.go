@@ -12,6 +12,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -39,8 +40,7 @@ func testTailPages(t testing.TB, s eventstore.Interface, _ Options) {
 		// (a Noise event) once nothing is in flight, and never passes it.
 		h, err := s.Head(ctx)
 		require.NoError(t, err)
-		deadline := time.Now().Add(tailTimeout)
-		for {
+		await.Until(t, tailTimeout, func() (bool, string) {
 			b, err := s.ReadTail(ctx, q, after, limit)
 			require.NoError(t, err)
 			require.Empty(t, b.Events, "limit %d: nothing new", limit)
@@ -49,12 +49,11 @@ func testTailPages(t testing.TB, s eventstore.Interface, _ Options) {
 				"a tailing cursor never points past the newest event")
 			if b.Cursor == point(h) {
 				require.Greater(t, b.Horizon, h.TransactionID, "caught up to the head: the horizon is above it")
-				break
+				return true, ""
 			}
-			require.True(t, time.Now().Before(deadline), "the cursor never reached the head %v (at %v, horizon %d)", h, b.Cursor, b.Horizon)
 			after = b.Cursor
-			time.Sleep(5 * time.Millisecond)
-		}
+			return false, fmt.Sprintf("the cursor at %v, not the head %v (horizon %d)", b.Cursor, h, b.Horizon)
+		})
 	}
 	// A starting cursor past everything matching stays put.
 	b, err := s.ReadTail(ctx, query.Tagged(nil, "stream=none"), cursor.Start, 10)
@@ -79,16 +78,14 @@ func testTailFullPageHead(t testing.TB, s eventstore.Interface, _ Options) {
 	// A transaction open elsewhere in the cluster may hold the horizon below
 	// the events for a while: read until the page is full, with a deadline.
 	fullPage := func(limit int) eventstore.TailBatch {
-		deadline := time.Now().Add(tailTimeout)
-		for {
-			b, err := s.ReadTail(ctx, query.Tagged(nil, "a=1"), cursor.Start, limit)
+		var b eventstore.TailBatch
+		await.Until(t, tailTimeout, func() (bool, string) {
+			var err error
+			b, err = s.ReadTail(ctx, query.Tagged(nil, "a=1"), cursor.Start, limit)
 			require.NoError(t, err)
-			if len(b.Events) == limit {
-				return b
-			}
-			require.True(t, time.Now().Before(deadline), "no full page of %d before the deadline (horizon %d)", limit, b.Horizon)
-			time.Sleep(5 * time.Millisecond)
-		}
+			return len(b.Events) == limit, fmt.Sprintf("%d of a full page of %d (horizon %d)", len(b.Events), limit, b.Horizon)
+		})
+		return b
 	}
 	b := fullPage(2)
 	require.Equal(t, point(want), b.Head, "a full page's Head is the log's last event")

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 )
 
@@ -44,13 +46,14 @@ func TestDefaultRunUsesSnapshots(t *testing.T) {
 	// read the wallet again (a decision read that appends nothing, so the
 	// events past the snapshot stay perWallet-odd) until one is written, with
 	// a deadline.
-	deadline := time.Now().Add(60 * time.Second)
-	for store.SnapshotStats().Written == 0 && store.SnapshotStats().WriteFailures == 0 {
-		require.True(t, time.Now().Before(deadline), "no snapshot written after %d transfers: %+v", perWallet, store.SnapshotStats())
+	await.Until(t, time.Minute, func() (bool, string) {
+		if st := store.SnapshotStats(); st.Written > 0 || st.WriteFailures > 0 {
+			return true, ""
+		}
 		_, err := svc.Wallet(ctx, "a")
 		require.NoError(t, err)
-		time.Sleep(10 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("no snapshot written after %d transfers: %+v", perWallet, store.SnapshotStats())
+	})
 	require.Zero(t, store.SnapshotStats().WriteFailures)
 	_, err = svc.Transfer(ctx, "a", "b", 1, nil)
 	require.NoError(t, err)

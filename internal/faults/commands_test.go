@@ -18,6 +18,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -113,8 +114,7 @@ func TestCommandsAcrossCrash(t *testing.T) {
 				if w == 4 {
 					cmd.Handler = probe
 				}
-				first := time.Now()
-				for {
+				ok, _ := await.Within(30*time.Second, func() (bool, string) { // the command again until it finishes
 					ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 					out, err := ex.Execute(ctx, cmd)
 					cancel()
@@ -123,7 +123,7 @@ func TestCommandsAcrossCrash(t *testing.T) {
 						mu.Lock()
 						finished = append(finished, done{id: cmd.ID, k: d.K, duplicate: out.Duplicate, attempts: out.Attempts})
 						mu.Unlock()
-						break
+						return true, ""
 					}
 					mu.Lock()
 					errs = append(errs, err)
@@ -132,21 +132,36 @@ func TestCommandsAcrossCrash(t *testing.T) {
 					if errors.As(err, &rej) {
 						rejected.Add(1)
 					}
-					if time.Since(first) > 30*time.Second {
-						gaveUp.Add(1)
-						break
-					}
-					time.Sleep(time.Duration(10+rng.IntN(20)) * time.Millisecond)
+					return false, ""
+				})
+				if !ok {
+					gaveUp.Add(1)
 				}
 			}
 		})
 	}
 	defer func() { stop.Store(true); wg.Wait() }()
+	// The commands run for a while: counted in finished commands, not slept.
+	awaitFinished := func(n int) {
+		t.Helper()
+		await.Until(t, waitTimeout, func() (bool, string) {
+			mu.Lock()
+			k := len(finished)
+			mu.Unlock()
+			return k >= n, fmt.Sprintf("%d of %d commands finished", k, n)
+		})
+	}
 
-	time.Sleep(800 * time.Millisecond)
+	awaitFinished(20)
 	<-reading
 	holdCommits(t, e)
-	time.Sleep(150 * time.Millisecond)
+	waitUntil(t, "a command's commit held", func() bool {
+		var n int
+		err := e.admin.QueryRow(t.Context(), `SELECT count(*) FROM pg_stat_activity
+			WHERE application_name = 'faults_cmd' AND wait_event = 'SyncRep'`).Scan(&n)
+		require.NoError(t, err)
+		return n > 0
+	})
 	releaseCommitsAtNextStart(t, e)
 	require.NoError(t, s.Crash(t.Context()))
 	close(crashed)
@@ -162,7 +177,10 @@ func TestCommandsAcrossCrash(t *testing.T) {
 		}
 		return n > 0
 	}, 30*time.Second, 10*time.Millisecond, "commands run again after the start")
-	time.Sleep(800 * time.Millisecond)
+	mu.Lock()
+	before := len(finished)
+	mu.Unlock()
+	awaitFinished(before + 20)
 	stop.Store(true)
 	wg.Wait()
 

@@ -67,7 +67,7 @@ func TestCrashUnderWriters(t *testing.T) {
 			waitTimeout, 5*time.Millisecond, "an append succeeds after start %d", round)
 		d, _ := led.ackedAfter(restart)
 		recovery = max(recovery, d)
-		time.Sleep(900 * time.Millisecond) // pacing: the writers run between crashes
+		led.awaitAcked(t, restart, 50) // the writers run between crashes
 	}
 	w.halt()
 
@@ -110,7 +110,7 @@ func TestRestartUnderWriters(t *testing.T) {
 	defer w.halt()
 
 	var recovery time.Duration
-	time.Sleep(800 * time.Millisecond)
+	led.awaitAcked(t, began, 50)
 	for round := range 2 {
 		require.NoError(t, s.Restart(t.Context()), "restart %d", round)
 		restart := time.Now()
@@ -118,7 +118,7 @@ func TestRestartUnderWriters(t *testing.T) {
 			30*time.Second, 5*time.Millisecond, "an append succeeds after restart %d", round)
 		d, _ := led.ackedAfter(restart)
 		recovery = max(recovery, d)
-		time.Sleep(600 * time.Millisecond)
+		led.awaitAcked(t, restart, 40)
 	}
 	w.halt()
 
@@ -191,7 +191,7 @@ func TestTerminateWriters(t *testing.T) {
 	w := startWriters(store, 8, led)
 	defer w.halt()
 
-	time.Sleep(300 * time.Millisecond)
+	led.awaitAcked(t, began, 20)
 	var terminated atomic.Int64
 	start := time.Now()
 	deadline := start.Add(2500 * time.Millisecond)
@@ -236,7 +236,7 @@ func TestTerminateWriters(t *testing.T) {
 	require.Eventually(t, func() bool { _, ok := led.ackedAfter(last); return ok },
 		30*time.Second, 5*time.Millisecond, "appends succeed once the terminations stop")
 	recovery, _ := led.ackedAfter(last)
-	time.Sleep(300 * time.Millisecond)
+	led.awaitAcked(t, last, 20)
 	w.halt()
 
 	v := verify(t, e, led)

@@ -21,6 +21,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -138,6 +139,24 @@ func (l *ledger) ackedAfter(t0 time.Time) (time.Duration, bool) {
 		}
 	}
 	return first, found
+}
+
+// awaitAcked waits until n attempts returned without error after t0: the
+// writers have run for a while, counted in their work rather than slept for
+// (a loaded machine may slow them down to nothing in a fixed sleep).
+func (l *ledger) awaitAcked(t *testing.T, t0 time.Time, n int) {
+	t.Helper()
+	await.Until(t, waitTimeout, func() (bool, string) {
+		l.mu.Lock()
+		k := 0
+		for _, a := range l.attempts {
+			if a.out == acked && a.at.After(t0) {
+				k++
+			}
+		}
+		l.mu.Unlock()
+		return k >= n, fmt.Sprintf("%d of %d appends acknowledged", k, n)
+	})
 }
 
 // has reports whether an attempt recorded so far satisfies pred.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
@@ -133,24 +134,19 @@ func newPoolPinging(t *testing.T, app string, maxConns int32, params map[string]
 // while the server does not answer.
 func serverExec(ctx context.Context, stmts ...string) error {
 	var err error
-	for try := 0; try < 20; try++ {
-		if try > 0 {
-			time.Sleep(100 * time.Millisecond)
-		}
+	await.Within(2*time.Second, func() (bool, string) {
 		var conn *pgx.Conn
 		if conn, err = pgx.Connect(ctx, srv.DSN()); err != nil {
-			continue
+			return false, ""
 		}
+		defer conn.Close(context.Background())
 		for _, st := range stmts {
 			if _, err = conn.Exec(ctx, st); err != nil {
-				break
+				return false, ""
 			}
 		}
-		conn.Close(context.Background())
-		if err == nil {
-			return nil
-		}
-	}
+		return true, ""
+	})
 	return err
 }
 

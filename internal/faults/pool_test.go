@@ -16,6 +16,7 @@ import (
 
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -119,20 +120,19 @@ var readOpts = eventstore.ReadOptions{Limit: 50}
 func settledGoroutines(target int) int {
 	n := runtime.NumGoroutine()
 	stable := 0
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
-		time.Sleep(20 * time.Millisecond)
+	await.Within(10*time.Second, func() (bool, string) {
 		m := runtime.NumGoroutine()
+		defer func() { n = m }()
 		switch {
 		case target > 0 && m <= target:
-			return m
+			return true, ""
 		case target == 0 && m == n:
-			if stable++; stable >= 10 {
-				return m
-			}
+			stable++
+			return stable >= 10, ""
 		default:
 			stable = 0
 		}
-		n = m
-	}
+		return false, ""
+	})
 	return n
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
@@ -178,11 +179,24 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 	stop := make(chan struct{})
 	lastCh := make(chan []lastRead, 1)
 	go func() { lastCh <- writers(old, stop) }()
-	// The workload runs 1.5 s with the standby attached, then 1 s cut off
-	// (what the primary commits then is lost with it).
-	time.Sleep(1500 * time.Millisecond)
+	// The workload runs with the standby attached, then cut off (what the
+	// primary commits then is lost with it): each for a count of committed
+	// events, not a time.
+	events := func(p *pgxpool.Pool) int {
+		var n int
+		require.NoError(t, p.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.events`).Scan(&n))
+		return n
+	}
+	awaitEvents := func(p *pgxpool.Pool, n int) {
+		t.Helper()
+		await.Until(t, waitTimeout, func() (bool, string) {
+			k := events(p)
+			return k >= n, fmt.Sprintf("%d of %d events committed", k, n)
+		})
+	}
+	awaitEvents(pp, events(pp)+150)
 	require.NoError(t, standby.Detach(ctx, primary))
-	time.Sleep(time.Second)
+	awaitEvents(pp, events(pp)+100)
 	close(stop)
 	oldReads := <-lastCh
 	stopRun()
@@ -221,7 +235,7 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 			require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 		}
 	}
-	time.Sleep(time.Second)
+	awaitEvents(np, events(np)+100)
 	close(stop2)
 	<-done2
 

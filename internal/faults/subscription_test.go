@@ -12,11 +12,13 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/tailpolls"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -123,9 +125,9 @@ func TestSubscriptionAcrossRestartAndCrash(t *testing.T) {
 		var res eventstore.AppendResult
 		var err error
 		wasUnknown := false
-		for try := 0; try < 40; try++ {
+		await.Within(10*time.Second, func() (bool, string) { // retried, not a verdict
 			if res, err = st.Append(t.Context(), evs); err == nil {
-				break
+				return true, ""
 			}
 			if errors.Is(err, pgdcb.ErrOutcomeUnknown) && !wasUnknown {
 				wasUnknown = true
@@ -136,10 +138,10 @@ func TestSubscriptionAcrossRestartAndCrash(t *testing.T) {
 				unknownCommitted++
 				res = committedBatch(t, st, q, evs)
 				err = nil
-				break
+				return true, ""
 			}
-			time.Sleep(50 * time.Millisecond) // a back-off, not a verdict
-		}
+			return false, ""
+		})
 		require.NoError(t, err)
 		appended = append(appended, res.Positions...)
 		return res
@@ -295,13 +297,7 @@ const waitTimeout = 2 * time.Minute
 // with what was awaited.
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(waitTimeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited %s for: %s", waitTimeout, what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	await.True(t, waitTimeout, what, cond)
 }
 
 // setSystem sets server parameters with ALTER SYSTEM and reloads; the test's
@@ -322,6 +318,18 @@ func setSystem(t *testing.T, params map[string]string) {
 		require.NoError(t, serverExec(ctx, append(reset, `SELECT pg_reload_conf()`)...))
 	})
 	require.NoError(t, serverExec(t.Context(), append(set, `SELECT pg_reload_conf()`)...))
-	// Let the background processes take the settings.
-	time.Sleep(100 * time.Millisecond)
+	// The server has taken the settings: a new session shows them.
+	waitUntil(t, fmt.Sprintf("a new session shows %v", params), func() bool {
+		conn, err := pgx.Connect(t.Context(), srv.DSN())
+		require.NoError(t, err)
+		defer conn.Close(context.Background())
+		for k, v := range params {
+			var got string
+			require.NoError(t, conn.QueryRow(t.Context(), `SELECT current_setting($1)`, k).Scan(&got))
+			if got != strings.Trim(v, "'") {
+				return false
+			}
+		}
+		return true
+	})
 }

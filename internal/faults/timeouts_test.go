@@ -18,6 +18,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -142,21 +143,19 @@ func TestDiskFull(t *testing.T) {
 		// barrier; on a busy machine that can take a while): umount says
 		// "target is busy" then. Retried until a deadline, then detached
 		// lazily (the kernel unmounts once the last file is closed).
-		deadline := time.Now().Add(15 * time.Second)
-		for {
-			out, err := exec.Command("umount", dir).CombinedOutput()
-			if err == nil {
-				return
-			}
-			if !strings.Contains(string(out), "busy") || time.Now().After(deadline) {
-				if lazy, lerr := exec.Command("umount", "-l", dir).CombinedOutput(); lerr != nil {
-					t.Errorf("umount %s: %v: %s; umount -l: %v: %s", dir, err, out, lerr, lazy)
-				} else {
-					t.Logf("umount %s: %s; detached with umount -l", dir, strings.TrimSpace(string(out)))
-				}
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
+		var out []byte
+		var err error
+		await.Within(15*time.Second, func() (bool, string) {
+			out, err = exec.Command("umount", dir).CombinedOutput()
+			return err == nil || !strings.Contains(string(out), "busy"), ""
+		})
+		if err == nil {
+			return
+		}
+		if lazy, lerr := exec.Command("umount", "-l", dir).CombinedOutput(); lerr != nil {
+			t.Errorf("umount %s: %v: %s; umount -l: %v: %s", dir, err, out, lerr, lazy)
+		} else {
+			t.Logf("umount %s: %s; detached with umount -l", dir, strings.TrimSpace(string(out)))
 		}
 	})
 	uid, gid, err := s.Owner()

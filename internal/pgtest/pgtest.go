@@ -31,6 +31,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/internal/pgcode"
 	"github.com/pgdcb/pgdcb/internal/pgfind"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 )
 
 // Names of package pgfind, which finds the server.
@@ -115,11 +116,9 @@ func dropSchema(dsn, name string) error {
 	// timeout) may still run on the schema when the test ends; the DROP can
 	// then be chosen as a deadlock's victim. It is retried until that work
 	// is done.
-	for attempt := 1; ; attempt++ {
+	await.Within(20*time.Second, func() (bool, string) {
 		_, err = conn.Exec(ctx, "DROP SCHEMA IF EXISTS "+pgx.Identifier{name}.Sanitize()+" CASCADE")
-		if err == nil || attempt == 20 || pgcode.Of(err) != pgcode.DeadlockDetected {
-			return err
-		}
-		time.Sleep(time.Duration(attempt) * 50 * time.Millisecond)
-	}
+		return err == nil || pgcode.Of(err) != pgcode.DeadlockDetected, ""
+	})
+	return err
 }

@@ -21,6 +21,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 )
 
 var seq atomic.Int64
@@ -104,14 +106,13 @@ func (r *Run) left(pkgs []string) (left []string, parked bool) {
 // is listed until it has returned: microseconds, longer on a loaded
 // machine).
 func (r *Run) Gone(grace time.Duration, pkgs ...string) []string {
-	deadline := time.Now().Add(grace)
-	for {
-		left, parked := r.left(pkgs)
-		if len(left) == 0 || parked || time.Now().After(deadline) {
-			return left
-		}
-		time.Sleep(time.Millisecond)
-	}
+	var left []string
+	await.Within(grace, func() (bool, string) {
+		var parked bool
+		left, parked = r.left(pkgs)
+		return len(left) == 0 || parked, ""
+	})
+	return left
 }
 
 // Grace is the time Stop gives goroutines that have signalled their end to

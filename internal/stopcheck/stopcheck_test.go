@@ -2,8 +2,11 @@ package stopcheck
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
+
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 )
 
 const self = "github.com/pgdcb/pgdcb/internal/stopcheck"
@@ -31,13 +34,10 @@ func TestLeftFindsWhatRunLeft(t *testing.T) {
 		t.Fatalf("another package's code: want nothing, got %q", left)
 	}
 	close(stop)
-	deadline := time.Now().Add(30 * time.Second)
-	for len(r.Left(self)) != 0 {
-		if time.Now().After(deadline) {
-			t.Fatalf("the ended goroutine is still reported: %q", r.Left(self))
-		}
-		time.Sleep(time.Millisecond)
-	}
+	await.Until(t, 30*time.Second, func() (bool, string) {
+		left := r.Left(self)
+		return len(left) == 0, fmt.Sprintf("the ended goroutine still reported: %q", left)
+	})
 	// Another run's goroutines are not this one's.
 	other := Go(context.Background(), func(context.Context) error { return nil })
 	<-other.Done()

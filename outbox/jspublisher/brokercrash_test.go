@@ -7,11 +7,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 )
@@ -25,6 +27,22 @@ const recoveryBound = 15 * time.Second
 
 // appendWhile appends events of type typ in small transactions until stop is
 // closed, and returns a wait that reports how many it appended.
+// awaitAppended waits until n more events are in s's log: time passes for a
+// count of the writer's work, not for a sleep.
+func awaitAppended(t *testing.T, s *eventstore.Store, n int) {
+	t.Helper()
+	count := func() int {
+		var k int
+		require.NoError(t, s.Pool().QueryRow(t.Context(), `SELECT count(*) FROM `+pgx.Identifier{s.Schema(), "events"}.Sanitize()).Scan(&k))
+		return k
+	}
+	want := count() + n
+	await.Until(t, wait, func() (bool, string) {
+		k := count()
+		return k >= want, fmt.Sprintf("%d of %d events appended", k, want)
+	})
+}
+
 func appendWhile(t *testing.T, s *eventstore.Store, typ string, stop <-chan struct{}) (wait func() int) {
 	var (
 		wg sync.WaitGroup
@@ -110,7 +128,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			require.True(t, d.Stalled)
 			require.Greater(t, time.Since(d.InFlightSince), 300*time.Millisecond)
 			require.Equal(t, stat.LastAckAt, d.LastAckAt)
-			time.Sleep(time.Second) // the outage goes on
+			awaitAppended(t, s, 100) // the outage goes on while the writer appends
 
 			srv.start()
 			backAt := time.Now()
@@ -121,7 +139,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			t.Logf("MaxInFlight %d: stalled reported %v after the kill; first whole batch acknowledged %v after the broker was back",
 				inflight, stalledAfter.Round(time.Millisecond), recovered.Round(time.Millisecond))
 
-			time.Sleep(200 * time.Millisecond) // more events after the restart
+			awaitAppended(t, s, 50) // more events after the restart
 			close(stopAppending)
 			n := appended()
 			require.Eventually(t, func() bool { return streamMsgs(t, st) >= n }, wait, 10*time.Millisecond)

@@ -75,14 +75,20 @@ func ExampleNew() {
 	done := make(chan error)
 	go func() { done <- relay.Run(ctx) }()
 	var status outbox.Status
-	for {
+	poll := time.NewTicker(10 * time.Millisecond) // until the broker holds the 3 messages, for a minute at most
+	defer poll.Stop()
+	for deadline := time.After(time.Minute); ; {
 		info, err := st.Info(ctx)
 		if err == nil && info.State.Msgs == 3 {
 			if status, err = relay.Status(ctx); err == nil && !status.LastAckAt.IsZero() {
 				break
 			}
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-poll.C:
+		case <-deadline:
+			panic("the relay did not publish the 3 events")
+		}
 	}
 	cancel()
 	<-done

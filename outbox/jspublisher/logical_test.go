@@ -17,6 +17,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/outbox"
@@ -91,10 +92,9 @@ func TestLogicalRelaySIGKILL(t *testing.T) {
 			name := outbox.CheckpointName(ordersTopic.Name, "nats")
 			// Registered first, so it runs after the relays stopped.
 			t.Cleanup(func() {
-				end := time.Now().Add(wait)
-				for logical.DropSlot(context.Background(), pool, logical.SlotName(s.Schema(), name)) != nil && time.Now().Before(end) {
-					time.Sleep(20 * time.Millisecond)
-				}
+				await.Within(wait, func() (bool, string) {
+					return logical.DropSlot(context.Background(), pool, logical.SlotName(s.Schema(), name)) == nil, ""
+				})
 			})
 			newRelay := func(cfg *outbox.Config) *outbox.Relay {
 				pub, err := jspublisher.New(js, &jspublisher.Config{SubjectPrefix: prefix, MaxInFlight: 8})

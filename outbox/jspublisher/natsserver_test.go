@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/stretchr/testify/require"
 )
 
@@ -48,16 +49,14 @@ func (s *natsServer) start() {
 		s.cmd.Stdout, s.cmd.Stderr = nil, nil
 	}
 	require.NoError(s.t, s.cmd.Start())
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	await.Until(s.t, 10*time.Second, func() (bool, string) {
 		c, err := net.DialTimeout("tcp", fmt.Sprintf("127.0.0.1:%d", s.port), 100*time.Millisecond)
-		if err == nil {
-			_ = c.Close()
-			return
+		if err != nil {
+			return false, fmt.Sprintf("nats-server not listening: %v", err)
 		}
-		require.True(s.t, time.Now().Before(deadline), "nats-server did not listen within 10s: %v", err)
-		time.Sleep(10 * time.Millisecond)
-	}
+		_ = c.Close()
+		return true, ""
+	})
 }
 
 // kill ends the server with SIGKILL (a crash: nothing is flushed or said

@@ -19,9 +19,9 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
+	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -37,8 +37,7 @@ const natsURL = "nats://127.0.0.1:4222"
 // newStore returns a store in a fresh schema, dropped when the test ends.
 func newStore(t testing.TB) *eventstore.Store {
 	t.Helper()
-	s, _ := teststore.New(t, nil)
-	return s
+	return pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true})
 }
 
 func randHex(t testing.TB) string {

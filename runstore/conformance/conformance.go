@@ -39,6 +39,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
@@ -543,16 +544,14 @@ func waitSnapshotFor(t *testing.T, s runstore.StateStore, o Options, runID strin
 		require.NoError(t, err)
 		return snap
 	}
-	deadline := time.Now().Add(o.SnapshotTimeout)
-	for {
-		snap, err := s.GetSnapshot(ctx, runID)
+	var snap *runstore.RunSnapshot
+	await.Until(t, o.SnapshotTimeout, func() (bool, string) {
+		var err error
+		snap, err = s.GetSnapshot(ctx, runID)
 		require.NoError(t, err)
-		if snap != nil && done(snap) {
-			return snap
-		}
-		require.True(t, time.Now().Before(deadline), "GetSnapshot did not catch up within %v", o.SnapshotTimeout)
-		time.Sleep(20 * time.Millisecond)
-	}
+		return snap != nil && done(snap), fmt.Sprintf("GetSnapshot not caught up: %+v", snap)
+	})
+	return snap
 }
 
 func requireSameSnapshot(t *testing.T, want, got *runstore.RunSnapshot) {
