@@ -1,5 +1,6 @@
 // Package cursor defines the Cursor: a point in the event log's canonical order
-// (transaction_id, position), optionally with the snapshot a decision read ran in.
+// (transaction_id, position), optionally with the snapshot a decision read ran in
+// and the recorded time of the event at that point.
 //
 // A cursor with a snapshot comes from a decision read (Read, ReadLast, Project,
 // Head): the events it has "seen" are those visible in the snapshot that sort at
@@ -89,6 +90,13 @@ func ParseSnapshot(text string) (*Snapshot, error) {
 type Cursor struct {
 	TransactionID uint64
 	Position      int64
+	// EventTime is the recorded time (occurred_at) of the event at
+	// (TransactionID, Position), in microseconds since the Unix epoch; 0 when
+	// the cursor does not carry it (a cursor encoded before it existed, or
+	// built from a transaction id and position alone). With it the cursor
+	// names one event of one history: after a failover a different event at
+	// the same point does not pass for it (docs/REPLICAS.md, "Failover").
+	EventTime int64
 	// Snapshot, when set, is the snapshot of the decision read that produced the
 	// cursor; see the package comment.
 	Snapshot *Snapshot
@@ -141,16 +149,26 @@ func (e *InvalidCursorError) Error() string {
 // Is makes errors.Is(err, pgdcb.ErrInvalidCursor) true.
 func (e *InvalidCursorError) Is(target error) bool { return target == pgdcb.ErrInvalidCursor }
 
+// The encodings: version 1 is (flags, transaction id, position, snapshot);
+// version 2 adds, after the position, EventTime as a signed varint of its
+// distance from timeBase (7 bytes for times from 2017 to 2034). A cursor
+// without EventTime is encoded as version 1, as before version 2 existed.
 const (
-	encVersion  = 1
+	encVersion1 = 1
+	encVersion2 = 2
 	flagHasSnap = 1
+	timeBase    = 1767225600_000000 // 2026-01-01T00:00:00Z, microseconds since the Unix epoch
 )
 
 // String encodes the cursor as a compact, URL-safe string (base64url of varints),
 // suitable for an ETag or a query parameter. Parse reverses it.
 func (c Cursor) String() string {
-	b := make([]byte, 0, 32)
-	b = append(b, encVersion)
+	b := make([]byte, 0, 40)
+	if c.EventTime != 0 {
+		b = append(b, encVersion2)
+	} else {
+		b = append(b, encVersion1)
+	}
 	var flags byte
 	if c.Snapshot != nil {
 		flags |= flagHasSnap
@@ -158,6 +176,10 @@ func (c Cursor) String() string {
 	b = append(b, flags)
 	b = binary.AppendUvarint(b, c.TransactionID)
 	b = binary.AppendUvarint(b, uint64(c.Position))
+	if c.EventTime != 0 {
+		// Wrapping difference: every int64 encodes and decodes exactly.
+		b = binary.AppendVarint(b, int64(uint64(c.EventTime)-timeBase))
+	}
 	if s := c.Snapshot; s != nil {
 		b = binary.AppendUvarint(b, s.Xmin)
 		b = binary.AppendUvarint(b, s.Xmax-s.Xmin)
@@ -199,10 +221,10 @@ func Parse(s string) (Cursor, error) {
 	if err != nil {
 		return bad("not base64url")
 	}
-	if len(b) < 2 || b[0] != encVersion {
+	if len(b) < 2 || b[0] != encVersion1 && b[0] != encVersion2 {
 		return bad("unknown encoding version")
 	}
-	flags := b[1]
+	version, flags := b[0], b[1]
 	if flags&^flagHasSnap != 0 {
 		return bad("unknown flags")
 	}
@@ -222,6 +244,17 @@ func Parse(s string) (Cursor, error) {
 		return bad("truncated or out of range position")
 	}
 	c.TransactionID, c.Position = tx, int64(pos)
+	if version == encVersion2 {
+		d, n := binary.Varint(b)
+		if n <= 0 {
+			return bad("truncated event time")
+		}
+		b = b[n:]
+		c.EventTime = int64(uint64(d) + timeBase)
+		if c.EventTime == 0 {
+			return bad("version 2 without event time")
+		}
+	}
 	if flags&flagHasSnap != 0 {
 		xmin, ok1 := next()
 		span, ok2 := next()

@@ -20,10 +20,13 @@ func FuzzParse(f *testing.F) {
 		{TransactionID: 215294, Position: 88, Snapshot: snap},
 		{TransactionID: 9, Position: 3, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 9, Xip: []uint64{6, 7}}},
 		{TransactionID: 1<<64 - 1, Position: 1<<63 - 1, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 5}},
+		{TransactionID: 766, Position: 34, EventTime: 1796000000123456, Snapshot: &cursor.Snapshot{Xmin: 767, Xmax: 767}},
+		{TransactionID: 9, Position: 3, EventTime: -1 << 63, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 9, Xip: []uint64{6, 7}}},
+		{TransactionID: 1, Position: 1, EventTime: 1},
 	} {
 		f.Add(c.String())
 	}
-	for _, s := range []string{"", "AQGLkg0G878NAAA", "AQD9vw3__________38", "AA", "AQI", "AQA", "not base64!", "AQEAAAAA"} {
+	for _, s := range []string{"", "AQGLkg0G878NAAA", "AQD9vw3__________38", "AA", "AQI", "AQA", "not base64!", "AQEAAAAA", "AQH-BSL_BQAA", "AgAJAw", "AwAJAwA"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
@@ -36,6 +39,9 @@ func FuzzParse(f *testing.F) {
 		}
 		if c.Position < 0 {
 			t.Fatalf("Parse(%q): negative position %d", s, c.Position)
+		}
+		if (s[:2] == "Ag") != (c.EventTime != 0) {
+			t.Fatalf("Parse(%q): event time %d, but version 2 carries one and version 1 none", s, c.EventTime)
 		}
 		if sn := c.Snapshot; sn != nil {
 			checkSnapshot(t, s, sn)

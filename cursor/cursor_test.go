@@ -1,6 +1,8 @@
 package cursor_test
 
 import (
+	"encoding/base64"
+	"encoding/binary"
 	"fmt"
 	"strings"
 	"testing"
@@ -20,8 +22,15 @@ func TestRoundTrip(t *testing.T) {
 		{TransactionID: 1 << 40, Position: 1<<63 - 1},
 		{TransactionID: 900, Position: 5, Snapshot: &cursor.Snapshot{Xmin: 880, Xmax: 905, Xip: []uint64{880, 890, 904}}},
 		{TransactionID: 3, Position: 0, Snapshot: &cursor.Snapshot{Xmin: 10, Xmax: 10}},
+		// Version 2: with the event's recorded time, including times far
+		// from the encoding's base and the extremes of int64.
+		{TransactionID: 766, Position: 34, EventTime: 1796000000123456, Snapshot: &cursor.Snapshot{Xmin: 767, Xmax: 767}},
+		{TransactionID: 750, Position: 12, EventTime: 1},
+		{TransactionID: 750, Position: 12, EventTime: -1},
+		{TransactionID: 1 << 40, Position: 1<<63 - 1, EventTime: 1<<63 - 1},
+		{TransactionID: 1, Position: 1, EventTime: -1 << 63, Snapshot: &cursor.Snapshot{Xmin: 1, Xmax: 3, Xip: []uint64{2}}},
 	} {
-		t.Run(fmt.Sprintf("txid=%d,pos=%d,snapshot=%v", c.TransactionID, c.Position, c.Snapshot != nil), func(t *testing.T) {
+		t.Run(fmt.Sprintf("txid=%d,pos=%d,time=%d,snapshot=%v", c.TransactionID, c.Position, c.EventTime, c.Snapshot != nil), func(t *testing.T) {
 			s := c.String()
 			require.Regexp(t, `^[A-Za-z0-9_-]+$`, s)
 			back, err := cursor.Parse(s)
@@ -55,10 +64,41 @@ func TestWireFormatIsStable(t *testing.T) {
 	}
 }
 
+// Cursors encoded before version 2 (stored checkpoints, ETags, clients'
+// cursors) decode as they did, without an event time, and encode back to the
+// same text; a cursor with an event time is version 2, and ten
+// characters longer.
+func TestVersion1CursorsStillDecode(t *testing.T) {
+	t.Parallel()
+	for s, want := range map[string]cursor.Cursor{
+		"AQGLkg0G878NAAA":     {TransactionID: 215307, Position: 6, Snapshot: &cursor.Snapshot{Xmin: 221171, Xmax: 221171}},
+		"AQD9vw3__________38": {TransactionID: 221181, Position: 1<<63 - 1},
+		"AQH-BSL_BQAA":        {TransactionID: 766, Position: 34, Snapshot: &cursor.Snapshot{Xmin: 767, Xmax: 767}},
+	} {
+		c, err := cursor.Parse(s)
+		require.NoError(t, err, s)
+		require.Equal(t, want, c, s)
+		require.Zero(t, c.EventTime, s)
+		require.Equal(t, s, c.String(), "a version 1 cursor encodes back to itself")
+	}
+	v1 := cursor.Cursor{TransactionID: 766, Position: 34, Snapshot: &cursor.Snapshot{Xmin: 767, Xmax: 767}}
+	v2 := v1
+	v2.EventTime = 1796000000123456 // 2026-12-01
+	require.Equal(t, "AQH-BSL_BQAA", v1.String())
+	require.Equal(t, byte('A'), v2.String()[0])
+	require.Equal(t, byte('g'), v2.String()[1], "version 2")
+	require.Len(t, v1.String(), 12)
+	require.Len(t, v2.String(), 22)
+}
+
 func TestParseMalformed(t *testing.T) {
 	t.Parallel()
 	good := cursor.Cursor{TransactionID: 9, Position: 3, Snapshot: &cursor.Snapshot{Xmin: 5, Xmax: 9, Xip: []uint64{6}}}.String()
-	for _, s := range []string{"", "!!!", "AA", "AgA", good[:len(good)-2], good + "AA", "not a cursor"} {
+	goodV2 := cursor.Cursor{TransactionID: 9, Position: 3, EventTime: 1796000000123456}.String()
+	// "AgAJAwA": version 2 whose event time is the base's negation, so 0:
+	// not what String writes for a cursor without a time.
+	for _, s := range []string{"", "!!!", "AA", "AwA", good[:len(good)-2], good + "AA", "not a cursor",
+		goodV2[:len(goodV2)-2], goodV2 + "AA", "AgAJAw", zeroTimeV2()} {
 		t.Run(fmt.Sprintf("%q", s), func(t *testing.T) {
 			_, err := cursor.Parse(s)
 			require.ErrorIs(t, err, pgdcb.ErrInvalidCursor, s)
@@ -67,6 +107,13 @@ func TestParseMalformed(t *testing.T) {
 			require.Equal(t, s, ce.Input)
 		})
 	}
+}
+
+// zeroTimeV2 is a version 2 cursor whose event time decodes to 0.
+func zeroTimeV2() string {
+	b := []byte{2, 0, 9, 3}
+	b = binary.AppendVarint(b, -1767225600_000000)
+	return base64.RawURLEncoding.EncodeToString(b)
 }
 
 func TestSeen(t *testing.T) {

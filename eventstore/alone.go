@@ -25,19 +25,20 @@ func (s *Store) tryCallAlone(ctx context.Context, conn *pgxpool.Conn, r *groupRe
 		txID     *uint64
 		pos      []int64
 		conflict *int64
+		at       int64
 	)
 	p := getWireParams()
 	defer putWireParams(p)
 	p.appendEventsWire(newWireCall(r.events, r.cond, r.id), r.locks)
 	err := s.callRow(ctx, conn, &s.sql.appendAloneWire, p, func(cols [][]byte) error {
-		if len(cols) != 5 {
+		if len(cols) != 6 {
 			return errWireFormat
 		}
 		var err error
 		if busy, err = colInt8Array(cols[0]); err != nil {
 			return err
 		}
-		status, txID, pos, conflict, err = appendRow(cols, 1)
+		status, txID, pos, conflict, at, err = appendRow(cols, 1)
 		return err
 	})
 	if err != nil {
@@ -49,7 +50,7 @@ func (s *Store) tryCallAlone(ctx context.Context, conn *pgxpool.Conn, r *groupRe
 	st := "<none>"
 	if status != nil {
 		st = *status
-		res, err := appendOutcome(r.cond, st, txID, pos, conflict)
+		res, err := appendOutcome(r.cond, st, txID, pos, conflict, at)
 		if err == nil || errors.Is(err, pgdcb.ErrIdempotent) || errors.Is(err, pgdcb.ErrConditionFailed) {
 			return []groupResult{{res: res, err: err}}, nil, nil
 		}

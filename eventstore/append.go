@@ -3,6 +3,7 @@ package eventstore
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -20,15 +21,19 @@ type AppendResult struct {
 	TransactionID uint64
 	// Positions of the events, in batch order.
 	Positions []int64
+	// eventTime is the events' recorded time (occurred_at, microseconds
+	// since the Unix epoch; 0 when unknown), which Cursor carries.
+	eventTime int64
 }
 
 // Cursor is the log point of the append's last event: a tailing reader whose
 // cursor is at or after it has delivered the append's events and every event
-// before them. Pass it to projection.Runner.WaitFor or
+// before them. It names that event by its recorded time too
+// (cursor.Cursor.EventTime). Pass it to projection.Runner.WaitFor or
 // subscription.Subscription.WaitFor to read your own writes. It carries no
 // snapshot (it is not a decision cursor).
 func (r AppendResult) Cursor() cursor.Cursor {
-	c := cursor.Cursor{TransactionID: r.TransactionID}
+	c := cursor.Cursor{TransactionID: r.TransactionID, EventTime: r.eventTime}
 	if n := len(r.Positions); n > 0 {
 		c.Position = r.Positions[n-1]
 	}
@@ -146,6 +151,7 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		txID     *uint64
 		pos      []int64
 		conflict *int64
+		at       int64
 		err      error
 	)
 	locks := locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)
@@ -156,16 +162,18 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		defer putWireParams(p)
 		p.appendEventsWire(newWireCall(events, cond, id), locks)
 		err = s.callRow(ctx, conn, &s.sql.appendEventsWire, p, func(cols [][]byte) error {
-			st, tx, ps, c, err := appendRow(cols, 0)
+			st, tx, ps, c, t, err := appendRow(cols, 0)
 			if st != nil {
 				status = *st
 			}
-			txID, pos, conflict = tx, ps, c
+			txID, pos, conflict, at = tx, ps, c, t
 			return err
 		})
 	} else {
+		var occurred pgtype.Timestamptz
 		err = db.QueryRow(ctx, s.sql.appendEvents, appendEventsArgs(events, cond, locks, id)...).
-			Scan(&status, &txID, &pos, &conflict)
+			Scan(&status, &txID, &pos, &conflict, &occurred)
+		at = unixMicros(occurred)
 	}
 	if err != nil {
 		if autocommit {
@@ -173,10 +181,38 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 		}
 		return AppendResult{}, errf("append", err)
 	}
-	return appendOutcome(cond, status, txID, pos, conflict)
+	return appendOutcome(cond, status, txID, pos, conflict, at)
 }
 
-// appendEventsArgs are append_events' arguments ($1 to $16) for one append
+// unixMicros is a recorded time in microseconds since the Unix epoch, as
+// cursor.Cursor.EventTime holds it: 0 for NULL or an infinite one.
+func unixMicros(t pgtype.Timestamptz) int64 {
+	if !t.Valid || t.InfinityModifier != pgtype.Finite {
+		return 0
+	}
+	return t.Time.UnixMicro()
+}
+
+// eventTime is a StoredEvent's OccurredAt as cursor.Cursor.EventTime holds
+// it (0 for the zero time: not read).
+func eventTime(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMicro()
+}
+
+// afterTime is the p_after_at argument for cursor c: its event's recorded
+// time, NULL (nil) when it carries none.
+func afterTime(c *cursor.Cursor) *time.Time {
+	if c == nil || c.EventTime == 0 {
+		return nil
+	}
+	t := time.UnixMicro(c.EventTime)
+	return &t
+}
+
+// appendEventsArgs are append_events' arguments ($1 to $17) for one append
 // (validated events) whose keys are locks; id as for appendEvents.
 func appendEventsArgs(events []Event, cond *appendif.Condition, locks lockSet, id uuid.UUID) []any {
 	n := len(events)
@@ -217,15 +253,24 @@ func appendEventsArgs(events []Event, cond *appendif.Condition, locks lockSet, i
 		types, tagCounts, allTags, data, meta, ids,
 		locks.keys, locks.excl,
 		checks.idem, checks.typeCounts, checks.types, checks.tagCounts, checks.tags,
-		afterTx, afterPos, afterSnap,
+		afterTx, afterPos, afterSnap, afterTime(afterOf(cond)),
 	}
 }
 
-// appendOutcome is the result of an append_events call that returned.
-func appendOutcome(cond *appendif.Condition, status string, txID *uint64, pos []int64, conflict *int64) (AppendResult, error) {
+// afterOf is cond's cursor, nil when none.
+func afterOf(cond *appendif.Condition) *cursor.Cursor {
+	if cond == nil {
+		return nil
+	}
+	return cond.After
+}
+
+// appendOutcome is the result of an append_events call that returned; at is
+// its occurred_at (unixMicros).
+func appendOutcome(cond *appendif.Condition, status string, txID *uint64, pos []int64, conflict *int64, at int64) (AppendResult, error) {
 	switch {
 	case status == "ok" && txID != nil:
-		return AppendResult{TransactionID: *txID, Positions: pos}, nil
+		return AppendResult{TransactionID: *txID, Positions: pos, eventTime: at}, nil
 	case status == "idempotent" && cond != nil && conflict != nil:
 		return AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: *conflict}
 	case status == "condition" && cond != nil && conflict != nil:

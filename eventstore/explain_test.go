@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -390,8 +391,9 @@ func TestSettleLookupPlanUsesTheIdIndex(t *testing.T) {
 			pos []int64
 			ty  []string
 			ids []any
+			at  time.Time
 		)
-		require.NoError(t, rows.Scan(&i, &tx, &pos, &ty, &ids))
+		require.NoError(t, rows.Scan(&i, &tx, &pos, &ty, &ids, &at))
 		found = append(found, i)
 	}
 	require.NoError(t, rows.Err())

@@ -966,12 +966,16 @@ func (s *Store) tryCall(ctx context.Context, conn *pgxpool.Conn, batch []*groupR
 		txID      *uint64
 		positions []int64
 		conflicts []*int64
+		at        int64
 	)
 	err := s.callRow(ctx, conn, &s.sql.appendGroupWire, params, func(cols [][]byte) error {
-		if len(cols) != 5 {
+		if len(cols) != 6 {
 			return errWireFormat
 		}
 		var err error
+		if at, err = colTimestamptz(cols[5]); err != nil {
+			return err
+		}
 		if busy, err = colInt8Array(cols[0]); err != nil {
 			return err
 		}
@@ -1016,7 +1020,7 @@ func (s *Store) tryCall(ctx context.Context, conn *pgxpool.Conn, batch []*groupR
 	for m, r := range batch {
 		switch st := statuses[m]; {
 		case st == "ok" && txID != nil && p+len(r.events) <= len(positions):
-			out[m].res = AppendResult{TransactionID: *txID, Positions: positions[p : p+len(r.events) : p+len(r.events)]}
+			out[m].res = AppendResult{TransactionID: *txID, Positions: positions[p : p+len(r.events) : p+len(r.events)], eventTime: at}
 			p += len(r.events)
 		case st == "idempotent" && r.cond != nil && conflicts[m] != nil:
 			out[m].err = &appendif.IdempotentError{Query: r.cond.Idempotency, ExistingPosition: *conflicts[m]}

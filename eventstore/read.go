@@ -144,9 +144,11 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 		if proved {
 			sql, a = s.sql.head[1], []any{s.proofArg()}
 		}
-		if err := db.QueryRow(ctx, sql, a...).Scan(append([]any{&snapText, &c.TransactionID, &c.Position}, pf.dest()...)...); err != nil {
+		var at pgtype.Timestamptz
+		if err := db.QueryRow(ctx, sql, a...).Scan(append([]any{&snapText, &c.TransactionID, &c.Position, &at}, pf.dest()...)...); err != nil {
 			return cursor.Cursor{}, errf("head", err)
 		}
+		c.EventTime = unixMicros(at)
 		snap, err := cursor.ParseSnapshot(snapText)
 		if err != nil {
 			return cursor.Cursor{}, errf("head", err)
@@ -220,15 +222,15 @@ func (s *Store) readSQL(q query.Query, opts ReadOptions, tail, proved bool) (str
 		proven, provenSQL = s.proofSQL(true, "s.snap", a.add(s.proofArg()))
 	}
 	if tail {
-		durable = `, coalesce(d.transaction_id, '0'), coalesce(d.position, 0), ` + horizon.Columns
+		durable = `, coalesce(d.transaction_id, '0'), coalesce(d.position, 0), d.occurred_at, ` + horizon.Columns
 		durableJoin = horizon.Join("s.snap", "h.transaction_id") + `
-		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
+		LEFT JOIN LATERAL (SELECT transaction_id, position, occurred_at FROM ` + s.sql.events + `
 			WHERE transaction_id < hz.horizon
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) d ON true`
 	}
-	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)` + durable + proven + `, r.*
+	sql := `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), h.occurred_at` + durable + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap) s
-		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
+		LEFT JOIN LATERAL (SELECT transaction_id, position, occurred_at FROM ` + s.sql.events + `
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + durableJoin + provenSQL + `
 		LEFT JOIN LATERAL (SELECT ` + s.sql.eventCols + ` FROM ` + from + `
 			WHERE ` + where + `
@@ -306,15 +308,17 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 	var (
 		snapText string
 		head     cursor.Cursor
+		headAt   pgtype.Timestamptz
+		durAt    pgtype.Timestamptz
 		n        int
 		last     StoredEvent
 		traced   = s.traceOf(ctx)
 		pf       = s.newProof(proved)
 	)
 	// The header columns repeat on every row; scan them once.
-	hdr := []any{&snapText, &head.TransactionID, &head.Position}
+	hdr := []any{&snapText, &head.TransactionID, &head.Position, &headAt}
 	if tail {
-		hdr = append(hdr, &es.durable.TransactionID, &es.durable.Position, &es.horizon, &es.holder.PID, &es.holder.Database)
+		hdr = append(hdr, &es.durable.TransactionID, &es.durable.Position, &durAt, &es.horizon, &es.holder.PID, &es.holder.Database)
 	}
 	first, rest := rowTargets(append(hdr, pf.dest()...))
 	for rows.Next() {
@@ -328,6 +332,7 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 			return false
 		}
 		if n == 0 {
+			head.EventTime, es.durable.EventTime = unixMicros(headAt), unixMicros(durAt)
 			if head.Snapshot, err = cursor.ParseSnapshot(snapText); err != nil {
 				yield(StoredEvent{}, errf("read", err))
 				return false
@@ -358,7 +363,8 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 	es.cursor = es.head
 	if o.Limit > 0 && n >= o.Limit && !o.Backwards && last.Position != 0 {
 		// Stopped by the limit: seen only up to the last event returned.
-		es.cursor = pf.cursor(cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, Snapshot: head.Snapshot})
+		es.cursor = pf.cursor(cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position,
+			EventTime: eventTime(last.OccurredAt), Snapshot: head.Snapshot})
 	}
 	es.done = true
 	return false

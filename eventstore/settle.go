@@ -223,8 +223,9 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 			pos   []int64
 			types []string
 			evIDs []pgtype.UUID
+			at    pgtype.Timestamptz
 		)
-		if err := rows.Scan(&i, &tx, &pos, &types, &evIDs); err != nil {
+		if err := rows.Scan(&i, &tx, &pos, &types, &evIDs, &at); err != nil {
 			return nil, err
 		}
 		if i < 1 || int(i) > len(calls) {
@@ -236,7 +237,7 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 			// Absent: sent again, it gets ErrIdempotent.
 			continue
 		}
-		out[i-1] = found{ok: true, res: AppendResult{TransactionID: tx, Positions: pos}}
+		out[i-1] = found{ok: true, res: AppendResult{TransactionID: tx, Positions: pos, eventTime: unixMicros(at)}}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -455,10 +456,11 @@ func discard(ctx context.Context, conn *pgxpool.Conn) {
 }
 
 // settleLookupSQL finds calls by their ids ($1 uuid[]) and event counts ($2
-// integer[]): per call found, its ordinal, transaction, positions, types and
-// event ids. TestSettleLookupPlanUsesTheIdIndex checks its plan.
+// integer[]): per call found, its ordinal, transaction, positions, types,
+// event ids and recorded time. TestSettleLookupPlanUsesTheIdIndex checks its
+// plan.
 func (s *Store) settleLookupSQL() string {
-	return `SELECT c.i, f.transaction_id, x.pos, x.types, x.ids
+	return `SELECT c.i, f.transaction_id, x.pos, x.types, x.ids, f.occurred_at
 		FROM unnest($1::uuid[], $2::integer[]) WITH ORDINALITY AS c(id, n, i)
 		JOIN ` + s.sql.events + ` f ON f.event_id = c.id
 		CROSS JOIN LATERAL (SELECT array_agg(e.position ORDER BY e.position) AS pos,

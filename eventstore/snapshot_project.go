@@ -7,6 +7,7 @@ import (
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
@@ -220,11 +221,11 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor, proved bool)
 	if proved {
 		proven, provenSQL = s.proofSQL(true, "s.snap", a.add(s.proofArg()))
 	}
-	return `SELECT s.snap::text, s.epoch, coalesce(h.transaction_id, '0'), coalesce(h.position, 0),
+	return `SELECT s.snap::text, s.epoch, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), h.occurred_at,
 			coalesce(d.transaction_id, '0'), coalesce(d.position, 0)` + proven + `, r.*
 		FROM (SELECT pg_current_snapshot() AS snap,
 				(SELECT epoch FROM ` + s.schema + `.decision_snapshot_epoch) AS epoch) s
-		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
+		LEFT JOIN LATERAL (SELECT transaction_id, position, occurred_at FROM ` + s.sql.events + `
 			ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + horizon.Join("s.snap", "h.transaction_id") + `
 		LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
 			WHERE transaction_id < hz.horizon
@@ -279,7 +280,8 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.
 				tx: durable.TransactionID, position: durable.Position, state: b, epoch: epoch})
 		}
 	}
-	first, rest := rowTargets(append([]any{&snapText, &epoch, &head.TransactionID, &head.Position,
+	var headAt pgtype.Timestamptz
+	first, rest := rowTargets(append([]any{&snapText, &epoch, &head.TransactionID, &head.Position, &headAt,
 		&durable.TransactionID, &durable.Position}, pf.dest()...))
 	for rows.Next() {
 		targets := rest
@@ -296,6 +298,7 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.
 					return c, nil, true, nil
 				}
 			}
+			head.EventTime = unixMicros(headAt)
 			if head.Snapshot, err = cursor.ParseSnapshot(snapText); err != nil {
 				return c, nil, false, errf("project", err)
 			}

@@ -36,14 +36,14 @@ func newStatements(schema string) statements {
 	// the keys again in its sorted pass (held by this transaction
 	// already: no wait) and checks after them, as always. No table is
 	// read outside append_group (no index involved).
-	appendGroup := `SELECT t.busy, g.statuses, g.tx, g.positions, g.conflicts
+	appendGroup := `SELECT t.busy, g.statuses, g.tx, g.positions, g.conflicts, g.occurred_at
 		FROM ` + tryKeysSQL("$8", "$9") + ` t,
 		LATERAL ` + schema + `.append_group(
 		$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
 		CASE WHEN t.busy IS NULL THEN $7::integer[] END,
 		CASE WHEN t.busy IS NULL THEN $8::bigint[] END, $9::boolean[],
 		$10::boolean[], $11::integer[], $12::text[], $13::integer[], $14::text[], $15::integer[],
-		$16::text[]::xid8[], $17::bigint[], $18::text[]) g`
+		$16::text[]::xid8[], $17::bigint[], $18::text[], $19::timestamptz[]) g`
 	// A group of one (alone.go): append_events' call, its keys tried
 	// first as appendGroup tries them (subquery t, same text). The call
 	// sits in a LATERAL subquery whose only condition is t's: a
@@ -53,20 +53,20 @@ func newStatements(schema string) statements {
 	// append_events runs only when every key was had, and the row then
 	// carries its outputs; when a key was busy it never runs and they
 	// are NULL (LEFT JOIN). TestAloneBusyKeyRunsNothing checks both.
-	appendAlone := `SELECT t.busy, a.status, a.tx, a.positions, a.conflict_position
+	appendAlone := `SELECT t.busy, a.status, a.tx, a.positions, a.conflict_position, a.occurred_at
 		FROM ` + tryKeysSQL("$7", "$8") + ` t
 		LEFT JOIN LATERAL (SELECT * FROM ` + schema + `.append_events(
 		$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
 		$7::bigint[], $8::boolean[],
 		$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
-		$14::xid8, $15::bigint, $16::text::pg_snapshot)
+		$14::xid8, $15::bigint, $16::text::pg_snapshot, $17::timestamptz)
 		        WHERE t.busy IS NULL OFFSET 0) a ON true`
 	st := statements{
-		appendEvents: `SELECT status, tx, positions, conflict_position FROM ` + schema + `.append_events(
+		appendEvents: `SELECT status, tx, positions, conflict_position, occurred_at FROM ` + schema + `.append_events(
 			$1::text[], $2::integer[], $3::text[], $4::jsonb[], $5::jsonb[], $6::uuid[],
 			$7::bigint[], $8::boolean[],
 			$9::boolean[], $10::integer[], $11::text[], $12::integer[], $13::text[],
-			$14::xid8, $15::bigint, $16::text::pg_snapshot)`,
+			$14::xid8, $15::bigint, $16::text::pg_snapshot, $17::timestamptz)`,
 		// head: Store.headSQL.
 		events:    schema + ".events",
 		eventCols: eventColumns,
@@ -83,9 +83,9 @@ func newStatements(schema string) statements {
 // (proofSQL, parameter $1 Store.proofArg).
 func (s *Store) headSQL(proved bool) string {
 	proven, join := s.proofSQL(proved, "s.snap", "$1")
-	return `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0)` + proven + `
+	return `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), h.occurred_at` + proven + `
 			FROM (SELECT pg_current_snapshot() AS snap) s
-			LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + s.sql.events + `
+			LEFT JOIN LATERAL (SELECT transaction_id, position, occurred_at FROM ` + s.sql.events + `
 				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true` + join
 }
 

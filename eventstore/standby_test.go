@@ -533,3 +533,123 @@ func TestStandbyWaitForOwnWrite(t *testing.T) {
 	err = onStandby.WaitFor(short, cursor.Cursor{TransactionID: res.TransactionID + 1000, Position: 1 << 40})
 	require.ErrorIs(t, err, context.DeadlineExceeded, "a deadline bounds the wait")
 }
+
+// Issue 36, part 1: after a promotion the new primary hands out both the
+// transaction id and the position of an event the old primary wrote and the
+// standby never received, so a different event sits at a lost event's
+// (transaction id, position). The reproduction, step by step: append until
+// the position sequence's next value is WAL-logged anew (log_cnt 0), so that
+// the promoted standby resumes the sequence exactly after the last position
+// it replayed; cut the standby off; on the old primary append the event that
+// will be lost and decide after it; crash the primary and promote the
+// standby; a fresh decision on the new primary lands at the lost event's
+// point (the test's premise, checked). The old decision must then fail, and
+// so must AppendIfs after the old primary's Head, ReadTail and append
+// cursors: their event is not the one at that point now.
+func TestStandbyFailoverSamePoint(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pair, err := pgtest.StartPair(ctx, pgserver.Options{Settings: map[string]string{"synchronous_commit": "on"}},
+		pgserver.StandbyOptions{})
+	if errors.Is(err, pgserver.ErrNoBinaries) {
+		t.Skip(err)
+	}
+	require.NoError(t, err)
+	defer pair.Close()
+	onPrimary, _, pp, _ := standbyStores(t, pair, &eventstore.Config{NotifyDisabled: true})
+	course := query.Tagged(nil, "course=c1")
+	seq := pgx.Identifier{onPrimary.Schema(), "events_position_seq"}.Sanitize()
+	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseDefined", 3, "course=c1")})
+	require.NoError(t, err)
+	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s1", "course=c1")})
+	require.NoError(t, err)
+	// 1. Append until the sequence's next value is WAL-logged anew (it logs
+	// 32 values ahead), and let the standby replay it.
+	for i := 0; ; i++ {
+		var logCnt int64
+		require.NoError(t, pp.QueryRow(ctx, `SELECT log_cnt FROM `+seq).Scan(&logCnt))
+		if logCnt == 0 {
+			break
+		}
+		require.Less(t, i, 200, "the position sequence's log_cnt never reached 0")
+		_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Filler", i, "other=o1")})
+		require.NoError(t, err)
+	}
+	require.NoError(t, pair.Sync(ctx))
+
+	// 2. Cut the standby off.
+	sc, err := pgx.Connect(ctx, pair.Standby.DSN())
+	require.NoError(t, err)
+	_, err = sc.Exec(ctx, `ALTER SYSTEM SET primary_conninfo = ''`)
+	require.NoError(t, err)
+	_, err = sc.Exec(ctx, `SELECT pg_reload_conf()`)
+	require.NoError(t, err)
+	sc.Close(ctx)
+	require.Eventually(t, func() bool {
+		var n int
+		return pp.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication`).Scan(&n) == nil && n == 0
+	}, time.Minute, 20*time.Millisecond, "the walsender is gone")
+
+	// 3. On the old primary, the event that will be lost.
+	lost, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("CapacityChanged", 2, "course=c1")})
+	require.NoError(t, err)
+	// 4. Decisions and cursors on the old primary, after it.
+	_, oldDecision, err := onPrimary.ReadAll(ctx, course, nil)
+	require.NoError(t, err)
+	oldHead, err := onPrimary.Head(ctx)
+	require.NoError(t, err)
+	tail, err := onPrimary.ReadTail(ctx, course, cursor.Start, 0)
+	require.NoError(t, err)
+	for name, c := range map[string]cursor.Cursor{"ReadAll": oldDecision, "Head": oldHead, "ReadTail": tail.Cursor, "Append": lost.Cursor()} {
+		require.Equal(t, [2]any{lost.TransactionID, lost.Positions[0]}, [2]any{c.TransactionID, c.Position}, "the %s cursor names the lost event", name)
+		require.NotZero(t, c.EventTime, "the %s cursor carries the event's time", name)
+		t.Logf("%s cursor %s (%d characters)", name, c, len(c.String()))
+	}
+
+	// 5. Crash the primary, promote the standby.
+	require.NoError(t, pair.Primary.Crash(ctx))
+	require.NoError(t, pair.Standby.Promote(ctx))
+	np, err := pgtest.NewPool(ctx, pair.Standby.DSN())
+	require.NoError(t, err)
+	defer np.Close()
+	s, err := eventstore.New(np, &eventstore.Config{Schema: onPrimary.Schema(), NotifyDisabled: true})
+	require.NoError(t, err)
+	defer s.Close(context.Background())
+
+	// 6. A fresh decision on the new primary lands where the lost event was.
+	evs, fresh, err := s.ReadAll(ctx, course, nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 2, "the promoted standby lacks the lost event")
+	now, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s2", "course=c1")}, appendif.FailIf(course, &fresh))
+	require.NoError(t, err)
+	if now.TransactionID != lost.TransactionID || now.Positions[0] != lost.Positions[0] {
+		t.Fatalf("premise not reached: the new primary's event is at (%d, %d), the lost one was at (%d, %d); "+
+			"the test shows nothing unless they are the same point", now.TransactionID, now.Positions[0], lost.TransactionID, lost.Positions[0])
+	}
+	t.Logf("the lost event and the new primary's event are both at (%d, %d)", now.TransactionID, now.Positions[0])
+
+	// 7. Every old cursor now names a point that holds another event: the
+	// decisions after them fail. AppendIf on the store's connections (the
+	// group commit path) and AppendIfTx (pgx's encoding) alike.
+	for name, c := range map[string]cursor.Cursor{"ReadAll": oldDecision, "Head": oldHead, "ReadTail": tail.Cursor, "Append": lost.Cursor()} {
+		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &c))
+		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "an AppendIf after the old primary's %s cursor commits blind", name)
+		tx, err := np.Begin(ctx)
+		require.NoError(t, err)
+		_, err = s.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &c))
+		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "an AppendIfTx after the old primary's %s cursor commits blind", name)
+		require.NoError(t, tx.Rollback(ctx))
+		// The same cursor sent through its text form (an ETag, a client).
+		back, err := cursor.Parse(c.String())
+		require.NoError(t, err)
+		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &back))
+		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "%s cursor through its text", name)
+	}
+	// A cursor encoded before the event time existed (version 1) proves
+	// only that some event is at its point (docs/REPLICAS.md, "Failover"):
+	// the negative control, it commits blind here.
+	v1 := oldDecision
+	v1.EventTime = 0
+	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &v1))
+	require.NoError(t, err, "a version 1 cursor passes the probe on the event now at its point")
+}

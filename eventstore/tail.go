@@ -118,7 +118,7 @@ func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, opts TailO
 	if limit > 0 && len(evs) == limit {
 		// Possibly more to come: continue after the last event delivered.
 		last := evs[len(evs)-1]
-		b.Cursor = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}
+		b.Cursor = cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position, EventTime: eventTime(last.OccurredAt)}
 		return b, nil
 	}
 	// Every matching event below the horizon after the cursor was delivered,

@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 
 	"github.com/jackc/pgx/v5"
@@ -32,20 +33,22 @@ import (
 
 // Type OIDs of the append calls' parameters and results.
 const (
-	oidBool      = 16
-	oidInt8      = 20
-	oidInt4      = 23
-	oidText      = 25
-	oidBoolArr   = 1000
-	oidInt4Arr   = 1007
-	oidTextArr   = 1009
-	oidInt8Arr   = 1016
-	oidUUID      = 2950
-	oidUUIDArr   = 2951
-	oidJSONB     = 3802
-	oidJSONBArr  = 3807
-	oidXID8      = 5069
-	binaryFormat = 1
+	oidBool           = 16
+	oidInt8           = 20
+	oidInt4           = 23
+	oidText           = 25
+	oidBoolArr        = 1000
+	oidInt4Arr        = 1007
+	oidTextArr        = 1009
+	oidInt8Arr        = 1016
+	oidUUID           = 2950
+	oidUUIDArr        = 2951
+	oidJSONB          = 3802
+	oidJSONBArr       = 3807
+	oidXID8           = 5069
+	oidTimestamptz    = 1184
+	oidTimestamptzArr = 1185
+	binaryFormat      = 1
 )
 
 // binaryFormats: every parameter, or every result column, in binary format
@@ -404,28 +407,50 @@ func colInt8Array(b []byte) ([]int64, error) {
 }
 
 // appendRow reads append_events' row from cols (status, tx, positions,
-// conflict_position), as appendOutcome takes it; off is the first column.
-func appendRow(cols [][]byte, off int) (status *string, txID *uint64, pos []int64, conflict *int64, err error) {
-	if len(cols) != off+4 {
-		return nil, nil, nil, nil, errWireFormat
+// conflict_position, occurred_at), as appendOutcome takes it; off is the
+// first column.
+func appendRow(cols [][]byte, off int) (status *string, txID *uint64, pos []int64, conflict *int64, at int64, err error) {
+	if len(cols) != off+5 {
+		return nil, nil, nil, nil, 0, errWireFormat
 	}
 	if cols[off] != nil {
 		st := colString(cols[off])
 		status = &st
 	}
 	if v, ok, err := colInt8(cols[off+1]); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, 0, err
 	} else if ok {
 		u := uint64(v)
 		txID = &u
 	}
 	if pos, err = colInt8Array(cols[off+2]); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, 0, err
 	}
 	if v, ok, err := colInt8(cols[off+3]); err != nil {
-		return nil, nil, nil, nil, err
+		return nil, nil, nil, nil, 0, err
 	} else if ok {
 		conflict = &v
 	}
-	return status, txID, pos, conflict, nil
+	if at, err = colTimestamptz(cols[off+4]); err != nil {
+		return nil, nil, nil, nil, 0, err
+	}
+	return status, txID, pos, conflict, at, nil
 }
+
+// pgEpochMicros is PostgreSQL's epoch (2000-01-01 UTC) in microseconds
+// since the Unix epoch: a timestamptz's binary form counts from it.
+const pgEpochMicros = 946684800_000000
+
+// colTimestamptz reads a timestamptz column as microseconds since the Unix
+// epoch (0 for NULL or an infinite value, as unixMicros).
+func colTimestamptz(b []byte) (int64, error) {
+	v, ok, err := colInt8(b)
+	if err != nil || !ok || v == math.MaxInt64 || v == math.MinInt64 {
+		return 0, err
+	}
+	return v + pgEpochMicros, nil
+}
+
+// timestamptz writes a timestamptz parameter given in microseconds since
+// the Unix epoch.
+func (p *wireParams) timestamptz(unixMicros int64) { p.int8(unixMicros - pgEpochMicros) }

@@ -140,24 +140,24 @@ func (p *wireParams) itemArrays(calls []wireCall) {
 	p.end()
 }
 
-// appendEventsStmt: append_events' parameter types ($1 to $16), for
+// appendEventsStmt: append_events' parameter types ($1 to $17), for
 // ExecParams.
 var appendEventsOIDs = []uint32{
 	oidTextArr, oidInt4Arr, oidTextArr, oidJSONBArr, oidJSONBArr, oidUUIDArr,
 	oidInt8Arr, oidBoolArr,
 	oidBoolArr, oidInt4Arr, oidTextArr, oidInt4Arr, oidTextArr,
-	oidXID8, oidInt8, oidText,
+	oidXID8, oidInt8, oidText, oidTimestamptz,
 }
 
-// appendGroupOIDs: statements.appendGroupWire's parameter types ($1 to $18).
+// appendGroupOIDs: statements.appendGroupWire's parameter types ($1 to $19).
 var appendGroupOIDs = []uint32{
 	oidTextArr, oidInt4Arr, oidTextArr, oidJSONBArr, oidJSONBArr, oidUUIDArr, oidInt4Arr,
 	oidInt8Arr, oidBoolArr,
 	oidBoolArr, oidInt4Arr, oidTextArr, oidInt4Arr, oidTextArr, oidInt4Arr,
-	oidTextArr, oidInt8Arr, oidTextArr,
+	oidTextArr, oidInt8Arr, oidTextArr, oidTimestamptzArr,
 }
 
-// appendEventsWire writes append_events' arguments ($1 to $16) for one
+// appendEventsWire writes append_events' arguments ($1 to $17) for one
 // append whose keys are locks: appendEventsArgs' values.
 func (p *wireParams) appendEventsWire(call wireCall, locks lockSet) {
 	calls := [1]wireCall{call}
@@ -173,14 +173,20 @@ func (p *wireParams) appendEventsWire(call wireCall, locks lockSet) {
 		} else {
 			p.null()
 		}
+		if at := cond.After.EventTime; at != 0 {
+			p.timestamptz(at)
+		} else {
+			p.null()
+		}
 	} else {
 		p.int8(0)
 		p.int8(0)
 		p.null()
+		p.null()
 	}
 }
 
-// appendGroupWire writes statements.appendGroupWire's arguments ($1 to $18)
+// appendGroupWire writes statements.appendGroupWire's arguments ($1 to $19)
 // for the calls, whose keys' union is locks: tryCall's values.
 func (p *wireParams) appendGroupWire(calls []wireCall, locks lockSet) {
 	p.eventArrays(calls)
@@ -220,6 +226,15 @@ func (p *wireParams) appendGroupWire(calls []wireCall, locks lockSet) {
 	for _, c := range calls {
 		if c.cond != nil && c.cond.After != nil && c.cond.After.Snapshot != nil {
 			p.elemText(c.cond.After.Snapshot.String())
+		} else {
+			p.elemNull()
+		}
+	}
+	p.end()
+	p.begin(oidTimestamptz)
+	for _, c := range calls {
+		if c.cond != nil && c.cond.After != nil && c.cond.After.EventTime != 0 {
+			p.elemInt8(c.cond.After.EventTime - pgEpochMicros)
 		} else {
 			p.elemNull()
 		}

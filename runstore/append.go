@@ -105,8 +105,7 @@ func (s *Store) appendEvent(ctx context.Context, ev CanonicalEngineEvent, retrie
 		var idem *appendif.IdempotentError
 		switch {
 		case err == nil:
-			s.cache.put(ev.RunID, seqHint{seq: ev.RunSeq, cur: cursor.Cursor{
-				TransactionID: res.TransactionID, Position: res.Positions[0]}})
+			s.cache.put(ev.RunID, seqHint{seq: ev.RunSeq, cur: res.Cursor()}) // one event: its own
 			return AppendResult{RunSeq: ev.RunSeq, Persisted: true}, nil
 		case errors.As(err, &idem):
 			seq, found, rerr := s.existingSeq(ctx, idemTags)
@@ -174,7 +173,7 @@ func (s *Store) lastSeq(ctx context.Context, runID string) (int64, cursor.Cursor
 		c        cursor.Cursor
 		seq      int64
 	)
-	if err := s.es.Pool().QueryRow(ctx, s.sql.lastSeq, runID).Scan(&snapText, &c.TransactionID, &c.Position, &seq); err != nil {
+	if err := s.es.Pool().QueryRow(ctx, s.sql.lastSeq, runID).Scan(&snapText, &c.TransactionID, &c.Position, &seq, &c.EventTime); err != nil {
 		return 0, cursor.Cursor{}, errfmt.Errorf("pgdcb: runstore: read last runSeq: %w", err)
 	}
 	snap, err := cursor.ParseSnapshot(snapText)

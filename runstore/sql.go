@@ -20,7 +20,7 @@ type statements struct {
 func newStatements(schema string) statements {
 	ev := schema + ".events"
 	// The last event of the whole log (events_log_order backward, one row).
-	head := `LEFT JOIN LATERAL (SELECT transaction_id, position FROM ` + ev + `
+	head := `LEFT JOIN LATERAL (SELECT transaction_id, position, occurred_at FROM ` + ev + `
 				ORDER BY transaction_id DESC, position DESC LIMIT 1) h ON true`
 	return statements{
 		// The decision read of an append that does not know the run's last
@@ -29,7 +29,8 @@ func newStatements(schema string) statements {
 		// runSeq (backward scan of events_runstore_run_seq, one row). Together
 		// they make a decision cursor exactly like eventstore.Head's: every run
 		// event visible in the snapshot was seen, and the max is over them.
-		lastSeq: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), coalesce(m.seq, 0)
+		lastSeq: `SELECT s.snap::text, coalesce(h.transaction_id, '0'), coalesce(h.position, 0), coalesce(m.seq, 0),
+				CASE WHEN isfinite(h.occurred_at) THEN (extract(epoch FROM h.occurred_at) * 1000000)::bigint ELSE 0 END
 			FROM (SELECT pg_current_snapshot() AS snap) s
 			` + head + `
 			LEFT JOIN LATERAL (SELECT (e.data->'runSeq')::bigint AS seq FROM ` + ev + ` e

@@ -391,7 +391,7 @@ func TestGrantRefuses(t *testing.T) {
 	require.NoError(t, pgdcbsql.Grant(ctx, ownerPool, schema, quoted))
 	var can bool
 	require.NoError(t, admin.QueryRow(ctx, "SELECT has_function_privilege($1, $2, 'EXECUTE')", quoted,
-		pgx.Identifier{schema}.Sanitize()+".append_events(text[], integer[], text[], jsonb[], jsonb[], uuid[], bigint[], boolean[], boolean[], integer[], text[], integer[], text[], xid8, bigint, pg_snapshot)").Scan(&can))
+		pgx.Identifier{schema}.Sanitize()+".append_events(text[], integer[], text[], jsonb[], jsonb[], uuid[], bigint[], boolean[], boolean[], integer[], text[], integer[], text[], xid8, bigint, pg_snapshot, timestamptz)").Scan(&can))
 	require.True(t, can)
 }
 

@@ -94,15 +94,15 @@ CREATE INDEX events_tags ON pgdcb.events USING gin (tags) WITH (fastupdate=off);
 
 CREATE INDEX events_type_log_order ON pgdcb.events USING btree (type, transaction_id, "position");
 
-CREATE OR REPLACE FUNCTION pgdcb.append_events(p_types text[], p_tag_counts integer[], p_tags text[], p_data jsonb[], p_metadata jsonb[], p_event_ids uuid[], p_lock_keys bigint[], p_lock_excl boolean[], p_item_idem boolean[], p_item_type_counts integer[], p_item_types text[], p_item_tag_counts integer[], p_item_tags text[], p_after_tx xid8, p_after_pos bigint, p_after_snap pg_snapshot, OUT status text, OUT tx xid8, OUT positions bigint[], OUT conflict_position bigint)
+CREATE OR REPLACE FUNCTION pgdcb.append_events(p_types text[], p_tag_counts integer[], p_tags text[], p_data jsonb[], p_metadata jsonb[], p_event_ids uuid[], p_lock_keys bigint[], p_lock_excl boolean[], p_item_idem boolean[], p_item_type_counts integer[], p_item_types text[], p_item_tag_counts integer[], p_item_tags text[], p_after_tx xid8, p_after_pos bigint, p_after_snap pg_snapshot, p_after_at timestamp with time zone DEFAULT NULL::timestamp with time zone, OUT status text, OUT tx xid8, OUT positions bigint[], OUT conflict_position bigint, OUT occurred_at timestamp with time zone)
 RETURNS record LANGUAGE plpgsql SECURITY DEFINER SET enable_seqscan TO 'off' SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ ... $function$; -- body: sql/functions/append_events.sql (sha256 29644981cf6168e2)
-REVOKE ALL ON FUNCTION pgdcb.append_events(text[],integer[],text[],jsonb[],jsonb[],uuid[],bigint[],boolean[],boolean[],integer[],text[],integer[],text[],xid8,bigint,pg_snapshot) FROM PUBLIC;
+AS $function$ ... $function$; -- body: sql/functions/append_events.sql (sha256 d18c570a3bc1978b)
+REVOKE ALL ON FUNCTION pgdcb.append_events(text[],integer[],text[],jsonb[],jsonb[],uuid[],bigint[],boolean[],boolean[],integer[],text[],integer[],text[],xid8,bigint,pg_snapshot,timestamp with time zone) FROM PUBLIC;
 
-CREATE OR REPLACE FUNCTION pgdcb.append_group(p_types text[], p_tag_counts integer[], p_tags text[], p_data jsonb[], p_metadata jsonb[], p_event_ids uuid[], p_member_events integer[], p_lock_keys bigint[], p_lock_excl boolean[], p_item_idem boolean[], p_item_type_counts integer[], p_item_types text[], p_item_tag_counts integer[], p_item_tags text[], p_member_items integer[], p_after_tx xid8[], p_after_pos bigint[], p_after_snap text[], OUT statuses text[], OUT tx xid8, OUT positions bigint[], OUT conflicts bigint[])
+CREATE OR REPLACE FUNCTION pgdcb.append_group(p_types text[], p_tag_counts integer[], p_tags text[], p_data jsonb[], p_metadata jsonb[], p_event_ids uuid[], p_member_events integer[], p_lock_keys bigint[], p_lock_excl boolean[], p_item_idem boolean[], p_item_type_counts integer[], p_item_types text[], p_item_tag_counts integer[], p_item_tags text[], p_member_items integer[], p_after_tx xid8[], p_after_pos bigint[], p_after_snap text[], p_after_at timestamp with time zone[] DEFAULT NULL::timestamp with time zone[], OUT statuses text[], OUT tx xid8, OUT positions bigint[], OUT conflicts bigint[], OUT occurred_at timestamp with time zone)
 RETURNS record LANGUAGE plpgsql SECURITY DEFINER SET enable_seqscan TO 'off' SET plan_cache_mode TO 'force_generic_plan' SET jit TO 'off' SET search_path TO 'pg_catalog', 'pg_temp'
-AS $function$ ... $function$; -- body: sql/functions/append_group.sql (sha256 524753138f531714)
-REVOKE ALL ON FUNCTION pgdcb.append_group(text[],integer[],text[],jsonb[],jsonb[],uuid[],integer[],bigint[],boolean[],boolean[],integer[],text[],integer[],text[],integer[],xid8[],bigint[],text[]) FROM PUBLIC;
+AS $function$ ... $function$; -- body: sql/functions/append_group.sql (sha256 8ed19b85a0943892)
+REVOKE ALL ON FUNCTION pgdcb.append_group(text[],integer[],text[],jsonb[],jsonb[],uuid[],integer[],bigint[],boolean[],boolean[],integer[],text[],integer[],text[],integer[],xid8[],bigint[],text[],timestamp with time zone[]) FROM PUBLIC;
 
 CREATE OR REPLACE FUNCTION pgdcb.delete_events_tagged(p_tag text)
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp'

@@ -58,7 +58,7 @@ func positions(evs []eventstore.StoredEvent) []int64 {
 
 // point is c without its snapshot.
 func point(c cursor.Cursor) cursor.Cursor {
-	return cursor.Cursor{TransactionID: c.TransactionID, Position: c.Position}
+	return cursor.Cursor{TransactionID: c.TransactionID, Position: c.Position, EventTime: c.EventTime}
 }
 
 // The racing and the replay are shared with eventstore's own tests.

@@ -27,13 +27,16 @@ import (
 )
 
 // promotionDecision is a counter decision's record: every event its read
-// returned, as "transaction:position" (positions alone can repeat across a
-// failover).
+// returned, as "transaction:position:recorded time" (a failover hands out
+// transaction ids and positions again, so a different event can sit at a
+// lost event's transaction and position).
 type promotionDecision struct {
 	Read []string `json:"read"`
 }
 
-func eventKey(tx uint64, pos int64) string { return fmt.Sprintf("%d:%d", tx, pos) }
+func eventKey(e eventstore.StoredEvent) string {
+	return fmt.Sprintf("%d:%d:%d", e.TransactionID, e.Position, e.OccurredAt.UnixMicro())
+}
 
 // TestStandbyPromotionOfLaggingStandby (scenario 8): a primary and a standby
 // 500 ms behind. Eight writers decide on one contended counter with their
@@ -48,7 +51,19 @@ func eventKey(tx uint64, pos int64) string { return fmt.Sprintf("%d:%d", tx, pos
 // committed decision over a counter event that sorts before it and that its
 // read did not return (0 blind commits), and the read model holds every
 // event of the log once, in log order (0 skipped, 0 duplicated).
-func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
+func TestStandbyPromotionOfLaggingStandby(t *testing.T) { promotionScenario(t, false) }
+
+// TestStandbyPromotionOnSequenceBoundary (scenario 8, on the sequence's
+// logging boundary) is scenario 8 with the cut where the position sequence's
+// next value is WAL-logged anew (log_cnt 0: the writers pause while the
+// primary appends up to it and the standby replays it): the promoted standby
+// then hands out again the positions of the lost events, not only their
+// transaction ids (issue 36). While cut off, the writers decide on the
+// primary, and their last decisions, whose cursors name lost events, are
+// sent again after the new primary's writers ran.
+func TestStandbyPromotionOnSequenceBoundary(t *testing.T) { promotionScenario(t, true) }
+
+func promotionScenario(t *testing.T, boundary bool) {
 	if skipWhy != "" {
 		t.Skip(skipWhy)
 	}
@@ -141,7 +156,7 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 					}
 					var rec promotionDecision
 					for _, e := range evs {
-						rec.Read = append(rec.Read, eventKey(e.TransactionID, e.Position))
+						rec.Read = append(rec.Read, eventKey(e))
 					}
 					last[w] = lastRead{cur, rec}
 					attempts.Add(1)
@@ -195,13 +210,38 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 		})
 	}
 	awaitEvents(pp, events(pp)+150)
-	require.NoError(t, standby.Detach(ctx, primary))
+	var cutPos int64 // boundary: the last position the standby has
+	if boundary {
+		close(stop)
+		<-lastCh
+		seq := pgx.Identifier{schema, "events_position_seq"}.Sanitize()
+		for i := 0; ; i++ {
+			var logCnt int64
+			require.NoError(t, pp.QueryRow(ctx, `SELECT log_cnt, last_value FROM `+seq).Scan(&logCnt, &cutPos))
+			if logCnt == 0 {
+				break
+			}
+			require.Less(t, i, 200, "the position sequence's log_cnt never reached 0")
+			_, err := oldP.Append(ctx, []eventstore.Event{eventstore.MustEvent("Bumped", nil, "counter=c")}) // as the writers' plain appends
+			require.NoError(t, err)
+		}
+		lsn, err := primary.WALPosition(ctx)
+		require.NoError(t, err)
+		require.NoError(t, standby.WaitReplay(ctx, lsn))
+		stop = make(chan struct{})
+		require.NoError(t, standby.Detach(ctx, primary))
+		go func() { lastCh <- writers(oldP, stop) }() // decisions on the old primary
+	} else {
+		require.NoError(t, standby.Detach(ctx, primary))
+	}
 	awaitEvents(pp, events(pp)+100)
 	close(stop)
 	oldReads := <-lastCh
 	stopRun()
 	<-runDone
 	<-runDone
+	oldLog, _, err := oldP.ReadAll(ctx, query.All(), nil) // with the events the standby never received
+	require.NoError(t, err)
 	old.Close(ctx)
 	oldP.Close(ctx)
 	var oldMax uint64
@@ -221,23 +261,33 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 	go func() { writers(s, stop2); close(done2) }()
 	// Each pre-failover read's decision once more, on the new primary (it
 	// commits only when the read returned every matching event the new
-	// primary holds: the replay checks that).
-	for _, lr := range oldReads {
-		if lr.cur.Snapshot == nil {
-			continue
+	// primary holds: the replay checks that). On the boundary, after the
+	// new primary's writers ran: their events may sit at the points the
+	// old cursors name.
+	retryOld := func() {
+		for _, lr := range oldReads {
+			if lr.cur.Snapshot == nil {
+				continue
+			}
+			oldTried.Add(1)
+			_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Decided", lr.rec, "counter=c")},
+				appendif.FailIf(counter, &lr.cur))
+			if err == nil {
+				oldOK.Add(1)
+			} else {
+				require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
+			}
 		}
-		oldTried.Add(1)
-		_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Decided", lr.rec, "counter=c")},
-			appendif.FailIf(counter, &lr.cur))
-		if err == nil {
-			oldOK.Add(1)
-		} else {
-			require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
-		}
+	}
+	if !boundary {
+		retryOld()
 	}
 	awaitEvents(np, events(np)+100)
 	close(stop2)
 	<-done2
+	if boundary {
+		retryOld()
+	}
 
 	// The projections restart from their stored checkpoints on the new
 	// primary.
@@ -270,7 +320,7 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 			read[k] = true
 		}
 		for _, e := range all[:i] { // every counter event that sorts before it
-			if !read[eventKey(e.TransactionID, e.Position)] {
+			if !read[eventKey(e)] {
 				blind++
 				t.Errorf("decision at %d (tx %d) committed over event %d (tx %d) that its read did not return",
 					d.Position, d.TransactionID, e.Position, e.TransactionID)
@@ -318,13 +368,48 @@ func TestStandbyPromotionOfLaggingStandby(t *testing.T) {
 			reused++
 		}
 	}
-	f := figures{Scenario: "8 promotion, standby 500ms behind", Attempts: int(attempts.Load() + oldTried.Load()),
+	// Events of the new primary at a lost event's transaction and position;
+	// the positions the new primary handed out first.
+	type point struct {
+		tx  uint64
+		pos int64
+	}
+	lostAt := map[point]int64{}
+	var firstLostPos, firstNewPos int64
+	for _, e := range oldLog {
+		if cursor.Compare(e.TransactionID, e.Position, promoted.TransactionID, promoted.Position) > 0 {
+			lostAt[point{e.TransactionID, e.Position}] = e.OccurredAt.UnixMicro()
+			if firstLostPos == 0 || e.Position < firstLostPos {
+				firstLostPos = e.Position
+			}
+		}
+	}
+	var samePoint int
+	for _, e := range all {
+		if cursor.Compare(e.TransactionID, e.Position, promoted.TransactionID, promoted.Position) > 0 {
+			if at, ok := lostAt[point{e.TransactionID, e.Position}]; ok && at != e.OccurredAt.UnixMicro() {
+				samePoint++
+			}
+			if firstNewPos == 0 || e.Position < firstNewPos {
+				firstNewPos = e.Position
+			}
+		}
+	}
+	name := "8 promotion, standby 500ms behind"
+	if boundary {
+		name = "8 promotion, sequence boundary"
+	}
+	f := figures{Scenario: name, Attempts: int(attempts.Load() + oldTried.Load()),
 		Acked: int(ok.Load() + oldOK.Load()), Definite: int(conflicts.Load() + errs.Load()),
 		Lost: skipped, Duplicated: duplicated, Recovery: recovery, Elapsed: time.Since(began),
-		Note: fmt.Sprintf("blind commits %d; two projections (reads on the standby, on the primary): skipped events %d, duplicated %d, out of order %d in %d events each; %d conflicts; %d pre-failover cursors tried on the new primary, %d committed; %d events after the failover took ids the old primary had used (up to %d)",
-			blind, skipped, duplicated, outOfOrder, len(all), conflicts.Load(), oldTried.Load(), oldOK.Load(), reused, oldMax)}
+		Note: fmt.Sprintf("blind commits %d; two projections (reads on the standby, on the primary): skipped events %d, duplicated %d, out of order %d in %d events each; %d conflicts; %d pre-failover cursors tried on the new primary, %d committed; %d events after the failover took ids the old primary had used (up to %d); %d at a lost event's transaction and position; lost events from position %d, the new primary's from %d",
+			blind, skipped, duplicated, outOfOrder, len(all), conflicts.Load(), oldTried.Load(), oldOK.Load(), reused, oldMax, samePoint, firstLostPos, firstNewPos)}
 	record(t, f)
 	require.Positive(t, reused, "the failover handed out the old primary's ids again (the scenario's premise)")
+	if boundary {
+		require.Equal(t, cutPos+1, firstLostPos, "the lost events start right after the standby's last position (the premise)")
+		require.Equal(t, firstLostPos, firstNewPos, "the promoted standby hands out the lost events' positions again (the premise: the cut on the sequence's logging boundary)")
+	}
 	require.Zero(t, blind, "blind commits")
 	require.Zero(t, skipped, "events the projection skipped")
 	require.Zero(t, duplicated, "events the projection applied twice")

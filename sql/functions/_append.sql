@@ -103,7 +103,8 @@ END LOOP;
 
 {{/* The decision's cursor, for a query with a cursor: the transactions in
 progress at its snapshot (.Snap), whether it is recent (.Pos), and whether
-its event (.Tx, .Pos) is in the log (else v_cursor becomes false). */}}
+its event (.Tx, .Pos, recorded at .At when not NULL) is in the log (else
+v_cursor becomes false). */}}
 {{define "cursor"}}
 v_xip := CASE WHEN {{.Snap}} IS NULL THEN '{}'::xid8[]
               ELSE ARRAY(SELECT pg_snapshot_xip({{.Snap}})) END;
@@ -114,12 +115,16 @@ v_recent := coalesce(pg_sequence_last_value('{{schema}}.events_position_seq'), 0
 -- A cursor names an event of the log. One naming an event this log does not
 -- have was taken on a server ahead of this one: after a failover to a standby
 -- that was behind, the ids after this log's last one are handed out again,
--- and new events would sort at or before the cursor as if seen. Nothing is
+-- and new events would sort at or before the cursor as if seen. Both the
+-- transaction id and the position are handed out again, so a different event
+-- can sit at the cursor's point: the event's recorded time (.At, NULL for a
+-- cursor that does not carry it) tells it from the cursor's. Nothing is
 -- then proven seen: the check counts every matching event (a conflict when
 -- there is one; retention that deleted the cursor's event costs the same).
--- One probe of events_log_order (the primary key's position alone would do).
+-- One probe of events_log_order.
 IF ({{.Tx}}, {{.Pos}}) > ('0'::xid8, 0::bigint) AND NOT EXISTS (SELECT FROM {{schema}}.events e
-        WHERE e.transaction_id = {{.Tx}} AND e.position = {{.Pos}}) THEN
+        WHERE e.transaction_id = {{.Tx}} AND e.position = {{.Pos}}
+          AND ({{.At}} IS NULL OR e.occurred_at = {{.At}})) THEN
     v_cursor := false;
 END IF;
 {{end}}

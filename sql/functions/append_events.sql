@@ -38,20 +38,32 @@
 -- item's types OR-ed, its tags AND-ed. Idempotency items come before condition
 -- items.
 --
+-- The decision's cursor is (p_after_tx, p_after_pos, p_after_snap) and the
+-- recorded time of its event, p_after_at (NULL when the cursor carries none;
+-- the default, so that a call without it, as before it existed, still runs).
+--
 -- status is 'ok', 'idempotent' or 'condition'; conflict_position names the
--- matching event when the append did not happen. Misuse raises PD001 (isolation
+-- matching event when the append did not happen; occurred_at is the events'
+-- recorded time (now(), their column's default) when they were appended. Misuse raises PD001 (isolation
 -- level), PD002 (not the transaction's first write) or PD004 (lock keys not
 -- strictly ascending).
+-- The form before p_after_at and occurred_at (a new argument or result needs
+-- a new function).
+DROP FUNCTION IF EXISTS {{schema}}.append_events(text[], integer[], text[], jsonb[], jsonb[], uuid[],
+    bigint[], boolean[], boolean[], integer[], text[], integer[], text[], xid8, bigint, pg_snapshot);
+
 CREATE OR REPLACE FUNCTION {{schema}}.append_events(
 {{include "event_args" . | indent 4}}
 {{include "item_args" . | indent 4}}
     p_after_tx         xid8,
     p_after_pos        bigint,
     p_after_snap       pg_snapshot,
+    p_after_at         timestamptz DEFAULT NULL,
     OUT status            text,
     OUT tx                xid8,
     OUT positions         bigint[],
-    OUT conflict_position bigint)
+    OUT conflict_position bigint,
+    OUT occurred_at       timestamptz)
 {{include "append_settings" . }}
 AS $$
 DECLARE
@@ -82,7 +94,7 @@ BEGIN
     IF coalesce(array_length(p_item_idem, 1), 0) > 0 THEN
         v_cursor := (p_after_tx, p_after_pos) > ('0'::xid8, 0::bigint) OR p_after_snap IS NOT NULL;
         IF v_cursor THEN
-{{include "cursor" (args "Snap" "p_after_snap" "Tx" "p_after_tx" "Pos" "p_after_pos") | indent 12}}
+{{include "cursor" (args "Snap" "p_after_snap" "Tx" "p_after_tx" "Pos" "p_after_pos" "At" "p_after_at") | indent 12}}
         END IF;
     END IF;
     FOR i IN 1 .. coalesce(array_length(p_item_idem, 1), 0) LOOP
@@ -107,6 +119,7 @@ BEGIN
     END IF;
 
     tx := pg_current_xact_id();
+    occurred_at := now();
     status := 'ok';
     -- No NOTIFY here: a notifying transaction holds a database-wide lock
     -- through its commit (and WAL flush), which serialised 8 writers to 0.17x of

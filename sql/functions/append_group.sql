@@ -31,11 +31,20 @@
 -- member m has p_member_events[m] events. Check items likewise, member m has
 -- p_member_items[m] items (its idempotency items first). Member m's cursor is
 -- (p_after_tx[m], p_after_pos[m], p_after_snap[m]), ('0', 0, NULL) for none;
--- the snapshot is passed as text.
+-- the snapshot is passed as text; p_after_at[m] is the recorded time of its
+-- event (NULL when the cursor carries none, or p_after_at NULL: calls made
+-- before it existed).
 --
 -- Results: statuses[m]; conflicts[m] the matching event's position (NULL for
 -- 'ok'); positions: the positions of the 'ok' members' events, concatenated in
--- member order; tx: the transaction id (NULL when no member wrote).
+-- member order; tx: the transaction id (NULL when no member wrote);
+-- occurred_at: the events' recorded time (now(), their column's default).
+-- The form before p_after_at and occurred_at (a new argument or result needs
+-- a new function).
+DROP FUNCTION IF EXISTS {{schema}}.append_group(text[], integer[], text[], jsonb[], jsonb[], uuid[],
+    integer[], bigint[], boolean[], boolean[], integer[], text[], integer[], text[], integer[],
+    xid8[], bigint[], text[]);
+
 CREATE OR REPLACE FUNCTION {{schema}}.append_group(
 {{include "event_args" . | indent 4}}
     p_member_events    integer[],
@@ -44,10 +53,12 @@ CREATE OR REPLACE FUNCTION {{schema}}.append_group(
     p_after_tx         xid8[],
     p_after_pos        bigint[],
     p_after_snap       text[],
-    OUT statuses   text[],
-    OUT tx         xid8,
-    OUT positions  bigint[],
-    OUT conflicts  bigint[])
+    p_after_at         timestamptz[] DEFAULT NULL,
+    OUT statuses    text[],
+    OUT tx          xid8,
+    OUT positions   bigint[],
+    OUT conflicts   bigint[],
+    OUT occurred_at timestamptz)
 {{include "append_settings" . }}
 AS $$
 DECLARE
@@ -69,6 +80,7 @@ DECLARE
     v_atx     xid8;
     v_apos    bigint;
     v_snap    pg_snapshot;
+    v_aat     timestamptz;
     v_nm      integer := coalesce(array_length(p_member_events, 1), 0);
     v_pe      integer := 0;  -- events waiting for the next insert: entries v_pe0+1 .. v_pe0+v_pe
     v_pe0     integer := 0;
@@ -111,9 +123,10 @@ BEGIN
         v_atx := p_after_tx[m];
         v_apos := p_after_pos[m];
         v_snap := p_after_snap[m]::pg_snapshot;
+        v_aat := p_after_at[m];
         v_cursor := (v_atx, v_apos) > ('0'::xid8, 0::bigint) OR v_snap IS NOT NULL;
         IF p_member_items[m] > 0 AND v_cursor THEN
-{{include "cursor" (args "Snap" "v_snap" "Tx" "v_atx" "Pos" "v_apos") | indent 12}}
+{{include "cursor" (args "Snap" "v_snap" "Tx" "v_atx" "Pos" "v_apos" "At" "v_aat") | indent 12}}
         END IF;
         FOR i IN v_ii + 1 .. v_ii + p_member_items[m] LOOP
 {{include "item_entries" . | indent 12}}
@@ -154,6 +167,7 @@ BEGIN
     END LOOP;
 
     tx := pg_current_xact_id_if_assigned();
+    occurred_at := now();
     -- No NOTIFY here (see append_events): the Go side notifies once per group.
 END $$;
 
