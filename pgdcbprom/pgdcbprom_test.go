@@ -48,9 +48,7 @@ func TestMetricsOfARealStore(t *testing.T) {
 	t.Parallel()
 	tr := pgdcbprom.New()
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range tr.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(tr))
 	s := tracescenario.Store(t, tr)
 	tracescenario.Run(t, s)
 
@@ -80,11 +78,9 @@ func TestMetricsOfARealStore(t *testing.T) {
 func TestCollectorsWrapped(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
-	for i, tr := range []*pgdcbprom.Tracer{pgdcbprom.New(), pgdcbprom.New()} {
+	for i, tr := range []pgdcbprom.Metrics{pgdcbprom.New(), pgdcbprom.New()} {
 		r := prometheus.WrapRegistererWith(prometheus.Labels{"store": string(rune('a' + i))}, reg)
-		for _, c := range tr.Collectors() {
-			require.NoError(t, r.Register(c))
-		}
+		require.NoError(t, r.Register(tr))
 	}
 	_, err := reg.Gather()
 	require.NoError(t, err)
@@ -95,9 +91,7 @@ func TestGroupSize(t *testing.T) {
 	t.Parallel()
 	tr := pgdcbprom.New()
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range tr.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(tr))
 	for _, n := range []int{0, 3, 5} {
 		tr.TraceAppendEnd(t.Context(), eventstore.TraceAppendEndData{Outcome: eventstore.OutcomeCommitted,
 			Events: 1, Grouped: n > 0, GroupSize: n})
