@@ -71,7 +71,7 @@ type Metrics interface {
 	// it once per worker; a worker of the same identity replaces the
 	// previous one.
 	WatchEffects(w effectsWorker)
-	// WatchRunstore measures the projector lag and the STALE runs of s (an
+	// WatchRunstore measures the projector lag and the STALE runs of s (a
 	// *runstore.Store) at each scrape, so that PROJECTOR_LAG_HIGH fires even
 	// when the projector is stopped or stuck (each query bounded by 2s).
 	// Pass the store whose Config.Tracer is the Metrics; watching again
