@@ -32,7 +32,7 @@ type Config struct {
 	// Logger receives the executor's logs: unknown outcomes at Warn with the
 	// error under "err", conflicts decided again at Debug. Default: none.
 	Logger *slog.Logger
-	// Tracer observes each Execute (pgdcbprom.NewCommandsMetrics for
+	// Tracer observes each Execute (pgdcbprom.New for
 	// Prometheus, pgdcbotel.New for spans). Default nil: nothing is traced.
 	Tracer Tracer
 }

@@ -3,7 +3,7 @@ package commands
 import "sync/atomic"
 
 // Stats are totals since the executor was made, for demos and benchmarks
-// (a Tracer, such as pgdcbprom.NewCommandsMetrics, sees each command).
+// (a Tracer, such as pgdcbprom.New, sees each command).
 type Stats struct {
 	Executed   uint64 // committed with a new outcome
 	Rejected   uint64 // a handler's own error

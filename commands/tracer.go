@@ -15,7 +15,7 @@ import (
 // Set it in Config.Tracer; nil (the default) costs nothing.
 //
 // Package pgdcbprom turns the calls into Prometheus metrics
-// (pgdcbprom.NewCommandsMetrics) and package pgdcbotel into OpenTelemetry
+// (pgdcbprom.New) and package pgdcbotel into OpenTelemetry
 // spans; MultiTracer combines tracers. The executor calls a Tracer from many
 // goroutines at once; a Tracer must not call the executor.
 type Tracer interface {

@@ -40,7 +40,7 @@ type Backlog struct {
 }
 
 // Backlog returns the unfinished effects the worker knew of at its last look
-// at the log (pgdcbprom.NewEffectsCollector exports it). Safe to call while
+// at the log (pgdcbprom.Metrics.WatchEffects exports it). Safe to call while
 // Run runs.
 func (w *Worker) Backlog() Backlog {
 	b := Backlog{Unfinished: w.backlog.unfinished.Load()}

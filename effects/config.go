@@ -66,7 +66,7 @@ type Config struct {
 	Logger *slog.Logger
 	// Tracer observes each attempt (pgdcbotel.New for spans). Default nil:
 	// nothing is traced. Prometheus reads the worker's Stats and Backlog
-	// instead: pgdcbprom.NewEffectsCollector.
+	// instead: pgdcbprom.Metrics.WatchEffects.
 	Tracer Tracer
 }
 

@@ -13,7 +13,7 @@ import (
 // Config.Tracer; nil (the default) costs nothing. MultiTracer combines
 // tracers; package pgdcbotel makes spans of the attempts. The worker's
 // counters (Worker.Stats) and backlog (Worker.Backlog) are read when wanted:
-// pgdcbprom.NewEffectsCollector exports them to Prometheus.
+// pgdcbprom.Metrics.WatchEffects exports them to Prometheus.
 type Tracer interface {
 	// TraceAttemptStart is called when the worker claimed an effect, before
 	// its handler runs.

@@ -678,7 +678,7 @@ func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 }
 
 // slotSeen is a subscription.StatusTracer recording the readers whose
-// replication slot state it was given (what pgdcbprom.NewReaderMetrics shows
+// replication slot state it was given (what pgdcbprom.New shows
 // as pgdcb_reader_slot_retained_wal_bytes).
 type slotSeen struct{ names sync.Map }
 

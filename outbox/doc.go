@@ -14,7 +14,7 @@
 // error, capped exponential backoff, FAILED after MaxAttempts, heartbeat —
 // visible through Status, which adds what this process saw of the broker:
 // the last ack, since when a publish has been waiting, and whether delivery
-// is stalled (also as gauges: pgdcbprom.NewOutboxMetrics).
+// is stalled (also as gauges: pgdcbprom.New).
 //
 // Every message carries a stable id, "<schema>-<position>", so a broker that
 // deduplicates (NATS JetStream's Nats-Msg-Id, within the stream's duplicates

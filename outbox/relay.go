@@ -86,11 +86,11 @@ type Config struct {
 	// for Resume and continues from the same checkpoint), Identity, Tracer
 	// (the relay's batches and, when it implements
 	// subscription.StatusTracer, its errors, lag, leadership and FAILED:
-	// pgdcbprom.NewReaderMetrics) and Logger.
+	// pgdcbprom.New) and Logger.
 	projection.ReaderConfig
 	// DeliveryTracer observes each publish and, when it implements
 	// RelayTracer, the relay's last ack, publish in flight and stalled
-	// condition (pgdcbprom.NewOutboxMetrics; pgdcbotel.New for spans).
+	// condition (pgdcbprom.New; pgdcbotel.New for spans).
 	// Default nil.
 	DeliveryTracer Tracer
 	// Logical, when set, feeds the relay from logical decoding (passed to

@@ -15,88 +15,80 @@ import (
 
 // Attribute keys of the components' spans.
 const (
-	AttrCommandType = attribute.Key("pgdcb.command.type")
-	AttrCommandID   = attribute.Key("pgdcb.command.id")
-	AttrResult      = attribute.Key("pgdcb.result")
-	AttrAttempts    = attribute.Key("pgdcb.attempts")
-	AttrRetries     = attribute.Key("pgdcb.retries")
-	AttrReader      = attribute.Key("pgdcb.reader")
-	AttrReaderKind  = attribute.Key("pgdcb.reader.kind")
-	AttrCommitted   = attribute.Key("pgdcb.committed")
-	AttrRelay       = attribute.Key("pgdcb.relay")
-	AttrTopic       = attribute.Key("pgdcb.topic")
-	AttrMessages    = attribute.Key("pgdcb.messages")
-	AttrEffectID    = attribute.Key("pgdcb.effect.id")
-	AttrEffectType  = attribute.Key("pgdcb.effect.type")
-	AttrSession     = attribute.Key("pgdcb.effect.session")
-	AttrAttempt     = attribute.Key("pgdcb.attempt")
-	AttrWorker      = attribute.Key("pgdcb.worker")
-	AttrTakeover    = attribute.Key("pgdcb.takeover")
-	AttrRunID       = attribute.Key("pgdcb.run_id")
-	AttrEventType   = attribute.Key("pgdcb.event_type")
-	AttrRunSeq      = attribute.Key("pgdcb.run_seq")
-	AttrIdempotent  = attribute.Key("pgdcb.idempotent")
-)
-
-var (
-	_ commands.Tracer     = (*Tracer)(nil)
-	_ subscription.Tracer = (*Tracer)(nil)
-	_ outboxtrace.Tracer  = (*Tracer)(nil)
-	_ effects.Tracer      = (*Tracer)(nil)
-	_ runstore.Tracer     = (*Tracer)(nil)
+	attrCommandType = attribute.Key("pgdcb.command.type")
+	attrCommandID   = attribute.Key("pgdcb.command.id")
+	attrResult      = attribute.Key("pgdcb.result")
+	attrAttempts    = attribute.Key("pgdcb.attempts")
+	attrRetries     = attribute.Key("pgdcb.retries")
+	attrReader      = attribute.Key("pgdcb.reader")
+	attrReaderKind  = attribute.Key("pgdcb.reader.kind")
+	attrCommitted   = attribute.Key("pgdcb.committed")
+	attrRelay       = attribute.Key("pgdcb.relay")
+	attrTopic       = attribute.Key("pgdcb.topic")
+	attrMessages    = attribute.Key("pgdcb.messages")
+	attrEffectID    = attribute.Key("pgdcb.effect.id")
+	attrEffectType  = attribute.Key("pgdcb.effect.type")
+	attrSession     = attribute.Key("pgdcb.effect.session")
+	attrAttempt     = attribute.Key("pgdcb.attempt")
+	attrWorker      = attribute.Key("pgdcb.worker")
+	attrTakeover    = attribute.Key("pgdcb.takeover")
+	attrRunID       = attribute.Key("pgdcb.run_id")
+	attrEventType   = attribute.Key("pgdcb.event_type")
+	attrRunSeq      = attribute.Key("pgdcb.run_seq")
+	attrIdempotent  = attribute.Key("pgdcb.idempotent")
 )
 
 // TraceExecuteStart implements commands.Tracer: a span "pgdcb.command".
-func (t *Tracer) TraceExecuteStart(ctx context.Context, d commands.TraceExecuteStartData) context.Context {
-	return t.start(ctx, "pgdcb.command", trace.SpanKindInternal, AttrCommandType.String(d.Type))
+func (t *tracer) TraceExecuteStart(ctx context.Context, d commands.TraceExecuteStartData) context.Context {
+	return t.start(ctx, "pgdcb.command", trace.SpanKindInternal, attrCommandType.String(d.Type))
 }
 
 // TraceExecuteEnd implements commands.Tracer. A rejection, a duplicate and
 // giving up on conflicts are answers: their status stays unset.
-func (t *Tracer) TraceExecuteEnd(ctx context.Context, d commands.TraceExecuteEndData) {
+func (t *tracer) TraceExecuteEnd(ctx context.Context, d commands.TraceExecuteEndData) {
 	var err error
 	if d.Result == commands.ResultError || d.Result == commands.ResultInvalid {
 		err = d.Err
 	}
-	finish(ctx, err, AttrCommandID.String(d.CommandID.String()), AttrResult.String(string(d.Result)),
-		AttrAttempts.Int(d.Attempts), AttrRetries.Int(d.Retries))
+	finish(ctx, err, attrCommandID.String(d.CommandID.String()), attrResult.String(string(d.Result)),
+		attrAttempts.Int(d.Attempts), attrRetries.Int(d.Retries))
 }
 
 // TraceBatchStart implements subscription.Tracer: a span "pgdcb.batch" per
 // batch of a subscription, projection or outbox relay.
-func (t *Tracer) TraceBatchStart(ctx context.Context, d subscription.TraceBatchStartData) context.Context {
-	return t.start(ctx, "pgdcb.batch", trace.SpanKindConsumer, AttrReader.String(d.Name),
-		AttrReaderKind.String(d.Kind), AttrEvents.Int(d.Events))
+func (t *tracer) TraceBatchStart(ctx context.Context, d subscription.TraceBatchStartData) context.Context {
+	return t.start(ctx, "pgdcb.batch", trace.SpanKindConsumer, attrReader.String(d.Name),
+		attrReaderKind.String(d.Kind), attrEvents.Int(d.Events))
 }
 
 // TraceBatchEnd implements subscription.Tracer.
-func (t *Tracer) TraceBatchEnd(ctx context.Context, d subscription.TraceBatchEndData) {
-	finish(ctx, d.Err, AttrCommitted.Bool(d.Committed))
+func (t *tracer) TraceBatchEnd(ctx context.Context, d subscription.TraceBatchEndData) {
+	finish(ctx, d.Err, attrCommitted.Bool(d.Committed))
 }
 
 // TraceDeliveryStart implements outboxtrace.Tracer: a span "pgdcb.outbox.publish"
 // per publish, a child of the relay's batch span.
-func (t *Tracer) TraceDeliveryStart(ctx context.Context, d outboxtrace.TraceDeliveryStartData) context.Context {
-	return t.start(ctx, "pgdcb.outbox.publish", trace.SpanKindProducer, AttrRelay.String(d.Relay),
-		AttrTopic.String(d.Topic), AttrMessages.Int(d.Messages))
+func (t *tracer) TraceDeliveryStart(ctx context.Context, d outboxtrace.TraceDeliveryStartData) context.Context {
+	return t.start(ctx, "pgdcb.outbox.publish", trace.SpanKindProducer, attrRelay.String(d.Relay),
+		attrTopic.String(d.Topic), attrMessages.Int(d.Messages))
 }
 
 // TraceDeliveryEnd implements outboxtrace.Tracer.
-func (t *Tracer) TraceDeliveryEnd(ctx context.Context, d outboxtrace.TraceDeliveryEndData) {
+func (t *tracer) TraceDeliveryEnd(ctx context.Context, d outboxtrace.TraceDeliveryEndData) {
 	finish(ctx, d.Err)
 }
 
 // TraceAttemptStart implements effects.Tracer: a span "pgdcb.effect.attempt"
 // per attempt, the handler's context.
-func (t *Tracer) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptStartData) context.Context {
-	return t.start(ctx, "pgdcb.effect.attempt", trace.SpanKindInternal, AttrEffectID.String(d.EffectID),
-		AttrEffectType.String(d.Type), AttrSession.String(d.Session), AttrAttempt.Int(d.Attempt),
-		AttrWorker.String(d.Worker), AttrTakeover.Bool(d.Takeover))
+func (t *tracer) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptStartData) context.Context {
+	return t.start(ctx, "pgdcb.effect.attempt", trace.SpanKindInternal, attrEffectID.String(d.EffectID),
+		attrEffectType.String(d.Type), attrSession.String(d.Session), attrAttempt.Int(d.Attempt),
+		attrWorker.String(d.Worker), attrTakeover.Bool(d.Takeover))
 }
 
 // TraceAttemptEnd implements effects.Tracer: the handler's error, else the
 // recording's, is the span's error.
-func (t *Tracer) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEndData) {
+func (t *tracer) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEndData) {
 	err := d.Err
 	if err == nil {
 		err = d.RecordErr
@@ -106,27 +98,27 @@ func (t *Tracer) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEndD
 
 // TraceRunAppendStart implements runstore.Tracer: a span
 // "pgdcb.runstore.append_event".
-func (t *Tracer) TraceRunAppendStart(ctx context.Context, d runstore.TraceRunAppendStartData) context.Context {
+func (t *tracer) TraceRunAppendStart(ctx context.Context, d runstore.TraceRunAppendStartData) context.Context {
 	return t.start(ctx, "pgdcb.runstore.append_event", trace.SpanKindInternal, dbSystem,
-		AttrRunID.String(d.RunID), AttrEventType.String(d.EventType))
+		attrRunID.String(d.RunID), attrEventType.String(d.EventType))
 }
 
 // TraceRunAppendEnd implements runstore.Tracer.
-func (t *Tracer) TraceRunAppendEnd(ctx context.Context, d runstore.TraceRunAppendEndData) {
-	attrs := []attribute.KeyValue{AttrRetries.Int(d.Retries)}
+func (t *tracer) TraceRunAppendEnd(ctx context.Context, d runstore.TraceRunAppendEndData) {
+	attrs := []attribute.KeyValue{attrRetries.Int(d.Retries)}
 	if d.Err == nil {
-		attrs = append(attrs, AttrRunSeq.Int64(d.Result.RunSeq), AttrIdempotent.Bool(d.Result.Idempotent))
+		attrs = append(attrs, attrRunSeq.Int64(d.Result.RunSeq), attrIdempotent.Bool(d.Result.Idempotent))
 	}
 	finish(ctx, d.Err, attrs...)
 }
 
 // TraceRunFetchStart implements runstore.Tracer: a span
 // "pgdcb.runstore.fetch_events".
-func (t *Tracer) TraceRunFetchStart(ctx context.Context, d runstore.TraceRunFetchStartData) context.Context {
-	return t.start(ctx, "pgdcb.runstore.fetch_events", trace.SpanKindInternal, dbSystem, AttrRunID.String(d.RunID))
+func (t *tracer) TraceRunFetchStart(ctx context.Context, d runstore.TraceRunFetchStartData) context.Context {
+	return t.start(ctx, "pgdcb.runstore.fetch_events", trace.SpanKindInternal, dbSystem, attrRunID.String(d.RunID))
 }
 
 // TraceRunFetchEnd implements runstore.Tracer.
-func (t *Tracer) TraceRunFetchEnd(ctx context.Context, d runstore.TraceRunFetchEndData) {
-	finish(ctx, d.Err, AttrEvents.Int(d.Events))
+func (t *tracer) TraceRunFetchEnd(ctx context.Context, d runstore.TraceRunFetchEndData) {
+	finish(ctx, d.Err, attrEvents.Int(d.Events))
 }

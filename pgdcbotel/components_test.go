@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
@@ -76,8 +77,8 @@ func TestSpansOfEveryComponent(t *testing.T) {
 	require.NoError(t, err)
 	cmd := ended(rec, "pgdcb.command")
 	require.Len(t, cmd, 1)
-	require.Equal(t, "executed", attrs(cmd[0])[pgdcbotel.AttrResult].AsString())
-	require.Equal(t, "Open", attrs(cmd[0])[pgdcbotel.AttrCommandType].AsString())
+	require.Equal(t, "executed", attrs(cmd[0])[attribute.Key("pgdcb.result")].AsString())
+	require.Equal(t, "Open", attrs(cmd[0])[attribute.Key("pgdcb.command.type")].AsString())
 	appends := ended(rec, "pgdcb.append")
 	require.NotEmpty(t, appends)
 	require.Equal(t, cmd[0].SpanContext().SpanID(), appends[len(appends)-1].Parent().SpanID(), "the append is the command's child")
@@ -145,26 +146,26 @@ func TestSpansOfEveryComponent(t *testing.T) {
 	batches := map[string]int{}
 	for _, s := range ended(rec, "pgdcb.batch") {
 		a := attrs(s)
-		batches[a[pgdcbotel.AttrReaderKind].AsString()+" "+a[pgdcbotel.AttrReader].AsString()]++
+		batches[a[attribute.Key("pgdcb.reader.kind")].AsString()+" "+a[attribute.Key("pgdcb.reader")].AsString()]++
 	}
 	require.Positive(t, batches["subscription sub"], batches)
 	require.Positive(t, batches["projection proj"], batches)
 	require.Positive(t, batches["projection "+relay.Name()], batches)
 	pub := ended(rec, "pgdcb.outbox.publish")[0]
-	require.Equal(t, "accounts", attrs(pub)[pgdcbotel.AttrTopic].AsString())
+	require.Equal(t, "accounts", attrs(pub)[attribute.Key("pgdcb.topic")].AsString())
 	parents := map[string]bool{}
 	for _, s := range ended(rec, "pgdcb.batch") {
 		parents[s.SpanContext().SpanID().String()] = true
 	}
 	require.True(t, parents[pub.Parent().SpanID().String()], "the publish is a batch's child")
 	att := ended(rec, "pgdcb.effect.attempt")[0]
-	require.Equal(t, "mail", attrs(att)[pgdcbotel.AttrEffectType].AsString())
+	require.Equal(t, "mail", attrs(att)[attribute.Key("pgdcb.effect.type")].AsString())
 	require.Equal(t, codes.Unset, att.Status().Code)
 	ra := ended(rec, "pgdcb.runstore.append_event")
 	require.Len(t, ra, 1)
-	require.EqualValues(t, 1, attrs(ra[0])[pgdcbotel.AttrRunSeq].AsInt64())
+	require.EqualValues(t, 1, attrs(ra[0])[attribute.Key("pgdcb.run_seq")].AsInt64())
 	rf := ended(rec, "pgdcb.runstore.fetch_events")
 	require.Len(t, rf, 1)
-	require.EqualValues(t, 1, attrs(rf[0])[pgdcbotel.AttrEvents].AsInt64())
+	require.EqualValues(t, 1, attrs(rf[0])[attribute.Key("pgdcb.events")].AsInt64())
 	require.Empty(t, rec.Started()[len(rec.Ended()):], "every span ended")
 }

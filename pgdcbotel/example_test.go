@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -23,7 +24,7 @@ func ExampleNew() {
 
 	span := recorder.Ended()[0]
 	for _, kv := range span.Attributes() {
-		if kv.Key == pgdcbotel.AttrOutcome {
+		if kv.Key == attribute.Key("pgdcb.outcome") {
 			fmt.Println(span.Name(), kv.Value.AsString(), span.Status().Code)
 		}
 	}

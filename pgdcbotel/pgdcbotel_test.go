@@ -41,9 +41,9 @@ func TestSpansOfARealStore(t *testing.T) {
 	outcomes := map[string]int{}
 	for _, sp := range rec.Ended() {
 		a := attrs(sp)
-		require.Equal(t, pgdcbotel.ScopeName, sp.InstrumentationScope().Name)
+		require.Equal(t, "github.com/pgdcb/pgdcb/pgdcbotel", sp.InstrumentationScope().Name)
 		require.Equal(t, "postgresql", a["db.system.name"].AsString())
-		o := a[pgdcbotel.AttrOutcome].AsString()
+		o := a[attribute.Key("pgdcb.outcome")].AsString()
 		outcomes[sp.Name()+" "+o]++
 		switch o {
 		case "invalid":
@@ -54,20 +54,20 @@ func TestSpansOfARealStore(t *testing.T) {
 		}
 		switch sp.Name() + " " + o {
 		case "pgdcb.append condition_failed":
-			require.True(t, a[pgdcbotel.AttrConditional].AsBool())
-			require.False(t, a[pgdcbotel.AttrIdempotency].AsBool())
-			require.EqualValues(t, 1, a[pgdcbotel.AttrCheckItems].AsInt64())
+			require.True(t, a[attribute.Key("pgdcb.conditional")].AsBool())
+			require.False(t, a[attribute.Key("pgdcb.idempotency")].AsBool())
+			require.EqualValues(t, 1, a[attribute.Key("pgdcb.check_items")].AsInt64())
 		case "pgdcb.append idempotent":
-			require.True(t, a[pgdcbotel.AttrIdempotency].AsBool())
-			require.EqualValues(t, 2, a[pgdcbotel.AttrCheckItems].AsInt64())
+			require.True(t, a[attribute.Key("pgdcb.idempotency")].AsBool())
+			require.EqualValues(t, 2, a[attribute.Key("pgdcb.check_items")].AsInt64())
 		case "pgdcb.append committed", "pgdcb.append invalid":
-			_, ok := a[pgdcbotel.AttrCheckItems]
+			_, ok := a[attribute.Key("pgdcb.check_items")]
 			require.False(t, ok, "no checks: no check_items")
 		case "pgdcb.project ok":
-			require.EqualValues(t, tracescenario.ProjectEvents, a[pgdcbotel.AttrEvents].AsInt64())
-			require.Contains(t, a[pgdcbotel.AttrQuery].AsString(), "course=c1")
+			require.EqualValues(t, tracescenario.ProjectEvents, a[attribute.Key("pgdcb.events")].AsInt64())
+			require.Contains(t, a[attribute.Key("pgdcb.query")].AsString(), "course=c1")
 		case "pgdcb.read ok":
-			require.EqualValues(t, tracescenario.ReadEvents, a[pgdcbotel.AttrEvents].AsInt64())
+			require.EqualValues(t, tracescenario.ReadEvents, a[attribute.Key("pgdcb.events")].AsInt64())
 		}
 	}
 	require.Equal(t, map[string]int{

@@ -9,16 +9,9 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// CommandsMetrics is a commands.Tracer recording the executor's metrics,
-// pgdcb_commands_… labelled by command type (docs/METRICS.md). Set it as
-// commands.Config.Tracer and register its Collectors:
-//
-//	m := pgdcbprom.NewCommandsMetrics()
-//	registry.MustRegister(m.Collectors()...)
-//	exec, err := commands.New(store, &commands.Config{Tracer: m})
-//
-// It is safe for concurrent use, and one can serve several executors.
-type CommandsMetrics struct {
+// commandsMetrics is the commands.Tracer part of metrics: the executor's
+// pgdcb_commands_…, labelled by command type.
+type commandsMetrics struct {
 	executed   *prometheus.CounterVec
 	failed     *prometheus.CounterVec
 	retried    *prometheus.CounterVec
@@ -27,12 +20,11 @@ type CommandsMetrics struct {
 	duration   *prometheus.HistogramVec
 }
 
-var _ commands.Tracer = (*CommandsMetrics)(nil)
+var _ commands.Tracer = (*commandsMetrics)(nil)
 
-// NewCommandsMetrics returns the executor's collectors.
-func NewCommandsMetrics() *CommandsMetrics {
+func newCommandsMetrics() *commandsMetrics {
 	const ns = "pgdcb"
-	return &CommandsMetrics{
+	return &commandsMetrics{
 		executed: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: ns, Subsystem: "commands", Name: "executed_total",
 			Help: "Commands that committed (a new outcome), by type.",
@@ -62,18 +54,17 @@ func NewCommandsMetrics() *CommandsMetrics {
 	}
 }
 
-// Collectors returns the collectors, for the caller to register.
-func (m *CommandsMetrics) Collectors() []prometheus.Collector {
+func (m *commandsMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.executed, m.failed, m.retried, m.idempotent, m.attempts, m.duration}
 }
 
 // TraceExecuteStart implements commands.Tracer.
-func (m *CommandsMetrics) TraceExecuteStart(ctx context.Context, _ commands.TraceExecuteStartData) context.Context {
+func (m *commandsMetrics) TraceExecuteStart(ctx context.Context, _ commands.TraceExecuteStartData) context.Context {
 	return ctx
 }
 
 // TraceExecuteEnd implements commands.Tracer.
-func (m *CommandsMetrics) TraceExecuteEnd(_ context.Context, d commands.TraceExecuteEndData) {
+func (m *commandsMetrics) TraceExecuteEnd(_ context.Context, d commands.TraceExecuteEndData) {
 	typ := d.Type
 	if d.Result == commands.ResultInvalid && query.ValidateType(typ) != nil {
 		typ = "invalid" // a label value the caller cannot make unbounded

@@ -66,7 +66,7 @@ func cmd(typ string, h commands.Handler) commands.Command {
 func TestCommandsMetricsOfAnExecutor(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	m := pgdcbprom.NewCommandsMetrics()
+	m := pgdcbprom.New()
 	s, _ := teststore.New(t, nil)
 	ex, err := commands.New(s, &commands.Config{MaxAttempts: 2, RetryMin: 1, RetryMax: 1, Tracer: m})
 	require.NoError(t, err)
@@ -84,9 +84,7 @@ func TestCommandsMetricsOfAnExecutor(t *testing.T) {
 	require.Error(t, err)
 
 	reg := prometheus.NewRegistry()
-	for _, c := range m.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(m))
 	mfs, err := reg.Gather()
 	require.NoError(t, err)
 	got := map[string]float64{}

@@ -8,40 +8,32 @@ import (
 	"github.com/pgdcb/pgdcb/effects"
 )
 
-// EffectsWorker is what EffectsCollector reads at scrape time:
-// *effects.Worker implements it.
-type EffectsWorker interface {
+// effectsWorker is what WatchEffects reads at scrape time: *effects.Worker
+// implements it.
+type effectsWorker interface {
 	Identity() string
 	Stats() effects.Stats
 	Backlog() effects.Backlog
 }
 
-var _ EffectsWorker = (*effects.Worker)(nil)
+var _ effectsWorker = (*effects.Worker)(nil)
 
-// EffectsCollector exports an effect worker's counters (Worker.Stats) as
-// pgdcb_effects_…_total, and the unfinished effects it knew of at its last
+// effectsCollector exports effect workers' counters (Worker.Stats) as
+// pgdcb_effects_…_total, and the unfinished effects each knew of at its last
 // look at the log (Worker.Backlog) as pgdcb_effects_backlog and
 // pgdcb_effects_oldest_unfinished_seconds (every worker of a store sees the
 // same effects, so take the max over workers). Each series carries the label
-// worker (effects.Config.Identity), so the workers of one process register
-// in one registry (docs/METRICS.md). It reads memory when scraped: no query.
-//
-//	registry.MustRegister(pgdcbprom.NewEffectsCollector(worker))
-type EffectsCollector struct {
-	w                                                                       EffectsWorker
+// worker (effects.Config.Identity). It reads memory when scraped: no query.
+type effectsCollector struct {
 	claims, executed, failed, retried, takeovers, lost, extended, conflicts *prometheus.Desc
 	backlog, oldest                                                         *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*EffectsCollector)(nil)
-
-// NewEffectsCollector returns a collector of w's counters and backlog.
-func NewEffectsCollector(w EffectsWorker) *EffectsCollector {
-	label := prometheus.Labels{"worker": w.Identity()}
+func newEffectsCollector() *effectsCollector {
 	d := func(name, help string) *prometheus.Desc {
-		return prometheus.NewDesc(prometheus.BuildFQName("pgdcb", "effects", name), help, nil, label)
+		return prometheus.NewDesc(prometheus.BuildFQName("pgdcb", "effects", name), help, []string{"worker"}, nil)
 	}
-	return &EffectsCollector{w: w,
+	return &effectsCollector{
 		claims:    d("claims_total", "Effects the worker claimed (attempts it started)."),
 		executed:  d("executed_total", "Effects the worker completed."),
 		failed:    d("failed_total", "Effects the worker failed for good: poison effects, after Config.MaxAttempts attempts."),
@@ -55,29 +47,29 @@ func NewEffectsCollector(w EffectsWorker) *EffectsCollector {
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *EffectsCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *effectsCollector) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.claims, c.executed, c.failed, c.retried, c.takeovers, c.lost,
 		c.extended, c.conflicts, c.backlog, c.oldest} {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector.
-func (c *EffectsCollector) Collect(ch chan<- prometheus.Metric) {
-	s := c.w.Stats()
+// collect sends w's series, labelled with its identity.
+func (c *effectsCollector) collect(ch chan<- prometheus.Metric, w effectsWorker) {
+	id := w.Identity()
+	s := w.Stats()
 	for _, m := range []struct {
 		d *prometheus.Desc
 		v int64
 	}{{c.claims, s.Claims}, {c.executed, s.Executed}, {c.failed, s.Failed}, {c.retried, s.Retried},
 		{c.takeovers, s.LeaseTakeovers}, {c.lost, s.LostLeases}, {c.extended, s.LeaseExtensions}, {c.conflicts, s.ClaimConflicts}} {
-		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v))
+		ch <- prometheus.MustNewConstMetric(m.d, prometheus.CounterValue, float64(m.v), id)
 	}
-	b := c.w.Backlog()
-	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unfinished))
+	b := w.Backlog()
+	ch <- prometheus.MustNewConstMetric(c.backlog, prometheus.GaugeValue, float64(b.Unfinished), id)
 	age := 0.0
 	if !b.OldestRequestedAt.IsZero() {
 		age = max(time.Since(b.OldestRequestedAt).Seconds(), 0)
 	}
-	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age)
+	ch <- prometheus.MustNewConstMetric(c.oldest, prometheus.GaugeValue, age, id)
 }

@@ -61,7 +61,9 @@ func gatherEffects(t *testing.T, reg *prometheus.Registry, worker string) map[st
 		for _, m := range mf.GetMetric() {
 			require.Len(t, m.GetLabel(), 1)
 			require.Equal(t, "worker", m.GetLabel()[0].GetName())
-			require.Equal(t, worker, m.GetLabel()[0].GetValue())
+			if m.GetLabel()[0].GetValue() != worker {
+				continue
+			}
 			switch {
 			case m.GetCounter() != nil:
 				out[mf.GetName()] = m.GetCounter().GetValue()
@@ -103,7 +105,9 @@ func TestWorkerCollectors(t *testing.T) {
 		}}})
 	require.NoError(t, err)
 	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(pgdcbprom.NewEffectsCollector(w)))
+	pm := pgdcbprom.New()
+	pm.WatchEffects(w)
+	require.NoError(t, reg.Register(pm))
 	before := gatherEffects(t, reg, "w-1")
 	require.Equal(t, 10, len(before), "every series is there before Run: %v", before)
 	require.Zero(t, before["pgdcb_effects_backlog"])
@@ -134,10 +138,12 @@ func TestWorkerCollectors(t *testing.T) {
 		require.Equal(t, e.EffectID == poison, e.Err != nil, "the poison effect's attempt, and only it, ends with the handler's error")
 	}
 
-	// A second worker registers in the same registry under its own label.
+	// A second worker is exported beside the first under its own label.
 	w2, err := effects.NewWorker(s, &effects.Config{Identity: "w-2", Handlers: map[string]effects.Handler{"x": func(context.Context, effects.Effect) error { return nil }}})
 	require.NoError(t, err)
-	require.NoError(t, reg.Register(pgdcbprom.NewEffectsCollector(w2)))
+	pm.WatchEffects(w2)
+	require.Len(t, gatherEffects(t, reg, "w-2"), 10)
+	require.Equal(t, 3.0, gatherEffects(t, reg, "w-1")["pgdcb_effects_claims_total"])
 }
 
 func requestJob(t testing.TB, q *effects.Queue, session, dedupeKey string, payload json.RawMessage) string {

@@ -13,14 +13,13 @@ import (
 )
 
 func ExampleNew() {
-	tracer := pgdcbprom.New()
+	metrics := pgdcbprom.New()
 	registry := prometheus.NewRegistry()
-	for _, c := range tracer.Collectors() {
-		registry.MustRegister(c)
-	}
-	// store, err := eventstore.New(pool, &eventstore.Config{Tracer: tracer})
+	registry.MustRegister(metrics)
+	// store, err := eventstore.New(pool, &eventstore.Config{Tracer: metrics})
+	// metrics.WatchStore(store)
 	// Here, what the store reports when an append of two events commits:
-	tracer.TraceAppendEnd(context.Background(), eventstore.TraceAppendEndData{
+	metrics.TraceAppendEnd(context.Background(), eventstore.TraceAppendEndData{
 		Outcome: eventstore.OutcomeCommitted, Events: 2, Duration: time.Millisecond})
 
 	families, _ := registry.Gather()
@@ -37,10 +36,11 @@ func ExampleNew() {
 	// pgdcb_store_events_appended_total
 }
 
-func ExampleNewCommandsMetrics() {
-	metrics := pgdcbprom.NewCommandsMetrics()
+// The same Metrics serves every component: here the command executor's.
+func ExampleMetrics() {
+	metrics := pgdcbprom.New()
 	registry := prometheus.NewRegistry()
-	registry.MustRegister(metrics.Collectors()...)
+	registry.MustRegister(metrics)
 	// exec, err := commands.New(store, &commands.Config{Tracer: metrics})
 	// Here, what the executor reports when a command commits at its second
 	// decision:

@@ -26,7 +26,7 @@ const (
 )
 
 // definedMetrics returns the names of every metric the code defines, from
-// the Describe of each component's real collectors.
+// the Describe of a Metrics watching real components.
 func definedMetrics(t *testing.T) map[string]bool {
 	t.Helper()
 	store := pgdcbtest.NewStore(t, nil)
@@ -39,14 +39,11 @@ func definedMetrics(t *testing.T) map[string]bool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var cs []prometheus.Collector
-	cs = append(cs, pgdcbprom.New().Collectors()...)
-	cs = append(cs, pgdcbprom.NewStoreCollector(store))
-	cs = append(cs, pgdcbprom.NewReaderMetrics().Collectors()...)
-	cs = append(cs, pgdcbprom.NewOutboxMetrics().Collectors()...)
-	cs = append(cs, pgdcbprom.NewCommandsMetrics().Collectors()...)
-	cs = append(cs, pgdcbprom.NewRunstoreMetrics().Collectors(rs)...)
-	cs = append(cs, pgdcbprom.NewEffectsCollector(fx))
+	m := pgdcbprom.New()
+	m.WatchStore(store)
+	m.WatchRunstore(rs)
+	m.WatchEffects(fx)
+	cs := []prometheus.Collector{m}
 
 	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
 	names := map[string]bool{}

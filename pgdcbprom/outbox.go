@@ -10,22 +10,12 @@ import (
 	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
 )
 
-// OutboxMetrics is an outbox.Tracer (and RelayTracer) exporting the
+// outboxMetrics is the outbox.Tracer (and RelayTracer) part of metrics: the
 // deliveries of the relays running in this process as gauges, labelled by
 // relay name (outbox.CheckpointName) and computed when scraped:
 // pgdcb_outbox_last_ack_timestamp_seconds, pgdcb_outbox_in_flight_seconds
-// and pgdcb_outbox_stalled (docs/METRICS.md). Set it as
-// outbox.Config.DeliveryTracer and register it:
-//
-//	m := pgdcbprom.NewOutboxMetrics()
-//	registry.MustRegister(m.Collectors()...)
-//	relay, err := outbox.New(store, topic, "nats", pub, &outbox.Config{DeliveryTracer: m,
-//		ReaderConfig: projection.ReaderConfig{Tracer: readerMetrics}})
-//
-// A relay reports while its Run runs. The relays' batches, errors, lag and
-// leadership are NewReaderMetrics', set as outbox.Config's
-// ReaderConfig.Tracer.
-type OutboxMetrics struct {
+// and pgdcb_outbox_stalled. A relay reports while its Run runs.
+type outboxMetrics struct {
 	lastAck, inFlight, stalled *prometheus.Desc
 
 	mu     sync.Mutex
@@ -33,16 +23,14 @@ type OutboxMetrics struct {
 }
 
 var (
-	_ outboxtrace.Tracer      = (*OutboxMetrics)(nil)
-	_ outboxtrace.RelayTracer = (*OutboxMetrics)(nil)
-	_ prometheus.Collector    = (*OutboxMetrics)(nil)
+	_ outboxtrace.Tracer      = (*outboxMetrics)(nil)
+	_ outboxtrace.RelayTracer = (*outboxMetrics)(nil)
 )
 
-// NewOutboxMetrics returns the relays' delivery collector.
-func NewOutboxMetrics() *OutboxMetrics {
+func newOutboxMetrics() *outboxMetrics {
 	const namespace = "pgdcb"
 	l := []string{"name"}
-	return &OutboxMetrics{
+	return &outboxMetrics{
 		lastAck: prometheus.NewDesc(prometheus.BuildFQName(namespace, "outbox", "last_ack_timestamp_seconds"),
 			"Unix time of the broker's last ack of a whole batch; 0 if none since the process started.", l, nil),
 		inFlight: prometheus.NewDesc(prometheus.BuildFQName(namespace, "outbox", "in_flight_seconds"),
@@ -53,28 +41,24 @@ func NewOutboxMetrics() *OutboxMetrics {
 	}
 }
 
-// Collectors returns the relays' delivery collector, for the caller to
-// register.
-func (m *OutboxMetrics) Collectors() []prometheus.Collector { return []prometheus.Collector{m} }
-
 // TraceDeliveryStart implements outbox.Tracer.
-func (m *OutboxMetrics) TraceDeliveryStart(ctx context.Context, _ outboxtrace.TraceDeliveryStartData) context.Context {
+func (m *outboxMetrics) TraceDeliveryStart(ctx context.Context, _ outboxtrace.TraceDeliveryStartData) context.Context {
 	return ctx
 }
 
 // TraceDeliveryEnd implements outbox.Tracer. The gauges are read from the
 // relays at scrape time.
-func (m *OutboxMetrics) TraceDeliveryEnd(context.Context, outboxtrace.TraceDeliveryEndData) {}
+func (m *outboxMetrics) TraceDeliveryEnd(context.Context, outboxtrace.TraceDeliveryEndData) {}
 
 // TraceRelayStart implements outbox.RelayTracer.
-func (m *OutboxMetrics) TraceRelayStart(r outboxtrace.Relay) {
+func (m *outboxMetrics) TraceRelayStart(r outboxtrace.Relay) {
 	m.mu.Lock()
 	m.relays[r]++
 	m.mu.Unlock()
 }
 
 // TraceRelayEnd implements outbox.RelayTracer.
-func (m *OutboxMetrics) TraceRelayEnd(r outboxtrace.Relay) {
+func (m *outboxMetrics) TraceRelayEnd(r outboxtrace.Relay) {
 	m.mu.Lock()
 	if m.relays[r]--; m.relays[r] <= 0 {
 		delete(m.relays, r)
@@ -82,15 +66,13 @@ func (m *OutboxMetrics) TraceRelayEnd(r outboxtrace.Relay) {
 	m.mu.Unlock()
 }
 
-// Describe implements prometheus.Collector.
-func (m *OutboxMetrics) Describe(ch chan<- *prometheus.Desc) {
+func (m *outboxMetrics) describe(ch chan<- *prometheus.Desc) {
 	ch <- m.lastAck
 	ch <- m.inFlight
 	ch <- m.stalled
 }
 
-// Collect implements prometheus.Collector.
-func (m *OutboxMetrics) Collect(ch chan<- prometheus.Metric) {
+func (m *outboxMetrics) collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
 	relays := make([]outboxtrace.Relay, 0, len(m.relays))
 	for r := range m.relays {

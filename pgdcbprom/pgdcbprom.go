@@ -1,152 +1,181 @@
 // Package pgdcbprom turns what pgdcb's components report through their
 // Tracer interfaces into Prometheus metrics; it is the only package of the
-// module that imports the Prometheus client. For the event store, set a
-// *Tracer as eventstore.Config.Tracer and register its Collectors yourself
-// (nothing is registered globally):
+// module that imports the Prometheus client. New returns one Metrics: set it
+// as the Tracer of every component, hand it the objects whose counters are
+// read at scrape time, and register it (nothing is registered globally):
 //
-//	t := pgdcbprom.New()
-//	for _, c := range t.Collectors() {
-//		registry.MustRegister(c)
-//	}
-//	store, err := eventstore.New(pool, &eventstore.Config{Tracer: t})
+//	m := pgdcbprom.New()
+//	registry.MustRegister(m)
+//	store, err := eventstore.New(pool, &eventstore.Config{Tracer: m})
+//	m.WatchStore(store)
+//	exec, err := commands.New(store, &commands.Config{Tracer: m})
 //
-// NewStoreCollector exports the store's group-commit and settle counters
-// too:
+// The Config fields it goes in, and the metrics it makes (docs/METRICS.md
+// lists them): eventstore.Config.Tracer (pgdcb_store_…); the Tracer of
+// subscriptions, projections, outbox relays and the runstore's snapshot
+// projector (subscription.Config.Tracer, projection.ReaderConfig.Tracer:
+// pgdcb_reader_…, labelled by reader name); outbox.Config.DeliveryTracer
+// (pgdcb_outbox_…); commands.Config.Tracer (pgdcb_commands_…);
+// runstore.Config.Tracer (pgdcb_runstore_…). A component's series appear once
+// it reports. The effect workers' pgdcb_effects_… (label worker) are read from
+// each worker given to WatchEffects.
 //
-//	registry.MustRegister(pgdcbprom.NewStoreCollector(store))
-//
-// The other components, each set in its Config.Tracer (or reading the
-// component) and registered likewise: NewReaderMetrics (subscriptions,
-// projections, outbox relays: pgdcb_reader_…), NewOutboxMetrics
-// (outbox.Config.DeliveryTracer: pgdcb_outbox_…), NewCommandsMetrics
-// (pgdcb_commands_…), NewRunstoreMetrics (pgdcb_runstore_…) and
-// NewEffectsCollector (pgdcb_effects_…).
-//
-// The metrics are named pgdcb_<component>_… (docs/METRICS.md lists them). For
-// several stores in one registry, register each tracer's collectors through
-// prometheus.WrapRegistererWith with a label telling them apart. Combine an
-// adapter with other tracers (package pgdcbotel) with the component's
-// MultiTracer (eventstore.MultiTracer, commands.MultiTracer, …).
+// A Metrics serves one store: for several stores in one registry, give each
+// its own Metrics, registered through prometheus.WrapRegistererWith with a
+// label telling them apart. Combine it with other tracers (package pgdcbotel)
+// with the component's MultiTracer (eventstore.MultiTracer,
+// commands.MultiTracer, …).
 //
 // Only the importers of this package depend on the Prometheus client; the
 // components do not.
 package pgdcbprom
 
 import (
-	"context"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
+	"github.com/pgdcb/pgdcb/runstore"
+	"github.com/pgdcb/pgdcb/subscription"
 )
 
-// Tracer is an eventstore.Tracer recording Prometheus metrics. It is safe
-// for concurrent use.
-type Tracer struct {
-	appendDuration *prometheus.HistogramVec
-	conflicts      prometheus.Counter
-	idempotent     prometheus.Counter
-	eventsAppended prometheus.Counter
-	grouped        prometheus.Counter
-	groupSize      prometheus.Histogram
-	checkItems     prometheus.Counter
-	readDuration   *prometheus.HistogramVec
-	eventsRead     *prometheus.CounterVec
+// Metrics is every component's Tracer (with the optional interfaces
+// subscription.StatusTracer, outbox.RelayTracer and runstore.ProjectorTracer)
+// recording Prometheus metrics, and the prometheus.Collector exporting them.
+// It is safe for concurrent use, and one Metrics serves any number of
+// readers, relays and executors.
+type Metrics interface {
+	prometheus.Collector
+	eventstore.Tracer
+	subscription.Tracer
+	subscription.StatusTracer
+	outboxtrace.Tracer
+	outboxtrace.RelayTracer
+	commands.Tracer
+	runstore.Tracer
+	runstore.ProjectorTracer
+
+	// WatchStore exports the group-commit and settle counters of s (an
+	// *eventstore.Store: Store.GroupStats, Store.SettleStats) as
+	// pgdcb_store_group_…, pgdcb_store_settle_…,
+	// pgdcb_store_dead_connections_total and
+	// pgdcb_store_sends_repeated_total, read in memory at scrape time.
+	// Watching again replaces s.
+	WatchStore(s storeStats)
+	// WatchEffects exports the counters and backlog of w (an
+	// *effects.Worker: Worker.Stats, Worker.Backlog) as pgdcb_effects_…,
+	// labelled worker with w.Identity(), read in memory at scrape time. Call
+	// it once per worker; a worker of the same identity replaces the
+	// previous one.
+	WatchEffects(w effectsWorker)
+	// WatchRunstore measures the projector lag and the STALE runs of s (a
+	// *runstore.Store) at each scrape, so that PROJECTOR_LAG_HIGH fires even
+	// when the projector is stopped or stuck (each query bounded by 2s).
+	// Pass the store whose Config.Tracer is the Metrics; watching again
+	// replaces s.
+	WatchRunstore(s runstoreStats)
 }
 
-var _ eventstore.Tracer = (*Tracer)(nil)
-
-// durationBuckets are the buckets of the duration histograms, in seconds:
-// 100µs doubling to about 3.3s.
-var durationBuckets = prometheus.ExponentialBuckets(0.0001, 2, 16)
-
-// New returns a Tracer with its collectors.
-func New() *Tracer {
-	const ns, sub = "pgdcb", "store"
-	return &Tracer{
-		appendDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "append_duration_seconds",
-			Help:    "Time of Append, AppendIf and their Tx forms, by outcome (committed, condition_failed, idempotent, invalid, unknown, error); its count is the appends by outcome.",
-			Buckets: durationBuckets,
-		}, []string{"outcome"}),
-		conflicts: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "append_conflicts_total",
-			Help: "Appends whose condition failed (pgdcb.ErrConditionFailed): someone else decided first.",
-		}),
-		idempotent: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "append_idempotent_total",
-			Help: "Appends refused as already applied (pgdcb.ErrIdempotent).",
-		}),
-		eventsAppended: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "events_appended_total",
-			Help: "Events of the appends that committed.",
-		}),
-		grouped: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "appends_grouped_total",
-			Help: "Appends sent in one server call with other appends (group commit, on unless Config.GroupCommitDisabled).",
-		}),
-		groupSize: prometheus.NewHistogram(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "append_group_size",
-			Help:    "Appends in the server call of each grouped append (observed once per member, so it is weighted by member); its count equals appends_grouped_total.",
-			Buckets: prometheus.ExponentialBuckets(2, 2, 7), // 2 to 128
-		}),
-		checkItems: prometheus.NewCounter(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "append_check_items_total",
-			Help: "Query items checked by AppendIf calls the server decided (committed, condition failed, idempotent): one check statement each. The rows they read: pg_stat_user_indexes.idx_tup_read.",
-		}),
-		readDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: ns, Subsystem: sub, Name: "read_duration_seconds",
-			Help:    "Time of reads, by op (read, read_last, read_tail, head, project) and outcome (ok, invalid, error); its count is the reads.",
-			Buckets: durationBuckets,
-		}, []string{"op", "outcome"}),
-		eventsRead: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Namespace: ns, Subsystem: sub, Name: "events_read_total",
-			Help: "Events read from the server, by op.",
-		}, []string{"op"}),
+// New returns a Metrics, to register and set in the components' Configs.
+func New() Metrics {
+	return &metrics{
+		storeTracer:     newStoreTracer(),
+		readerMetrics:   newReaderMetrics(),
+		outboxMetrics:   newOutboxMetrics(),
+		commandsMetrics: newCommandsMetrics(),
+		runstoreMetrics: newRunstoreMetrics(),
+		storeStats:      newStoreCollector(),
+		effects:         newEffectsCollector(),
+		workers:         map[string]effectsWorker{},
 	}
 }
 
-// Collectors returns the tracer's Prometheus collectors, for the caller to
-// register.
-func (t *Tracer) Collectors() []prometheus.Collector {
-	return []prometheus.Collector{t.appendDuration, t.conflicts, t.idempotent, t.eventsAppended, t.grouped,
-		t.groupSize, t.checkItems, t.readDuration, t.eventsRead}
+// metrics implements Metrics: each embedded part implements one component's
+// Tracer.
+type metrics struct {
+	*storeTracer
+	*readerMetrics
+	*outboxMetrics
+	*commandsMetrics
+	*runstoreMetrics
+	storeStats *storeCollector
+	effects    *effectsCollector
+
+	mu       sync.Mutex
+	store    storeStats
+	runstore runstoreStats
+	workers  map[string]effectsWorker // by identity
 }
 
-// TraceAppendStart implements eventstore.Tracer.
-func (t *Tracer) TraceAppendStart(ctx context.Context, _ eventstore.TraceAppendStartData) context.Context {
-	return ctx
+func (m *metrics) WatchStore(s storeStats) {
+	m.mu.Lock()
+	m.store = s
+	m.mu.Unlock()
 }
 
-// TraceAppendEnd implements eventstore.Tracer.
-func (t *Tracer) TraceAppendEnd(_ context.Context, d eventstore.TraceAppendEndData) {
-	t.appendDuration.WithLabelValues(string(d.Outcome)).Observe(d.Duration.Seconds())
-	switch d.Outcome {
-	case eventstore.OutcomeCommitted:
-		t.eventsAppended.Add(float64(d.Events))
-	case eventstore.OutcomeConditionFailed:
-		t.conflicts.Inc()
-	case eventstore.OutcomeIdempotent:
-		t.idempotent.Inc()
+func (m *metrics) WatchEffects(w effectsWorker) {
+	m.mu.Lock()
+	m.workers[w.Identity()] = w
+	m.mu.Unlock()
+}
+
+func (m *metrics) WatchRunstore(s runstoreStats) {
+	m.mu.Lock()
+	m.runstore = s
+	m.mu.Unlock()
+}
+
+// Describe implements prometheus.Collector: every series the Metrics may
+// export, whether or not its component reports.
+func (m *metrics) Describe(ch chan<- *prometheus.Desc) {
+	for _, c := range m.plain() {
+		c.Describe(ch)
 	}
-	if d.Grouped {
-		t.grouped.Inc()
-		t.groupSize.Observe(float64(d.GroupSize))
-	}
-	if d.CheckItems > 0 {
-		t.checkItems.Add(float64(d.CheckItems))
-	}
+	m.storeStats.describe(ch)
+	m.outboxMetrics.describe(ch)
+	m.effects.describe(ch)
 }
 
-// TraceReadStart implements eventstore.Tracer.
-func (t *Tracer) TraceReadStart(ctx context.Context, _ eventstore.TraceReadStartData) context.Context {
-	return ctx
+// plain returns the collectors of the components' Tracer parts.
+func (m *metrics) plain() []prometheus.Collector {
+	var cs []prometheus.Collector
+	for _, part := range [][]prometheus.Collector{m.storeTracer.collectors(), m.readerMetrics.collectors(),
+		m.commandsMetrics.collectors(), m.runstoreMetrics.collectors()} {
+		cs = append(cs, part...)
+	}
+	return cs
 }
 
-// TraceReadEnd implements eventstore.Tracer.
-func (t *Tracer) TraceReadEnd(_ context.Context, d eventstore.TraceReadEndData) {
-	t.readDuration.WithLabelValues(string(d.Op), string(d.Outcome)).Observe(d.Duration.Seconds())
-	if d.Events > 0 {
-		t.eventsRead.WithLabelValues(string(d.Op)).Add(float64(d.Events))
+// Collect implements prometheus.Collector.
+func (m *metrics) Collect(ch chan<- prometheus.Metric) {
+	m.mu.Lock()
+	store, rs := m.store, m.runstore
+	workers := make([]effectsWorker, 0, len(m.workers))
+	for _, w := range m.workers {
+		workers = append(workers, w)
+	}
+	m.mu.Unlock()
+
+	if m.storeTracer.used.Load() {
+		for _, c := range m.storeTracer.collectors() {
+			c.Collect(ch)
+		}
+	}
+	if store != nil {
+		m.storeStats.collect(ch, store)
+	}
+	for _, c := range m.readerMetrics.collectors() {
+		c.Collect(ch)
+	}
+	m.outboxMetrics.collect(ch)
+	for _, c := range m.commandsMetrics.collectors() {
+		c.Collect(ch)
+	}
+	m.runstoreMetrics.collect(ch, rs)
+	for _, w := range workers {
+		m.effects.collect(ch, w)
 	}
 }

@@ -1,15 +1,18 @@
 package pgdcbprom_test
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/tracescenario"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
+	"github.com/pgdcb/pgdcb/runstore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }
@@ -48,9 +51,7 @@ func TestMetricsOfARealStore(t *testing.T) {
 	t.Parallel()
 	tr := pgdcbprom.New()
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range tr.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(tr))
 	s := tracescenario.Store(t, tr)
 	tracescenario.Run(t, s)
 
@@ -80,11 +81,9 @@ func TestMetricsOfARealStore(t *testing.T) {
 func TestCollectorsWrapped(t *testing.T) {
 	t.Parallel()
 	reg := prometheus.NewPedanticRegistry()
-	for i, tr := range []*pgdcbprom.Tracer{pgdcbprom.New(), pgdcbprom.New()} {
+	for i, tr := range []pgdcbprom.Metrics{pgdcbprom.New(), pgdcbprom.New()} {
 		r := prometheus.WrapRegistererWith(prometheus.Labels{"store": string(rune('a' + i))}, reg)
-		for _, c := range tr.Collectors() {
-			require.NoError(t, r.Register(c))
-		}
+		require.NoError(t, r.Register(tr))
 	}
 	_, err := reg.Gather()
 	require.NoError(t, err)
@@ -95,9 +94,7 @@ func TestGroupSize(t *testing.T) {
 	t.Parallel()
 	tr := pgdcbprom.New()
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range tr.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(tr))
 	for _, n := range []int{0, 3, 5} {
 		tr.TraceAppendEnd(t.Context(), eventstore.TraceAppendEndData{Outcome: eventstore.OutcomeCommitted,
 			Events: 1, Grouped: n > 0, GroupSize: n})
@@ -115,4 +112,23 @@ func TestGroupSize(t *testing.T) {
 	}
 	require.True(t, found, "pgdcb_store_append_group_size gathered")
 	require.Equal(t, 2.0, gather(t, reg)["pgdcb_store_appends_grouped_total{}"])
+}
+
+// One Metrics registers once and exports only the components that reported:
+// a registry of an application using the executor alone holds no
+// pgdcb_store_… or pgdcb_runstore_… series.
+func TestMetricsExportOnlyWhatReports(t *testing.T) {
+	t.Parallel()
+	m := pgdcbprom.New()
+	reg := prometheus.NewPedanticRegistry()
+	require.NoError(t, reg.Register(m))
+	require.Empty(t, gather(t, reg))
+
+	m.TraceExecuteEnd(t.Context(), commands.TraceExecuteEndData{Type: "Open", Result: commands.ResultExecuted, Attempts: 1})
+	for name := range gather(t, reg) {
+		require.True(t, strings.HasPrefix(name, "pgdcb_commands_"), name)
+	}
+	m.TraceRunAppendEnd(t.Context(), runstore.TraceRunAppendEndData{})
+	require.Contains(t, gather(t, reg), "pgdcb_runstore_append_retries_total{}")
+	require.NotContains(t, gather(t, reg), "pgdcb_store_append_conflicts_total{}")
 }

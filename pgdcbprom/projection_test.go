@@ -65,11 +65,9 @@ func TestReaderMetricsOfAProjection(t *testing.T) {
 	s, pool := teststore.New(t, nil)
 	_, err := pool.Exec(context.Background(), `CREATE TABLE `+ident.Schema(s)+`.rm (position bigint NOT NULL)`)
 	require.NoError(t, err)
-	m := pgdcbprom.NewReaderMetrics()
+	m := pgdcbprom.New()
 	reg := prometheus.NewRegistry()
-	for _, c := range m.Collectors() {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(m))
 	cfg := projection.Config{ReaderConfig: projection.ReaderConfig{PollInterval: 20 * time.Millisecond,
 		ElectionInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond}}
 	cfg.Tracer = m

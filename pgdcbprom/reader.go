@@ -10,21 +10,9 @@ import (
 	"github.com/pgdcb/pgdcb/subscription"
 )
 
-// ReaderMetrics is a subscription.Tracer (and StatusTracer) recording the
-// metrics of tailing readers — subscriptions, projections, outbox relays —
-// named pgdcb_reader_… and labelled by reader name (docs/METRICS.md). Set
-// it as the readers' Tracer (subscription.Config.Tracer, and
-// projection.ReaderConfig.Tracer for projections, outbox relays and the
-// runstore's snapshot projector) and register its Collectors:
-//
-//	m := pgdcbprom.NewReaderMetrics()
-//	registry.MustRegister(m.Collectors()...)
-//	proj, err := projection.New(store, "balances", q, h,
-//		&projection.Config{ReaderConfig: projection.ReaderConfig{Tracer: m}})
-//
-// One ReaderMetrics serves any number of readers. It is safe for concurrent
-// use.
-type ReaderMetrics struct {
+// readerMetrics is the subscription.Tracer (and StatusTracer) part of
+// metrics: the tailing readers' pgdcb_reader_…, labelled by reader name.
+type readerMetrics struct {
 	batches     *prometheus.CounterVec
 	events      *prometheus.CounterVec
 	errors      *prometheus.CounterVec
@@ -43,15 +31,14 @@ type ReaderMetrics struct {
 }
 
 var (
-	_ subscription.Tracer       = (*ReaderMetrics)(nil)
-	_ subscription.StatusTracer = (*ReaderMetrics)(nil)
+	_ subscription.Tracer       = (*readerMetrics)(nil)
+	_ subscription.StatusTracer = (*readerMetrics)(nil)
 )
 
-// NewReaderMetrics returns the readers' collectors.
-func NewReaderMetrics() *ReaderMetrics {
+func newReaderMetrics() *readerMetrics {
 	const namespace = "pgdcb"
 	l := []string{"name"}
-	m := &ReaderMetrics{
+	m := &readerMetrics{
 		batches: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
 			Name: "batches_total", Help: "Batches handled (committed) by the reader."}, l),
 		events: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "reader",
@@ -81,17 +68,16 @@ func NewReaderMetrics() *ReaderMetrics {
 	return m
 }
 
-// Collectors returns the readers' collectors, for the caller to register.
-func (m *ReaderMetrics) Collectors() []prometheus.Collector { return m.all }
+func (m *readerMetrics) collectors() []prometheus.Collector { return m.all }
 
 // TraceBatchStart implements subscription.Tracer.
-func (m *ReaderMetrics) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+func (m *readerMetrics) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
 	return ctx
 }
 
 // TraceBatchEnd implements subscription.Tracer: a committed batch and its
 // events.
-func (m *ReaderMetrics) TraceBatchEnd(_ context.Context, d subscription.TraceBatchEndData) {
+func (m *readerMetrics) TraceBatchEnd(_ context.Context, d subscription.TraceBatchEndData) {
 	if !d.Committed || d.Events == 0 {
 		return
 	}
@@ -100,12 +86,12 @@ func (m *ReaderMetrics) TraceBatchEnd(_ context.Context, d subscription.TraceBat
 }
 
 // TraceReaderError implements subscription.StatusTracer.
-func (m *ReaderMetrics) TraceReaderError(_ context.Context, name string, _ error) {
+func (m *readerMetrics) TraceReaderError(_ context.Context, name string, _ error) {
 	m.errors.WithLabelValues(name).Inc()
 }
 
 // TraceLag implements subscription.StatusTracer.
-func (m *ReaderMetrics) TraceLag(_ context.Context, name string, l subscription.Lag) {
+func (m *readerMetrics) TraceLag(_ context.Context, name string, l subscription.Lag) {
 	m.lagEvents.WithLabelValues(name).Set(float64(l.Events))
 	m.lagSeconds.WithLabelValues(name).Set(l.Behind.Seconds())
 	m.horizonHeld.WithLabelValues(name).Set(l.HorizonHeld.Seconds())
@@ -128,17 +114,17 @@ func (m *ReaderMetrics) TraceLag(_ context.Context, name string, l subscription.
 }
 
 // TraceLeader implements subscription.StatusTracer.
-func (m *ReaderMetrics) TraceLeader(_ context.Context, name string, leading bool) {
+func (m *readerMetrics) TraceLeader(_ context.Context, name string, leading bool) {
 	m.leader.WithLabelValues(name).Set(b2f(leading))
 }
 
 // TraceFailed implements subscription.StatusTracer.
-func (m *ReaderMetrics) TraceFailed(_ context.Context, name string, failed bool) {
+func (m *readerMetrics) TraceFailed(_ context.Context, name string, failed bool) {
 	m.failed.WithLabelValues(name).Set(b2f(failed))
 }
 
 // TraceSlot implements subscription.StatusTracer.
-func (m *ReaderMetrics) TraceSlot(_ context.Context, name string, s subscription.SlotStatus) {
+func (m *readerMetrics) TraceSlot(_ context.Context, name string, s subscription.SlotStatus) {
 	m.slotWAL.WithLabelValues(name).Set(float64(s.RetainedBytes))
 	m.slotLost.WithLabelValues(name).Set(b2f(s.Lost))
 }

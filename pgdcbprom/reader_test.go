@@ -38,11 +38,9 @@ func holderSeries(t *testing.T, reg *prometheus.Registry) []map[string]string {
 // follows a new holder, and disappears when the horizon is free.
 func TestHorizonHolderMetric(t *testing.T) {
 	t.Parallel()
-	m := pgdcbprom.NewReaderMetrics()
+	m := pgdcbprom.New()
 	reg := prometheus.NewRegistry()
-	for _, c := range m.Collectors() {
-		reg.MustRegister(c)
-	}
+	reg.MustRegister(m)
 	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 42, Database: "app"}})
 	require.Equal(t, []map[string]string{{"name": "r", "pid": "42", "database": "app"}}, holderSeries(t, reg))
 	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 7, Database: "app"}})

@@ -2,6 +2,7 @@ package pgdcbprom
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -9,16 +10,10 @@ import (
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
-// RunstoreMetrics is a runstore.Tracer (and ProjectorTracer) recording the
-// State Store's metrics, pgdcb_runstore_… (docs/METRICS.md). Set it as
-// runstore.Config.Tracer, then register its collectors with the store, whose
-// projector lag and STALE runs are measured at scrape time:
-//
-//	m := pgdcbprom.NewRunstoreMetrics()
-//	rs, err := runstore.New(store, &runstore.Config{Tracer: m})
-//	…
-//	registry.MustRegister(m.Collectors(rs)...)
-type RunstoreMetrics struct {
+// runstoreMetrics is the runstore.Tracer (and ProjectorTracer) part of
+// metrics: the State Store's pgdcb_runstore_….
+type runstoreMetrics struct {
+	used      atomic.Bool // a runstore traced: its series are collected
 	appends   *prometheus.CounterVec
 	retries   prometheus.Counter
 	projected prometheus.Counter
@@ -32,17 +27,16 @@ type RunstoreMetrics struct {
 }
 
 var (
-	_ runstore.Tracer          = (*RunstoreMetrics)(nil)
-	_ runstore.ProjectorTracer = (*RunstoreMetrics)(nil)
+	_ runstore.Tracer          = (*runstoreMetrics)(nil)
+	_ runstore.ProjectorTracer = (*runstoreMetrics)(nil)
 )
 
-// RunstoreScrapeTimeout bounds each query a scrape of the runstore collector
+// runstoreScrapeTimeout bounds each query a scrape of a watched runstore
 // runs (Prometheus gives Collect no context).
-const RunstoreScrapeTimeout = 2 * time.Second
+const runstoreScrapeTimeout = 2 * time.Second
 
-// NewRunstoreMetrics returns the State Store's metrics.
-func NewRunstoreMetrics() *RunstoreMetrics {
-	return &RunstoreMetrics{
+func newRunstoreMetrics() *runstoreMetrics {
+	return &runstoreMetrics{
 		appends: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "pgdcb_runstore_appends_total",
 			Help: "AppendEvent calls that returned a runSeq, by result (persisted, idempotent).",
@@ -87,12 +81,13 @@ func NewRunstoreMetrics() *RunstoreMetrics {
 }
 
 // TraceRunAppendStart implements runstore.Tracer.
-func (m *RunstoreMetrics) TraceRunAppendStart(ctx context.Context, _ runstore.TraceRunAppendStartData) context.Context {
+func (m *runstoreMetrics) TraceRunAppendStart(ctx context.Context, _ runstore.TraceRunAppendStartData) context.Context {
 	return ctx
 }
 
 // TraceRunAppendEnd implements runstore.Tracer.
-func (m *RunstoreMetrics) TraceRunAppendEnd(_ context.Context, d runstore.TraceRunAppendEndData) {
+func (m *runstoreMetrics) TraceRunAppendEnd(_ context.Context, d runstore.TraceRunAppendEndData) {
+	m.used.Store(true)
 	if d.Retries > 0 {
 		m.retries.Add(float64(d.Retries))
 	}
@@ -108,15 +103,18 @@ func (m *RunstoreMetrics) TraceRunAppendEnd(_ context.Context, d runstore.TraceR
 }
 
 // TraceRunFetchStart implements runstore.Tracer.
-func (m *RunstoreMetrics) TraceRunFetchStart(ctx context.Context, _ runstore.TraceRunFetchStartData) context.Context {
+func (m *runstoreMetrics) TraceRunFetchStart(ctx context.Context, _ runstore.TraceRunFetchStartData) context.Context {
 	return ctx
 }
 
 // TraceRunFetchEnd implements runstore.Tracer.
-func (m *RunstoreMetrics) TraceRunFetchEnd(context.Context, runstore.TraceRunFetchEndData) {}
+func (m *runstoreMetrics) TraceRunFetchEnd(context.Context, runstore.TraceRunFetchEndData) {
+	m.used.Store(true)
+}
 
 // TraceProjected implements runstore.ProjectorTracer.
-func (m *RunstoreMetrics) TraceProjected(_ context.Context, events int, ahead bool) {
+func (m *runstoreMetrics) TraceProjected(_ context.Context, events int, ahead bool) {
+	m.used.Store(true)
 	if ahead {
 		m.ahead.Add(float64(events))
 	} else {
@@ -125,75 +123,61 @@ func (m *RunstoreMetrics) TraceProjected(_ context.Context, events int, ahead bo
 }
 
 // TraceResync implements runstore.ProjectorTracer.
-func (m *RunstoreMetrics) TraceResync(_ context.Context, _, trigger string) {
+func (m *runstoreMetrics) TraceResync(_ context.Context, _, trigger string) {
+	m.used.Store(true)
 	m.resyncs.WithLabelValues(trigger).Inc()
 }
 
 // TraceSnapshotLag implements runstore.ProjectorTracer.
-func (m *RunstoreMetrics) TraceSnapshotLag(_ context.Context, l runstore.Lag) { m.setLag(l) }
+func (m *runstoreMetrics) TraceSnapshotLag(_ context.Context, l runstore.Lag) {
+	m.used.Store(true)
+	m.setLag(l)
+}
 
-func (m *RunstoreMetrics) setLag(l runstore.Lag) {
+func (m *runstoreMetrics) setLag(l runstore.Lag) {
 	m.lag.Set(l.Lag.Seconds())
 	m.lagAlert.Set(b2f(l.Alert))
 }
 
-// RunstoreStats is what the runstore collector queries at scrape time:
+// runstoreStats is what WatchRunstore queries at scrape time:
 // *runstore.Store implements it.
-type RunstoreStats interface {
+type runstoreStats interface {
 	SnapshotLag(ctx context.Context) (runstore.Lag, error)
 	StaleRunCount(ctx context.Context) (int64, error)
 }
 
-var _ RunstoreStats = (*runstore.Store)(nil)
+var _ runstoreStats = (*runstore.Store)(nil)
 
-// Collectors returns the collectors, for the caller to register: one whose
-// lag gauges and STALE-runs gauge are measured from s at scrape time, not
-// only by the projector, so PROJECTOR_LAG_HIGH fires when the projector is
-// stopped or stuck (each query under RunstoreScrapeTimeout). Pass the store
-// whose Config.Tracer is m.
-func (m *RunstoreMetrics) Collectors(s RunstoreStats) []prometheus.Collector {
-	return []prometheus.Collector{&runstoreCollector{m: m, s: s}}
-}
-
-type runstoreCollector struct {
-	m *RunstoreMetrics
-	s RunstoreStats
-}
-
-func (c *runstoreCollector) all() []prometheus.Collector {
-	m := c.m
+func (m *runstoreMetrics) collectors() []prometheus.Collector {
 	return []prometheus.Collector{m.appends, m.retries, m.projected, m.ahead, m.lag, m.lagAlert, m.threshold,
 		m.scrapeErr, m.resyncs, m.stale}
 }
 
-// Describe implements prometheus.Collector.
-func (c *runstoreCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, x := range c.all() {
-		x.Describe(ch)
-	}
-}
-
-// Collect implements prometheus.Collector.
-func (c *runstoreCollector) Collect(ch chan<- prometheus.Metric) {
-	m := c.m
-	if c.s != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), RunstoreScrapeTimeout)
-		if l, err := c.s.SnapshotLag(ctx); err != nil {
+// collect measures the lag gauges and the STALE-runs gauge from s (if not
+// nil) at scrape time, not only by the projector, so PROJECTOR_LAG_HIGH
+// fires when the projector is stopped or stuck; then it sends the series if
+// a runstore was traced or watched.
+func (m *runstoreMetrics) collect(ch chan<- prometheus.Metric, s runstoreStats) {
+	if s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), runstoreScrapeTimeout)
+		if l, err := s.SnapshotLag(ctx); err != nil {
 			m.scrapeErr.Inc()
 		} else {
 			m.setLag(l)
 		}
 		cancel()
-		ctx, cancel = context.WithTimeout(context.Background(), RunstoreScrapeTimeout)
-		if n, err := c.s.StaleRunCount(ctx); err != nil {
+		ctx, cancel = context.WithTimeout(context.Background(), runstoreScrapeTimeout)
+		if n, err := s.StaleRunCount(ctx); err != nil {
 			m.scrapeErr.Inc()
 		} else {
 			m.stale.Set(float64(n))
 		}
 		cancel()
+	} else if !m.used.Load() {
+		return
 	}
 	m.threshold.Set(runstore.LagAlertThreshold.Seconds())
-	for _, x := range c.all() {
+	for _, x := range m.collectors() {
 		x.Collect(ch)
 	}
 }

@@ -15,15 +15,16 @@ import (
 )
 
 // newRunstore returns a runstore in a fresh schema, dropped when the test
-// ends, traced by the RunstoreMetrics it returns.
-func newRunstore(t testing.TB) (*runstore.Store, *pgdcbprom.RunstoreMetrics) {
+// ends, traced and watched by the Metrics it returns.
+func newRunstore(t testing.TB) (*runstore.Store, pgdcbprom.Metrics) {
 	t.Helper()
 	es, pool := teststore.New(t, nil)
 	_, err := runstore.Migrate(context.Background(), pool, es.Schema())
 	require.NoError(t, err)
-	m := pgdcbprom.NewRunstoreMetrics()
+	m := pgdcbprom.New()
 	s, err := runstore.New(es, &runstore.Config{Tracer: m})
 	require.NoError(t, err)
+	m.WatchRunstore(s)
 	return s, m
 }
 
@@ -45,9 +46,7 @@ func TestRunstoreMetrics(t *testing.T) {
 	t.Parallel()
 	s, m := newRunstore(t)
 	reg := prometheus.NewPedanticRegistry()
-	for _, c := range m.Collectors(s) {
-		require.NoError(t, reg.Register(c))
-	}
+	require.NoError(t, reg.Register(m))
 	ev := conformance.Event("r", "A", "k")
 	for range 2 {
 		_, err := s.AppendEvent(context.Background(), ev)
@@ -89,7 +88,7 @@ func TestLagIsMeasuredAtScrapeTime(t *testing.T) {
 	t.Parallel()
 	rs, m := newRunstore(t)
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(m.Collectors(rs)...)
+	reg.MustRegister(m)
 	ctx := context.Background()
 	require.Zero(t, runstoreGauge(t, reg, "pgdcb_runstore_projector_lag_seconds"))
 

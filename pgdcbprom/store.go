@@ -8,35 +8,27 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 )
 
-// StoreStats is what StoreCollector reads from a store at scrape time:
+// storeStats is what WatchStore reads from a store at scrape time:
 // *eventstore.Store implements it.
-type StoreStats interface {
+type storeStats interface {
 	GroupStats() eventstore.GroupStats
 	SettleStats() eventstore.SettleStats
 }
 
-var _ StoreStats = (*eventstore.Store)(nil)
+var _ storeStats = (*eventstore.Store)(nil)
 
-// StoreCollector exports a store's group-commit and settle counters
+// storeCollector exports a store's group-commit and settle counters
 // (Store.GroupStats, Store.SettleStats) as pgdcb_store_group_…,
-// pgdcb_store_settle_… and pgdcb_store_{dead_connections,sends_repeated}_total. It reads the counters in memory when the
-// registry is scraped: no query, no cost between scrapes. Register it beside
-// the Tracer's collectors:
-//
-//	registry.MustRegister(pgdcbprom.NewStoreCollector(store))
-type StoreCollector struct {
-	s StoreStats
-
+// pgdcb_store_settle_… and pgdcb_store_{dead_connections,sends_repeated}_total.
+// It reads the counters in memory when the registry is scraped: no query, no
+// cost between scrapes.
+type storeCollector struct {
 	commits, appends, queueWait, settled, terminated, deadConns, notSent *prometheus.Desc
 }
 
-var _ prometheus.Collector = (*StoreCollector)(nil)
-
-// NewStoreCollector returns a collector of s's counters.
-func NewStoreCollector(s StoreStats) *StoreCollector {
+func newStoreCollector() *storeCollector {
 	name := func(n string) string { return prometheus.BuildFQName("pgdcb", "store", n) }
-	return &StoreCollector{
-		s: s,
+	return &storeCollector{
 		commits: prometheus.NewDesc(name("group_commits_total"),
 			"Transactions the group committer sent that carried appends, by kind: group (two or more appends) or alone.",
 			[]string{"kind"}, nil),
@@ -61,16 +53,15 @@ func NewStoreCollector(s StoreStats) *StoreCollector {
 	}
 }
 
-// Describe implements prometheus.Collector.
-func (c *StoreCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *storeCollector) describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{c.commits, c.appends, c.queueWait, c.settled, c.terminated, c.deadConns, c.notSent} {
 		ch <- d
 	}
 }
 
-// Collect implements prometheus.Collector.
-func (c *StoreCollector) Collect(ch chan<- prometheus.Metric) {
-	g, st := c.s.GroupStats(), c.s.SettleStats()
+// collect sends s's counters.
+func (c *storeCollector) collect(ch chan<- prometheus.Metric, s storeStats) {
+	g, st := s.GroupStats(), s.SettleStats()
 	counter := func(d *prometheus.Desc, v int64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.CounterValue, float64(v), labels...)
 	}

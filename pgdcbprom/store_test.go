@@ -36,7 +36,9 @@ func TestStoreCollectorSeries(t *testing.T) {
 		s: eventstore.SettleStats{Settled: 9, Present: 4, Absent: 5, Resent: 3, Unknown: 2, Terminated: 6, DeadConns: 8, NotSent: 10},
 	}
 	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(pgdcbprom.NewStoreCollector(st)))
+	m := pgdcbprom.New()
+	m.WatchStore(st)
+	require.NoError(t, reg.Register(m))
 	require.Equal(t, map[string]float64{
 		"pgdcb_store_group_commits_total{group}":         3,
 		"pgdcb_store_group_commits_total{alone}":         5,
@@ -79,7 +81,9 @@ func TestStoreCollectorOfARealStore(t *testing.T) {
 	t.Parallel()
 	s := pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true})
 	reg := prometheus.NewPedanticRegistry()
-	require.NoError(t, reg.Register(pgdcbprom.NewStoreCollector(s)))
+	m := pgdcbprom.New()
+	m.WatchStore(s)
+	require.NoError(t, reg.Register(m))
 
 	const n = 24
 	var wg sync.WaitGroup

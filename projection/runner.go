@@ -115,7 +115,7 @@ type ReaderConfig struct {
 	Identity string
 	// Tracer observes batches and, when it implements
 	// subscription.StatusTracer, errors, lag, leadership and FAILED
-	// (pgdcbprom.NewReaderMetrics for Prometheus, pgdcbotel.New for spans).
+	// (pgdcbprom.New for Prometheus, pgdcbotel.New for spans).
 	// Default nil: nothing is traced.
 	Tracer subscription.Tracer
 	// Logger receives the reader's logs: failures (batches, elections,

@@ -41,7 +41,7 @@ func newStore(t testing.TB, cfg *runstore.Config) *runstore.Store {
 var storeCounts sync.Map // *runstore.Store -> *runCounts
 
 // runCounts is a runstore.Tracer and ProjectorTracer counting what
-// pgdcbprom.NewRunstoreMetrics counts (the pgdcbprom module's tests check
+// pgdcbprom.New counts (the pgdcbprom module's tests check
 // the Prometheus side).
 type runCounts struct {
 	mu        sync.Mutex

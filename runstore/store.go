@@ -118,7 +118,7 @@ type Config struct {
 	// nil: projection's defaults.
 	Projection *projection.ReaderConfig
 	// Tracer observes AppendEvent and FetchEvents and, when it implements
-	// ProjectorTracer, the snapshot projector (pgdcbprom.NewRunstoreMetrics
+	// ProjectorTracer, the snapshot projector (pgdcbprom.New
 	// for Prometheus, pgdcbotel.New for spans). Default nil: nothing is
 	// traced.
 	Tracer Tracer

@@ -15,7 +15,7 @@ import (
 // A Tracer that also implements ProjectorTracer receives what the snapshot
 // projector does, found by type assertion as pgx finds its optional
 // tracers. Package pgdcbprom turns the calls into Prometheus metrics
-// (pgdcbprom.NewRunstoreMetrics, pgdcb_runstore_…) and package pgdcbotel
+// (pgdcbprom.New, pgdcb_runstore_…) and package pgdcbotel
 // into OpenTelemetry spans; MultiTracer combines tracers. A Tracer must not
 // call the store.
 type Tracer interface {

@@ -50,7 +50,7 @@ type Config struct {
 	// 100ms and 10s (a RetryMax below RetryMin is raised to it).
 	RetryMin, RetryMax time.Duration
 	// Tracer observes batches and, when it implements StatusTracer, errors
-	// and lag (pgdcbprom.NewReaderMetrics for Prometheus, pgdcbotel.New for
+	// and lag (pgdcbprom.New for Prometheus, pgdcbotel.New for
 	// spans). Default nil: nothing is traced.
 	Tracer Tracer
 	// Logger receives the subscription's logs: failures at Warn with the

@@ -20,7 +20,7 @@ import (
 // assertion as pgx finds its optional tracers.
 //
 // Package pgdcbprom turns the calls into Prometheus metrics
-// (pgdcbprom.NewReaderMetrics, pgdcb_reader_…) and package pgdcbotel into
+// (pgdcbprom.New, pgdcb_reader_…) and package pgdcbotel into
 // OpenTelemetry spans; MultiTracer combines tracers. Readers call a Tracer
 // from their own goroutines, several at once; a Tracer must not block.
 type Tracer interface {

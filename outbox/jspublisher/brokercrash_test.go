@@ -122,7 +122,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			stalledAfter := time.Since(killedAt)
 			stat := status()
 			require.False(t, stat.InFlightSince.IsZero())
-			// What pgdcbprom.NewOutboxMetrics' gauges show (pgdcb_outbox_stalled,
+			// What pgdcbprom.New's gauges show (pgdcb_outbox_stalled,
 			// _in_flight_seconds, _last_ack_timestamp_seconds).
 			d := r.DeliveryState()
 			require.True(t, d.Stalled)

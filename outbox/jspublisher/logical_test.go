@@ -56,7 +56,7 @@ func holdXID(t *testing.T, pool *pgxpool.Pool) (still func() bool) {
 }
 
 // slotSeen is a subscription.StatusTracer that records the readers whose
-// replication slot state it was given (what pgdcbprom.NewReaderMetrics shows
+// replication slot state it was given (what pgdcbprom.New shows
 // as pgdcb_reader_slot_retained_wal_bytes).
 type slotSeen struct{ names sync.Map }
 

@@ -23,7 +23,7 @@ import (
 // starts and returns, to read its DeliveryState whenever it likes.
 //
 // Package pgdcbprom turns the calls into Prometheus gauges
-// (pgdcbprom.NewOutboxMetrics, pgdcb_outbox_…) and package pgdcbotel into
+// (pgdcbprom.New, pgdcb_outbox_…) and package pgdcbotel into
 // OpenTelemetry spans; MultiTracer combines tracers.
 type Tracer interface {
 	// TraceDeliveryStart is called before each publish of a batch.
