@@ -124,8 +124,8 @@ fuzz:
 
 ## faults: the fault suite alone (it also runs in test), printing its figures
 faults:
-	@echo "==> go test -race -count=1 -v ./internal/faults/ (crashes a throwaway cluster it starts)"
-	@$(GO) test -race -count=1 -v ./internal/faults/ 2>&1 | grep -E '^(---|ok|FAIL|PASS)|figures|^\||^  [0-9]'
+	@echo "==> go test -race -count=1 -v ./internal/testing/faults/ (crashes a throwaway cluster it starts)"
+	@$(GO) test -race -count=1 -v ./internal/testing/faults/ 2>&1 | grep -E '^(---|ok|FAIL|PASS)|figures|^\||^  [0-9]'
 
 ## soak-standby: decision reads on a standby at 0, 50 and 500 ms of lag (and the primary), 8 writers, SOAK (30s) each, replayed from the log; not part of test
 SOAK ?= 30s

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 )
 
 // guideStep is a block of docs/GETTING-STARTED.md that the guide's module is

@@ -15,7 +15,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 )
 
 // benchCtx bounds a run of workloads by the test binary's deadline (go test

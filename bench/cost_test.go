@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 )
 
 // Cost is the sum of the readings' differences over the events of the

@@ -9,8 +9,8 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/effects"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/query"
 )
 

@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/effects"
-	"github.com/pgdcb/pgdcb/internal/stopcheck"
+	"github.com/pgdcb/pgdcb/internal/testing/stopcheck"
 )
 
 // Run(ctx) is the worker's lifecycle: cancelled while a handler runs, it

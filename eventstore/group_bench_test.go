@@ -12,7 +12,7 @@ import (
 
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 )
 

@@ -15,7 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 	"github.com/pgdcb/pgdcb/tags"

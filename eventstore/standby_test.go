@@ -20,8 +20,8 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/racecheck"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/racecheck"
 	"github.com/pgdcb/pgdcb/query"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )

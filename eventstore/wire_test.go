@@ -15,8 +15,8 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )

@@ -10,8 +10,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/tracescenario"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/tracescenario"
 	"github.com/pgdcb/pgdcb/pgdcbotel"
 )
 

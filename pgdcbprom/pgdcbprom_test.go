@@ -9,8 +9,8 @@ import (
 
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/tracescenario"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/tracescenario"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/runstore"
 )

@@ -16,7 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/pgdcb/pgdcb/internal/pgfind"
+	"github.com/pgdcb/pgdcb/internal/testing/pgfind"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 

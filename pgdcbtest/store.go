@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgfind"
+	"github.com/pgdcb/pgdcb/internal/testing/pgfind"
 	"github.com/pgdcb/pgdcb/runstore"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/internal/ident"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/runstore"
 )

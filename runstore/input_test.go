@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 )

@@ -8,8 +8,8 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/migrate"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/runstore"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )

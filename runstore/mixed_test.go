@@ -16,7 +16,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 

@@ -1,5 +1,5 @@
 -- The pgdcb schema as a migrated database has it, generated from the catalog
--- (internal/schemadump) of a schema migrated by sql.Migrate, then by
+-- (internal/testing/schemadump) of a schema migrated by sql.Migrate, then by
 -- runstore.Migrate; the schema's name reads as pgdcb. A function's body is
 -- not repeated here: it is its file in sql/functions (the SHA-256 is of the
 -- body the server holds). Do not edit: change sql/migrations (tables, indexes),

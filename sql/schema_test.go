@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/internal/pgtest"
-	"github.com/pgdcb/pgdcb/internal/schemadump"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/schemadump"
 	"github.com/pgdcb/pgdcb/runstore"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
@@ -23,7 +23,7 @@ import (
 var update = flag.Bool("update", false, "rewrite schema.sql from a freshly migrated schema")
 
 const schemaHeader = `-- The pgdcb schema as a migrated database has it, generated from the catalog
--- (internal/schemadump) of a schema migrated by sql.Migrate, then by
+-- (internal/testing/schemadump) of a schema migrated by sql.Migrate, then by
 -- runstore.Migrate; the schema's name reads as pgdcb. A function's body is
 -- not repeated here: it is its file in sql/functions (the SHA-256 is of the
 -- body the server holds). Do not edit: change sql/migrations (tables, indexes),

@@ -17,7 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/tailpolls"
+	"github.com/pgdcb/pgdcb/internal/testing/tailpolls"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )

@@ -10,7 +10,7 @@ import (
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/commands/commandstest"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/memstore"
 )
 

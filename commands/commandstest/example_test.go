@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/pgdcb/pgdcb/commands/commandstest"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 )
 
 // A command handler's tests as given-when-then scenarios, on the in-memory

@@ -10,8 +10,8 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/racecheck"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
+	"github.com/pgdcb/pgdcb/internal/testing/racecheck"
 	"github.com/pgdcb/pgdcb/query"
 )
 

@@ -11,9 +11,9 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 )
 
 func TestMain(m *testing.M) { pgtest.Main(m) }

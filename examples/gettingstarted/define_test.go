@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	gs "github.com/pgdcb/pgdcb/examples/gettingstarted"
-	"github.com/pgdcb/pgdcb/internal/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
 

@@ -17,7 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb/commands/commandstest"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
-	"github.com/pgdcb/pgdcb/internal/teststore"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/query"
 )
 

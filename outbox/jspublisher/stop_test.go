@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/internal/stopcheck"
+	"github.com/pgdcb/pgdcb/internal/testing/stopcheck"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/query"

@@ -9,7 +9,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 )
 
-const self = "github.com/pgdcb/pgdcb/internal/stopcheck"
+const self = "github.com/pgdcb/pgdcb/internal/testing/stopcheck"
 
 // A goroutine that a run started and left running is found (even started
 // by a goroutine of the run's), with its stack; once it has ended it is not.

@@ -17,8 +17,8 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/internal/tailpolls"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
+	"github.com/pgdcb/pgdcb/internal/testing/tailpolls"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )

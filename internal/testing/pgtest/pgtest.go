@@ -30,8 +30,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb/internal/pgcode"
-	"github.com/pgdcb/pgdcb/internal/pgfind"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
+	"github.com/pgdcb/pgdcb/internal/testing/pgfind"
 )
 
 // Names of package pgfind, which finds the server.
