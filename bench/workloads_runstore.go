@@ -176,7 +176,7 @@ func prepareFetchEvents(ctx context.Context, env *Env) (*Plan, error) {
 	if _, err := env.Pool.Exec(ctx, `VACUUM ANALYZE `+env.Q+`.events`); err != nil {
 		return nil, err
 	}
-	runQ := query.Tagged(nil, runstore.TagRunID+"="+fetchRun)
+	runQ := query.Tagged(nil, "run_id="+fetchRun)
 	return &Plan{
 		Op: func(ctx context.Context, _ int, seq int64, _ *Counters) (int, error) {
 			after := (seq % (fetchRunEvents/fetchPage - 1)) * fetchPage

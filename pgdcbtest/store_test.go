@@ -108,10 +108,11 @@ func TestNewStoreRunstore(t *testing.T) {
 	t.Parallel()
 	ctx := t.Context()
 	plain := pgdcbtest.NewStore(t, nil)
-	require.ErrorIs(t, runstore.CheckCurrent(ctx, plain.Pool(), plain.Schema()), pgdcb.ErrNotMigrated)
+	bare, err := runstore.New(plain, nil)
+	require.NoError(t, err)
+	require.ErrorIs(t, bare.CheckSchema(ctx), pgdcb.ErrNotMigrated)
 
 	store := pgdcbtest.NewStore(t, &pgdcbtest.Options{Runstore: true})
-	require.NoError(t, runstore.CheckCurrent(ctx, store.Pool(), store.Schema()))
 	rs, err := runstore.New(store, nil)
 	require.NoError(t, err)
 	require.NoError(t, rs.CheckSchema(ctx))

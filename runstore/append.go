@@ -60,9 +60,9 @@ func (s *Store) appendEvent(ctx context.Context, ev CanonicalEngineEvent, retrie
 	if err != nil {
 		return AppendResult{}, err
 	}
-	runTag := tags.Must(TagRunID, ev.RunID)
+	runTag := tags.Must(tagRunID, ev.RunID)
 	runQ := query.New(query.Item{Tags: mustSet(runTag)})
-	idemTags := mustSet(runTag, tags.Must(TagIdempotencyKey, ev.IdempotencyKey))
+	idemTags := mustSet(runTag, tags.Must(tagIdempotencyKey, ev.IdempotencyKey))
 	idemQ := query.New(query.Item{Tags: idemTags})
 	id, err := uuid.Parse(ev.EventID)
 	if err != nil {

@@ -3,6 +3,7 @@ package runstore_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -42,7 +43,7 @@ func TestObserveAndFold(t *testing.T) {
 	require.Equal(t, "fill", runstore.ObservedFill.String())
 }
 
-// The exported validation is AppendEvent's and FetchEvents'.
+// The validation helpers are AppendEvent's and FetchEvents'.
 func TestValidateHelpers(t *testing.T) {
 	t.Parallel()
 	e, err := runstore.ValidateEvent(runEvent("r", "k"))
@@ -84,16 +85,18 @@ func TestAppendEventContention(t *testing.T) {
 	require.Len(t, evs, 2)
 }
 
-// A second backend's projector: Observe for each new event, and on a
-// non-contiguous observation a rebuild with Fold from the run's events.
-func ExampleRunSnapshot_Observe() {
+// A projector: Observe for each new event, and on a non-contiguous
+// observation a rebuild with Fold from the run's events.
+func TestObserveThenRebuild(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
 	snap := runstore.NewSnapshot("run-1")
 	for _, e := range []runstore.CanonicalEngineEvent{
 		{RunID: "run-1", RunSeq: 1, EventType: "RunStarted"},
 		{RunID: "run-1", RunSeq: 3, EventType: "StepStarted", StepID: "a"}, // runSeq 2 not visible yet
 	} {
 		if obs := snap.Observe(e, runstore.DefaultReducer); obs != runstore.ObservedNext {
-			fmt.Println("STALE:", obs)
+			fmt.Fprintln(&out, "STALE:", obs)
 		}
 	}
 	// The resync: replay what the run holds now, in runSeq order.
@@ -104,11 +107,8 @@ func ExampleRunSnapshot_Observe() {
 	} {
 		snap.Fold(e, runstore.DefaultReducer)
 	}
-	fmt.Println(snap.Status, snap.LastEventSeq, snap.EventCount, snap.Gaps)
+	fmt.Fprintln(&out, snap.Status, snap.LastEventSeq, snap.EventCount, snap.Gaps)
 	// runSeq 2 commits later: another non-contiguous observation.
-	fmt.Println(snap.Observe(runstore.CanonicalEngineEvent{RunID: "run-1", RunSeq: 2, EventType: "Tick"}, nil))
-	// Output:
-	// STALE: gap
-	// RUNNING 3 2 [{2 2}]
-	// fill
+	fmt.Fprintln(&out, snap.Observe(runstore.CanonicalEngineEvent{RunID: "run-1", RunSeq: 2, EventType: "Tick"}, nil))
+	require.Equal(t, "STALE: gap\nRUNNING 3 2 [{2 2}]\nfill\n", out.String())
 }

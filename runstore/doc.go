@@ -25,9 +25,9 @@
 // STALE and rebuilds its snapshot from its events (StaleRuns). GetSnapshot
 // reads that table, ProjectSnapshot replays a run on demand.
 //
-// What any backend of the contract needs is exported: ValidateEvent,
-// ValidateFetch, ValidateRunID, the bookkeeping RunSnapshot.Observe and
-// RunSnapshot.Fold, DefaultReducer and the package's sentinel errors.
+// What any backend of the contract needs is exported: validateEvent,
+// validateFetch, validateRunID, the bookkeeping RunSnapshot.Observe and
+// RunSnapshot.Fold, defaultReducer and the package's sentinel errors.
 //
 // Package conformance holds the contract's test suite for any StateStore.
 package runstore

@@ -58,11 +58,14 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("pgdcb: runstore: invalid %s: %s", e.Field, clip.Reason(e.Reason))
 }
 
-// Is makes errors.Is(err, ErrInvalidInput) true.
-func (e *ValidationError) Is(target error) bool { return target == ErrInvalidInput }
-
-// Unwrap returns Err.
-func (e *ValidationError) Unwrap() error { return e.Err }
+// Unwrap returns ErrInvalidInput and Err (when set), so that errors.Is and
+// errors.As see both.
+func (e *ValidationError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrInvalidInput}
+	}
+	return []error{ErrInvalidInput, e.Err}
+}
 
 func invalid(field, format string, a ...any) error {
 	return &ValidationError{Field: field, Reason: fmt.Sprintf(format, a...)}

@@ -61,22 +61,19 @@ type AppendResult struct {
 	Persisted bool
 }
 
-// FetchOptions are FetchEvents' options; nil means AfterSeq 0 and
-// DefaultFetchLimit.
+// FetchOptions are FetchEvents' options; nil means AfterSeq 0 and Limit
+// 1000 (the contract's default).
 type FetchOptions struct {
 	// AfterSeq: only events with runSeq > AfterSeq (the watermark). >= 0.
 	AfterSeq int64
 	// Limit is the page size: 1..Config.MaxFetchLimit. Required when the
 	// options are given (0 is refused, as the contract refuses limit <= 0);
-	// use DefaultFetchLimit for the contract's default.
+	// use 1000 for the contract's default.
 	Limit int
 }
 
-// DefaultFetchLimit is the contract's default page size.
-const DefaultFetchLimit = 1000
-
-// IdempotencyKeySeparator joins the fields of IdempotencyKey.
-const IdempotencyKeySeparator = "|"
+// defaultFetchLimit is the contract's default page size.
+const defaultFetchLimit = 1000
 
 // IdempotencyKey returns the contract's key: the lower-case hex SHA-256 of
 // runId|stepId|logicalAttemptId|eventType|planVersion (fields joined by "|",
@@ -84,6 +81,6 @@ const IdempotencyKeySeparator = "|"
 // other field splits; engines use ids without it.
 func IdempotencyKey(runID, stepID, logicalAttemptID, eventType, planVersion string) string {
 	sum := sha256.Sum256([]byte(strings.Join(
-		[]string{runID, stepID, logicalAttemptID, eventType, planVersion}, IdempotencyKeySeparator)))
+		[]string{runID, stepID, logicalAttemptID, eventType, planVersion}, "|")))
 	return hex.EncodeToString(sum[:])
 }

@@ -31,7 +31,7 @@ func (s *Store) FetchEvents(ctx context.Context, runID string, opts *FetchOption
 
 // fetchEvents is FetchEvents, untraced.
 func (s *Store) fetchEvents(ctx context.Context, runID string, opts *FetchOptions) ([]CanonicalEngineEvent, error) {
-	o, err := ValidateFetch(runID, opts, s.cfg.MaxFetchLimit)
+	o, err := validateFetch(runID, opts, s.cfg.MaxFetchLimit)
 	if err != nil {
 		return nil, err
 	}

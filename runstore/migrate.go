@@ -29,9 +29,6 @@ var line = sync.OnceValue(func() *migrate.Line {
 	}
 })
 
-// Migrations returns runstore's numbered steps in version order.
-func Migrations() []pgdcbsql.Migration { return line().Steps }
-
 // Migrate applies runstore's pending steps to the schema (its run_snapshots
 // table and its indexes on the events table), each in its own transaction
 // with its row in the schema's runstore_migrations table, and returns the
@@ -83,22 +80,11 @@ func Status(ctx context.Context, pool *pgxpool.Pool, schema string) ([]pgdcbsql.
 	return line().Status(ctx, pool, q)
 }
 
-// CheckCurrent returns an error matching pgdcb.ErrNotMigrated unless the
-// core schema is current and every runstore step is applied (and one matching
-// pgdcb.ErrMigrationDrift for a step applied from another text).
-func CheckCurrent(ctx context.Context, pool *pgxpool.Pool, schema string) error {
-	q, err := pgdcbsql.Quote(schema)
-	if err != nil {
-		return err
-	}
-	if err := pgdcbsql.CheckCurrent(ctx, pool, schema); err != nil {
-		return err
-	}
-	return line().CheckCurrent(ctx, pool, schema, q)
-}
-
-// CheckSchema is CheckCurrent for the store's schema, and the core's
-// transaction-id check (eventstore.Store.CheckSchema). Call it at start-up.
+// CheckSchema returns an error matching pgdcb.ErrNotMigrated unless the
+// core schema is current (eventstore.Store.CheckSchema, with its
+// transaction-id check) and every runstore step is applied (and one matching
+// pgdcb.ErrMigrationDrift for a step applied from another text). Call it at
+// start-up.
 func (s *Store) CheckSchema(ctx context.Context) error {
 	if err := s.es.CheckSchema(ctx); err != nil {
 		return err

@@ -480,16 +480,16 @@ func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, rows []runRow,
 		}
 		snap, known := snaps[id]
 		if !known {
-			snap = NewSnapshot(id)
+			snap = newSnapshot(id)
 		}
 		changed, reason := false, ""
 		for _, ev := range byRun[id] {
-			obs := snap.Observe(ev, s.cfg.Reducer)
-			if obs == ObservedNext {
+			obs := snap.observe(ev, s.cfg.Reducer)
+			if obs == observedNext {
 				changed = true
 				continue
 			}
-			if obs == ObservedHeld {
+			if obs == observedHeld {
 				continue
 			}
 			if !ahead {

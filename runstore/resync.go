@@ -39,15 +39,15 @@ type StaleRun struct {
 	// Since is when the run was marked.
 	Since time.Time
 	// Reason is what triggered it: "gap" or "fill" (a non-contiguous
-	// observation, see Observation) or "lag".
+	// observation, see observation) or "lag".
 	Reason string
 }
 
 // Reasons of StaleRun.
 const (
-	StaleGap  = "gap"
-	StaleFill = "fill"
-	StaleLag  = "lag"
+	staleGap  = "gap"
+	staleFill = "fill"
+	staleLag  = "lag"
 )
 
 // resyncRuns bounds the runs a batch marks STALE for lag, and resyncs.
@@ -111,9 +111,9 @@ func (p *SnapshotProjector) markLagging(ctx context.Context, tx pgx.Tx, checkpoi
 	b := &pgx.Batch{}
 	for _, id := range runs {
 		// A run the projector has not seen yet gets its row first.
-		b.Queue(s.sql.insertPending, id, StatusPending, mustJSON(NewSnapshot(id)))
-		b.Queue(s.sql.markStale, id, StaleLag)
-		s.log.WarnContext(ctx, "runstore: run STALE", "run", id, "reason", StaleLag)
+		b.Queue(s.sql.insertPending, id, statusPending, mustJSON(newSnapshot(id)))
+		b.Queue(s.sql.markStale, id, staleLag)
+		s.log.WarnContext(ctx, "runstore: run STALE", "run", id, "reason", staleLag)
 	}
 	if b.Len() == 0 {
 		return nil

@@ -23,7 +23,7 @@ import (
 // grant`) gets a permission error (SQLSTATE 42501) and deletes nothing; see
 // docs/SECURITY.md.
 func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := validateRunID(runID); err != nil {
 		return 0, err
 	}
 	var n int64
@@ -31,7 +31,7 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
 		if _, err := tx.Exec(ctx, s.sql.projectorLock, s.es.Schema(), s.cfg.ProjectorName); err != nil {
 			return err
 		}
-		if err := tx.QueryRow(ctx, s.sql.deleteRun, tags.Must(TagRunID, runID).String()).Scan(&n); err != nil {
+		if err := tx.QueryRow(ctx, s.sql.deleteRun, tags.Must(tagRunID, runID).String()).Scan(&n); err != nil {
 			return err
 		}
 		_, err := tx.Exec(ctx, s.sql.deleteSnapshot, runID)
@@ -48,7 +48,7 @@ func (s *Store) DeleteRun(ctx context.Context, runID string) (int64, error) {
 // as JSON lines (one CanonicalEngineEvent, with runSeq and persistedAt, per
 // line) and returns how many it wrote. It reads in pages of MaxFetchLimit.
 func (s *Store) ExportRun(ctx context.Context, runID string, w io.Writer) (int64, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := validateRunID(runID); err != nil {
 		return 0, err
 	}
 	if w == nil {

@@ -11,13 +11,13 @@ import (
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
-// Run statuses of the default reducer.
+// Run statuses of the default reducer (RunSnapshot.Status).
 const (
-	StatusPending   = "PENDING"
-	StatusRunning   = "RUNNING"
-	StatusCompleted = "COMPLETED"
-	StatusFailed    = "FAILED"
-	StatusCancelled = "CANCELLED"
+	statusPending   = "PENDING"
+	statusRunning   = "RUNNING"
+	statusCompleted = "COMPLETED"
+	statusFailed    = "FAILED"
+	statusCancelled = "CANCELLED"
 )
 
 // RunSnapshot is a run's state derived from its events. It is a pure function
@@ -25,7 +25,9 @@ const (
 // and an on-demand one are equal once the projector has caught up.
 type RunSnapshot struct {
 	RunID string `json:"runId"`
-	// Status is PENDING until RunStarted (default reducer).
+	// Status is PENDING until RunStarted, then RUNNING, and COMPLETED,
+	// FAILED or CANCELLED after RunCompleted, RunFailed or RunCancelled
+	// (the default reducer).
 	Status string `json:"status"`
 	// LastEventSeq is the runSeq of the last event applied (set by the store).
 	LastEventSeq int64 `json:"lastEventSeq"`
@@ -35,25 +37,29 @@ type RunSnapshot struct {
 	// terminal event (default reducer).
 	StartedAt   string `json:"startedAt,omitempty"`
 	CompletedAt string `json:"completedAt,omitempty"`
-	// Steps by stepId (default reducer).
-	Steps map[string]StepState `json:"steps,omitempty"`
+	// Steps by stepId (default reducer): each step's status (RUNNING,
+	// COMPLETED or FAILED), attempts (StepStarted events), the
+	// logicalAttemptId and runSeq of its last event, and result (the
+	// eventData of StepCompleted or StepFailed).
+	Steps map[string]stepState `json:"steps,omitempty"`
 	// Data is free for custom reducers (JSON).
 	Data json.RawMessage `json:"data,omitempty"`
-	// Gaps are the runSeqs below LastEventSeq that no event held when the
-	// snapshot was folded (set by Fold; none on a backend whose runSeqs are
-	// contiguous, as this one's): an event arriving later in one of them is
-	// a gap filled later, and Observe reports it (contract §4.2).
-	Gaps []SeqRange `json:"gaps,omitempty"`
+	// Gaps are the runSeqs below LastEventSeq (each From..To, both
+	// included) that no event held when the snapshot was replayed (none on
+	// a backend whose runSeqs are contiguous, as this one's): an event
+	// arriving later in one of them is a gap filled later, which marks the
+	// run STALE (contract §4.2).
+	Gaps []seqRange `json:"gaps,omitempty"`
 }
 
-// SeqRange is the runSeqs From..To, both included.
-type SeqRange struct {
+// seqRange is the runSeqs From..To, both included.
+type seqRange struct {
 	From int64 `json:"from"`
 	To   int64 `json:"to"`
 }
 
-// StepState is one step in a RunSnapshot.
-type StepState struct {
+// stepState is one step in a RunSnapshot.
+type stepState struct {
 	// Status: RUNNING, COMPLETED or FAILED.
 	Status string `json:"status"`
 	// Attempts counts StepStarted events.
@@ -66,32 +72,27 @@ type StepState struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// Reducer applies one event to a snapshot in place. It is called in runSeq
-// order, once per event, starting from NewSnapshot(runID); it must be
-// deterministic (it runs both in the projector and in ProjectSnapshot) and
-// must keep the snapshot JSON-serialisable (it is stored as jsonb and the
-// projector resumes from the stored form). The store sets LastEventSeq and
-// EventCount after it.
-type Reducer func(s *RunSnapshot, ev CanonicalEngineEvent)
+// reducer is Config.Reducer's type.
+type reducer = func(s *RunSnapshot, ev CanonicalEngineEvent)
 
-// NewSnapshot is the state of a run before its first event.
-func NewSnapshot(runID string) *RunSnapshot {
-	return &RunSnapshot{RunID: runID, Status: StatusPending}
+// newSnapshot is the state of a run before its first event.
+func newSnapshot(runID string) *RunSnapshot {
+	return &RunSnapshot{RunID: runID, Status: statusPending}
 }
 
-// DefaultReducer: RunStarted → RUNNING, StepStarted/StepCompleted/StepFailed
+// defaultReducer: RunStarted → RUNNING, StepStarted/StepCompleted/StepFailed
 // update the step map, RunCompleted → COMPLETED, RunFailed → FAILED,
 // RunCancelled → CANCELLED; other event types are ignored.
-func DefaultReducer(s *RunSnapshot, ev CanonicalEngineEvent) {
+func defaultReducer(s *RunSnapshot, ev CanonicalEngineEvent) {
 	switch ev.EventType {
 	case "RunStarted":
-		s.Status = StatusRunning
+		s.Status = statusRunning
 		if s.StartedAt == "" {
 			s.StartedAt = ev.EmittedAt
 		}
 	case "RunCompleted", "RunFailed", "RunCancelled":
 		s.Status = map[string]string{
-			"RunCompleted": StatusCompleted, "RunFailed": StatusFailed, "RunCancelled": StatusCancelled,
+			"RunCompleted": statusCompleted, "RunFailed": statusFailed, "RunCancelled": statusCancelled,
 		}[ev.EventType]
 		s.CompletedAt = ev.EmittedAt
 	case "StepStarted", "StepCompleted", "StepFailed":
@@ -99,19 +100,19 @@ func DefaultReducer(s *RunSnapshot, ev CanonicalEngineEvent) {
 			return
 		}
 		if s.Steps == nil {
-			s.Steps = make(map[string]StepState)
+			s.Steps = make(map[string]stepState)
 		}
 		st := s.Steps[ev.StepID]
 		switch ev.EventType {
 		case "StepStarted":
-			st.Status = StatusRunning
+			st.Status = statusRunning
 			st.Attempts++
 			st.Result = nil
 		case "StepCompleted":
-			st.Status = StatusCompleted
+			st.Status = statusCompleted
 			st.Result = ev.EventData
 		case "StepFailed":
-			st.Status = StatusFailed
+			st.Status = statusFailed
 			st.Result = ev.EventData
 		}
 		st.LogicalAttemptID = ev.LogicalAttemptID
@@ -120,74 +121,74 @@ func DefaultReducer(s *RunSnapshot, ev CanonicalEngineEvent) {
 	}
 }
 
-// Observation is how an event stands against a snapshot (Observe).
-type Observation int
+// observation is how an event stands against a snapshot (Observe).
+type observation int
 
-// Observations. ObservedNext is the only one that applies the event;
-// ObservedGap and ObservedFill are the contract's non-contiguous
+// Observations. observedNext is the only one that applies the event;
+// observedGap and observedFill are the contract's non-contiguous
 // observations (§4.2): mark the run STALE and rebuild its snapshot from its
 // events (Fold, in runSeq order).
 const (
-	// ObservedNext: the event's runSeq is LastEventSeq+1; it was applied.
-	ObservedNext Observation = iota + 1
-	// ObservedHeld: the snapshot already holds the event (a runSeq at or
+	// observedNext: the event's runSeq is LastEventSeq+1; it was applied.
+	observedNext observation = iota + 1
+	// observedHeld: the snapshot already holds the event (a runSeq at or
 	// below LastEventSeq, not in Gaps); nothing changed.
-	ObservedHeld
-	// ObservedGap: the runSeq is beyond LastEventSeq+1; not applied.
-	ObservedGap
-	// ObservedFill: the runSeq is in Gaps (a gap filled later); not applied.
-	ObservedFill
+	observedHeld
+	// observedGap: the runSeq is beyond LastEventSeq+1; not applied.
+	observedGap
+	// observedFill: the runSeq is in Gaps (a gap filled later); not applied.
+	observedFill
 )
 
-func (o Observation) String() string {
+func (o observation) String() string {
 	switch o {
-	case ObservedNext:
+	case observedNext:
 		return "next"
-	case ObservedHeld:
+	case observedHeld:
 		return "held"
-	case ObservedGap:
+	case observedGap:
 		return "gap"
-	case ObservedFill:
+	case observedFill:
 		return "fill"
 	}
-	return "Observation(" + strconv.Itoa(int(o)) + ")"
+	return "observation(" + strconv.Itoa(int(o)) + ")"
 }
 
 // Observe is the incremental projection's bookkeeping, for every backend:
-// it applies ev with r (nil: DefaultReducer) and sets LastEventSeq and
+// it applies ev with r (nil: defaultReducer) and sets LastEventSeq and
 // EventCount when ev extends the snapshot contiguously, and otherwise says
 // why not, changing nothing.
-func (snap *RunSnapshot) Observe(ev CanonicalEngineEvent, r Reducer) Observation {
+func (snap *RunSnapshot) observe(ev CanonicalEngineEvent, r reducer) observation {
 	switch {
 	case ev.RunSeq == snap.LastEventSeq+1:
 		snap.reduce(ev, r)
-		return ObservedNext
+		return observedNext
 	case ev.RunSeq > snap.LastEventSeq:
-		return ObservedGap
+		return observedGap
 	case snap.inGap(ev.RunSeq):
-		return ObservedFill
+		return observedFill
 	}
-	return ObservedHeld
+	return observedHeld
 }
 
 // Fold is the replay's bookkeeping, for every backend: called with a run's
-// events in runSeq order from NewSnapshot (ProjectSnapshot, a resync), it
-// applies each event after LastEventSeq with r (nil: DefaultReducer), records
+// events in runSeq order from newSnapshot (ProjectSnapshot, a resync), it
+// applies each event after LastEventSeq with r (nil: defaultReducer), records
 // the runSeqs it skipped over in Gaps, and reports whether it applied ev.
-func (snap *RunSnapshot) Fold(ev CanonicalEngineEvent, r Reducer) bool {
+func (snap *RunSnapshot) fold(ev CanonicalEngineEvent, r reducer) bool {
 	if ev.RunSeq <= snap.LastEventSeq {
 		return false
 	}
 	if ev.RunSeq > snap.LastEventSeq+1 {
-		snap.Gaps = append(snap.Gaps, SeqRange{From: snap.LastEventSeq + 1, To: ev.RunSeq - 1})
+		snap.Gaps = append(snap.Gaps, seqRange{From: snap.LastEventSeq + 1, To: ev.RunSeq - 1})
 	}
 	snap.reduce(ev, r)
 	return true
 }
 
-func (snap *RunSnapshot) reduce(ev CanonicalEngineEvent, r Reducer) {
+func (snap *RunSnapshot) reduce(ev CanonicalEngineEvent, r reducer) {
 	if r == nil {
-		r = DefaultReducer
+		r = defaultReducer
 	}
 	r(snap, ev)
 	snap.LastEventSeq = ev.RunSeq
@@ -206,7 +207,7 @@ func (snap *RunSnapshot) inGap(seq int64) bool {
 // GetSnapshot implements StateStore: the run_snapshots row, nil when the run
 // is unknown to the projector.
 func (s *Store) GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := validateRunID(runID); err != nil {
 		return nil, err
 	}
 	var data []byte
@@ -227,7 +228,7 @@ func (s *Store) GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, er
 // ProjectSnapshot implements StateStore: it replays the run's events (pages of
 // MaxFetchLimit) through the reducer (RunSnapshot.Fold).
 func (s *Store) ProjectSnapshot(ctx context.Context, runID string) (*RunSnapshot, error) {
-	if err := ValidateRunID(runID); err != nil {
+	if err := validateRunID(runID); err != nil {
 		return nil, err
 	}
 	return s.replay(ctx, s.es.Pool(), runID)
@@ -235,14 +236,14 @@ func (s *Store) ProjectSnapshot(ctx context.Context, runID string) (*RunSnapshot
 
 // replay folds every event of the run, in runSeq order, into a new snapshot.
 func (s *Store) replay(ctx context.Context, db querier, runID string) (*RunSnapshot, error) {
-	snap := NewSnapshot(runID)
+	snap := newSnapshot(runID)
 	for {
 		evs, err := s.fetch(ctx, db, runID, snap.LastEventSeq, s.cfg.MaxFetchLimit)
 		if err != nil {
 			return nil, err
 		}
 		for _, ev := range evs {
-			snap.Fold(ev, s.cfg.Reducer)
+			snap.fold(ev, s.cfg.Reducer)
 		}
 		if len(evs) < s.cfg.MaxFetchLimit {
 			return snap, nil

@@ -24,7 +24,7 @@ type StateStore interface {
 	AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (AppendResult, error)
 	// FetchEvents returns the run's events with runSeq > AfterSeq, ordered by
 	// runSeq ascending, at most Limit of them. nil opts: AfterSeq 0,
-	// DefaultFetchLimit.
+	// Limit 1000.
 	FetchEvents(ctx context.Context, runID string, opts *FetchOptions) ([]CanonicalEngineEvent, error)
 	// GetSnapshot returns the materialised snapshot, nil when the run is
 	// unknown (or not projected yet).
@@ -54,28 +54,35 @@ type Retainer interface {
 
 // Defaults of Config.
 const (
-	DefaultMaxFetchLimit     = 10000
-	DefaultSeqCacheSize      = 10000
-	DefaultMaxAppendAttempts = 1000
-	DefaultProjectorName     = "runstore.snapshots"
-	DefaultProjectorBatch    = 1000
-	DefaultPollInterval      = 100 * time.Millisecond
-	// LagAlertThreshold is the contract's PROJECTOR_LAG_HIGH threshold (§5.2).
-	LagAlertThreshold = 5 * time.Second
-	// LagTarget is the contract's normal-operation bound on projector lag.
-	LagTarget = time.Second
-	// DefaultResyncLag is the contract's resync trigger on lag (§5.2).
-	DefaultResyncLag = 10 * time.Second
+	defaultMaxFetchLimit     = 10000
+	defaultSeqCacheSize      = 10000
+	defaultMaxAppendAttempts = 1000
+	defaultProjectorName     = "runstore.snapshots"
+	defaultProjectorBatch    = 1000
+	defaultPollInterval      = 100 * time.Millisecond
+	// defaultResyncLag is the contract's resync trigger on lag (§5.2).
+	defaultResyncLag = 10 * time.Second
 )
+
+// LagAlertThreshold is the contract's PROJECTOR_LAG_HIGH threshold (§5.2):
+// Lag.Alert is true above it.
+const LagAlertThreshold = 5 * time.Second
 
 // Config configures a Store. nil or the zero value means every default: in
 // every numeric and duration field 0 means the default; New refuses negative
 // values (a *ValidationError naming "Config.<Field>" that wraps a
 // *pgdcb.InvalidArgumentError).
 type Config struct {
-	// Reducer folds run events into snapshots, for the projector and for
-	// ProjectSnapshot. Default DefaultReducer.
-	Reducer Reducer
+	// Reducer applies one event to a snapshot in place, for the projector
+	// and for ProjectSnapshot. It is called in runSeq order, once per event,
+	// starting from a PENDING snapshot of the run; it must be deterministic
+	// and keep the snapshot JSON-serialisable (it is stored as jsonb and the
+	// projector resumes from the stored form). The store sets LastEventSeq
+	// and EventCount after it. Default nil: RunStarted → RUNNING,
+	// StepStarted, StepCompleted and StepFailed update Steps, RunCompleted
+	// → COMPLETED, RunFailed → FAILED, RunCancelled → CANCELLED; other
+	// event types are ignored.
+	Reducer func(s *RunSnapshot, ev CanonicalEngineEvent)
 	// MaxFetchLimit is the largest FetchOptions.Limit accepted. 0: the
 	// default, 10000.
 	MaxFetchLimit int
@@ -175,12 +182,12 @@ func (c *Config) validate() error {
 		return nil
 	}
 	err := cfgcheck.NonNegative(
-		cfgcheck.Int("MaxFetchLimit", c.MaxFetchLimit, DefaultMaxFetchLimit),
-		cfgcheck.Int("SeqCacheSize", c.SeqCacheSize, DefaultSeqCacheSize).Note("set SeqCacheDisabled to run without the cache"),
-		cfgcheck.Int("MaxAppendAttempts", c.MaxAppendAttempts, DefaultMaxAppendAttempts),
-		cfgcheck.Int("ProjectorBatch", c.ProjectorBatch, DefaultProjectorBatch),
-		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
-		cfgcheck.Duration("ResyncLag", c.ResyncLag, DefaultResyncLag),
+		cfgcheck.Int("MaxFetchLimit", c.MaxFetchLimit, defaultMaxFetchLimit),
+		cfgcheck.Int("SeqCacheSize", c.SeqCacheSize, defaultSeqCacheSize).Note("set SeqCacheDisabled to run without the cache"),
+		cfgcheck.Int("MaxAppendAttempts", c.MaxAppendAttempts, defaultMaxAppendAttempts),
+		cfgcheck.Int("ProjectorBatch", c.ProjectorBatch, defaultProjectorBatch),
+		cfgcheck.Duration("PollInterval", c.PollInterval, defaultPollInterval),
+		cfgcheck.Duration("ResyncLag", c.ResyncLag, defaultResyncLag),
 	)
 	if err == nil {
 		if terr := checkText(c.ProjectorName); terr != nil {
@@ -202,23 +209,20 @@ func (c *Config) withDefaults() Config {
 		o = *c
 	}
 	if o.Reducer == nil {
-		o.Reducer = DefaultReducer
+		o.Reducer = defaultReducer
 	}
-	o.MaxFetchLimit = cmp.Or(o.MaxFetchLimit, DefaultMaxFetchLimit)
-	o.SeqCacheSize = cmp.Or(o.SeqCacheSize, DefaultSeqCacheSize)
-	o.MaxAppendAttempts = cmp.Or(o.MaxAppendAttempts, DefaultMaxAppendAttempts)
-	o.ProjectorName = cmp.Or(o.ProjectorName, DefaultProjectorName)
-	o.ProjectorBatch = cmp.Or(o.ProjectorBatch, DefaultProjectorBatch)
-	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
-	o.ResyncLag = cmp.Or(o.ResyncLag, DefaultResyncLag)
+	o.MaxFetchLimit = cmp.Or(o.MaxFetchLimit, defaultMaxFetchLimit)
+	o.SeqCacheSize = cmp.Or(o.SeqCacheSize, defaultSeqCacheSize)
+	o.MaxAppendAttempts = cmp.Or(o.MaxAppendAttempts, defaultMaxAppendAttempts)
+	o.ProjectorName = cmp.Or(o.ProjectorName, defaultProjectorName)
+	o.ProjectorBatch = cmp.Or(o.ProjectorBatch, defaultProjectorBatch)
+	o.PollInterval = cmp.Or(o.PollInterval, defaultPollInterval)
+	o.ResyncLag = cmp.Or(o.ResyncLag, defaultResyncLag)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
 }
-
-// EventStore returns the underlying event store.
-func (s *Store) EventStore() *eventstore.Store { return s.es }
 
 // Projector returns the store's snapshot projector (run it with Run).
 func (s *Store) Projector() *SnapshotProjector { return s.proj }

@@ -3,8 +3,6 @@ package runstore
 import (
 	"context"
 	"time"
-
-	"github.com/pgdcb/pgdcb/internal/multitrace"
 )
 
 // Tracer observes the store's AppendEvent and FetchEvents calls, in the
@@ -16,8 +14,7 @@ import (
 // projector does, found by type assertion as pgx finds its optional
 // tracers. Package pgdcbprom turns the calls into Prometheus metrics
 // (pgdcbprom.New, pgdcb_runstore_…) and package pgdcbotel
-// into OpenTelemetry spans; MultiTracer combines tracers. A Tracer must not
-// call the store.
+// into OpenTelemetry spans. A Tracer must not call the store.
 type Tracer interface {
 	// TraceRunAppendStart is called when AppendEvent starts, before the
 	// event is checked.
@@ -75,43 +72,6 @@ type ProjectorTracer interface {
 	// TraceSnapshotLag is called with each measure of the projector's lag
 	// (SnapshotLag, and the projector's own, about once a second).
 	TraceSnapshotLag(ctx context.Context, lag Lag)
-}
-
-// MultiTracer returns a Tracer calling each non-nil tracer in turn, each
-// Start on the context the previous one returned; it passes ProjectorTracer
-// calls to those that implement it.
-func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
-
-type multiTracer []Tracer
-
-var _ ProjectorTracer = multiTracer(nil)
-
-func (m multiTracer) TraceRunAppendStart(ctx context.Context, d TraceRunAppendStartData) context.Context {
-	return multitrace.Start(m, ctx, d, Tracer.TraceRunAppendStart)
-}
-
-func (m multiTracer) TraceRunAppendEnd(ctx context.Context, d TraceRunAppendEndData) {
-	multitrace.End(m, ctx, d, Tracer.TraceRunAppendEnd)
-}
-
-func (m multiTracer) TraceRunFetchStart(ctx context.Context, d TraceRunFetchStartData) context.Context {
-	return multitrace.Start(m, ctx, d, Tracer.TraceRunFetchStart)
-}
-
-func (m multiTracer) TraceRunFetchEnd(ctx context.Context, d TraceRunFetchEndData) {
-	multitrace.End(m, ctx, d, Tracer.TraceRunFetchEnd)
-}
-
-func (m multiTracer) TraceProjected(ctx context.Context, events int, ahead bool) {
-	multitrace.Each(m, func(p ProjectorTracer) { p.TraceProjected(ctx, events, ahead) })
-}
-
-func (m multiTracer) TraceResync(ctx context.Context, runID, trigger string) {
-	multitrace.Each(m, func(p ProjectorTracer) { p.TraceResync(ctx, runID, trigger) })
-}
-
-func (m multiTracer) TraceSnapshotLag(ctx context.Context, lag Lag) {
-	multitrace.Each(m, func(p ProjectorTracer) { p.TraceSnapshotLag(ctx, lag) })
 }
 
 // projectorTracer is the Config.Tracer's ProjectorTracer, or nil.

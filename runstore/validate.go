@@ -17,9 +17,9 @@ import (
 
 // Tag keys of run events.
 const (
-	TagRunID          = "run_id"
-	TagStepID         = "step_id"
-	TagIdempotencyKey = "idempotency_key"
+	tagRunID          = "run_id"
+	tagStepID         = "step_id"
+	tagIdempotencyKey = "idempotency_key"
 )
 
 // prepare is the package-level prepare plus the size check against the event
@@ -82,7 +82,7 @@ func prepare(ev CanonicalEngineEvent) (CanonicalEngineEvent, tags.Set, error) {
 	if ev.RunID == "" {
 		return ev, tags.Set{}, invalid("runId", "missing")
 	}
-	runTag, err := tags.New(TagRunID, ev.RunID)
+	runTag, err := tags.New(tagRunID, ev.RunID)
 	if err != nil {
 		return ev, tags.Set{}, invalid("runId", "%v", err)
 	}
@@ -96,13 +96,13 @@ func prepare(ev CanonicalEngineEvent) (CanonicalEngineEvent, tags.Set, error) {
 	if ev.IdempotencyKey == "" {
 		return ev, tags.Set{}, invalid("idempotencyKey", "missing")
 	}
-	keyTag, err := tags.New(TagIdempotencyKey, ev.IdempotencyKey)
+	keyTag, err := tags.New(tagIdempotencyKey, ev.IdempotencyKey)
 	if err != nil {
 		return ev, tags.Set{}, invalid("idempotencyKey", "%v", err)
 	}
 	ts = append(ts, keyTag)
 	if ev.StepID != "" {
-		stepTag, err := tags.New(TagStepID, ev.StepID)
+		stepTag, err := tags.New(tagStepID, ev.StepID)
 		if err != nil {
 			return ev, tags.Set{}, invalid("stepId", "%v", err)
 		}
@@ -194,38 +194,28 @@ func parseTime(s string) (time.Time, error) {
 	return time.Parse(time.RFC3339Nano, s)
 }
 
-// ValidateRunID refuses a runId that is missing or not a valid tag value
+// validateRunID refuses a runId that is missing or not a valid tag value
 // (1..256 bytes of UTF-8 without NUL), as a *ValidationError naming "runId".
-func ValidateRunID(runID string) error {
+func validateRunID(runID string) error {
 	if runID == "" {
 		return invalid("runId", "missing")
 	}
-	if _, err := tags.New(TagRunID, runID); err != nil {
+	if _, err := tags.New(tagRunID, runID); err != nil {
 		return invalid("runId", "%v", err)
 	}
 	return nil
 }
 
-// ValidateEvent is AppendEvent's input validation, for every backend: it
-// returns ev normalised (an empty eventId generated, an empty eventData made
-// null, runSeq and persistedAt cleared) or a *ValidationError naming the
-// contract's field. It does not know a backend's size limit (this store also
-// refuses an event larger than the event store's MaxEventBytes).
-func ValidateEvent(ev CanonicalEngineEvent) (CanonicalEngineEvent, error) {
-	ev, _, err := prepare(ev)
-	return ev, err
-}
-
-// ValidateFetch is FetchEvents' input validation, for every backend: nil opts
-// mean AfterSeq 0 and DefaultFetchLimit; given opts need AfterSeq >= 0 and
+// validateFetch is FetchEvents' input validation: nil opts mean AfterSeq 0
+// and defaultFetchLimit; given opts need AfterSeq >= 0 and
 // 1 <= Limit <= maxLimit. It returns the options to use or a
 // *ValidationError naming "runId", "afterSeq" or "limit".
-func ValidateFetch(runID string, opts *FetchOptions, maxLimit int) (FetchOptions, error) {
-	o := FetchOptions{Limit: DefaultFetchLimit}
+func validateFetch(runID string, opts *FetchOptions, maxLimit int) (FetchOptions, error) {
+	o := FetchOptions{Limit: defaultFetchLimit}
 	if opts != nil {
 		o = *opts
 	}
-	if err := ValidateRunID(runID); err != nil {
+	if err := validateRunID(runID); err != nil {
 		return o, err
 	}
 	if o.AfterSeq < 0 {

@@ -590,7 +590,7 @@ func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
 		step(r, "StepFailed", "b", "5"),
 		step(r, "StepStarted", "b", "6"),
 		Event(r, "SomethingUnknown", "7"),
-	}, runstore.StatusRunning)
+	}, "RUNNING")
 	require.Equal(t, "COMPLETED", p.Steps["a"].Status)
 	require.Equal(t, 1, p.Steps["a"].Attempts)
 	require.Equal(t, "RUNNING", p.Steps["b"].Status)
@@ -599,7 +599,7 @@ func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
 	require.Empty(t, p.CompletedAt)
 
 	for typ, status := range map[string]string{
-		"RunCompleted": runstore.StatusCompleted, "RunFailed": runstore.StatusFailed, "RunCancelled": runstore.StatusCancelled,
+		"RunCompleted": "COMPLETED", "RunFailed": "FAILED", "RunCancelled": "CANCELLED",
 	} {
 		t.Run(typ, func(t *testing.T) {
 			r := newRunID(t)
@@ -609,7 +609,7 @@ func testDefaultReducer(t *testing.T, s runstore.StateStore, o Options) {
 	}
 	// Unknown types only: the run exists but stays PENDING.
 	r = newRunID(t)
-	check(t, r, []runstore.CanonicalEngineEvent{Event(r, "Whatever", "1")}, runstore.StatusPending)
+	check(t, r, []runstore.CanonicalEngineEvent{Event(r, "Whatever", "1")}, "PENDING")
 
 	// Unknown run: GetSnapshot nil, ProjectSnapshot empty.
 	unknown := newRunID(t)
@@ -748,7 +748,7 @@ func testResync(t *testing.T, s runstore.StateStore, o Options) {
 	p, err = s.ProjectSnapshot(ctx, r)
 	require.NoError(t, err)
 	require.Equal(t, int64(5), p.EventCount)
-	require.Equal(t, runstore.StatusCompleted, p.Steps["a"].Status, "folded in runSeq order: StepFailed, then StepCompleted")
+	require.Equal(t, "COMPLETED", p.Steps["a"].Status, "folded in runSeq order: StepFailed, then StepCompleted")
 	requireSameSnapshot(t, p, snap)
 
 	// And the run resumes: the next append follows the highest runSeq.
@@ -759,5 +759,5 @@ func testResync(t *testing.T, s runstore.StateStore, o Options) {
 	p, err = s.ProjectSnapshot(ctx, r)
 	require.NoError(t, err)
 	requireSameSnapshot(t, p, snap)
-	require.Equal(t, runstore.StatusCompleted, snap.Status)
+	require.Equal(t, "COMPLETED", snap.Status)
 }
