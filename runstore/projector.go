@@ -17,18 +17,18 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// SnapshotProjector keeps run_snapshots current. It is a projection
-// (package projection) over the run events: a projection.Runner named
+// projector keeps run_snapshots current. It is a projection (package
+// projection) over the run events: a projection.Runner named
 // Config.ProjectorName tails the events carrying runstore's metadata marker
 // with eventstore's tail read (eventstore.TailOptions.MetadataContains), so
 // the horizon and cursor rules, the leader election, the checkpoint, the
 // backoff after a failed batch, the FAILED state and Pause/Resume are
 // projection's. Its handler folds each run event into its run's snapshot
-// with the store's Reducer (RunSnapshot.Observe) in the batch's transaction,
+// with the store's Reducer (RunSnapshot.observe) in the batch's transaction,
 // which also moves the checkpoint: exactly-once effect. Beyond a held horizon
 // it applies the run events that extend their runs contiguously (see
 // HandleBatch). Several instances may run; one leads.
-type SnapshotProjector struct {
+type projector struct {
 	s *Store
 	r *projection.Runner
 
@@ -63,8 +63,8 @@ type Lag struct {
 	Alert bool
 }
 
-func newProjector(s *Store) (*SnapshotProjector, error) {
-	p := &SnapshotProjector{s: s}
+func newProjector(s *Store) (*projector, error) {
+	p := &projector{s: s}
 	var pc projection.Config
 	if s.cfg.Projection != nil {
 		pc.ReaderConfig = *s.cfg.Projection
@@ -73,6 +73,10 @@ func newProjector(s *Store) (*SnapshotProjector, error) {
 	pc.PollInterval = s.cfg.PollInterval
 	pc.MetadataContains = json.RawMessage(marker)
 	pc.Reset = func(ctx context.Context, tx pgx.Tx) error {
+		// The pass beyond the horizon starts again from the tail.
+		p.mu.Lock()
+		p.ahead = nil
+		p.mu.Unlock()
 		_, err := tx.Exec(ctx, s.sql.deleteSnapshots)
 		return err
 	}
@@ -85,49 +89,6 @@ func newProjector(s *Store) (*SnapshotProjector, error) {
 	return p, nil
 }
 
-// Run takes part in the projection's election and, while leading, projects
-// a batch after each NOTIFY of an append (or each PollInterval without one)
-// until ctx ends; it returns ctx's error. A failed batch is retried with
-// backoff and recorded in the checkpoint; after Config.Projection.MaxAttempts
-// (projection.DefaultMaxAttempts) failures in a row the projector is FAILED
-// until Resume (see Status).
-func (p *SnapshotProjector) Run(ctx context.Context) error { return p.r.Run(ctx) }
-
-// Status reads the projector's checkpoint (projection.Status).
-func (p *SnapshotProjector) Status(ctx context.Context) (projection.Status, error) {
-	return p.r.Status(ctx)
-}
-
-// Pause stops the projector (in every process) until Resume.
-func (p *SnapshotProjector) Pause(ctx context.Context) error { return p.r.Pause(ctx) }
-
-// Resume makes a PAUSED or FAILED projector ACTIVE again, from its
-// checkpoint.
-func (p *SnapshotProjector) Resume(ctx context.Context) error { return p.r.Resume(ctx) }
-
-// Reset rebuilds every snapshot from the start of the log: it empties
-// run_snapshots and moves the checkpoint to the start, in one transaction.
-func (p *SnapshotProjector) Reset(ctx context.Context) error {
-	if err := p.r.Reset(ctx); err != nil {
-		return err
-	}
-	p.mu.Lock()
-	p.ahead = nil
-	p.mu.Unlock()
-	return nil
-}
-
-// ProcessBatch projects one batch of up to Config.ProjectorBatch run events
-// (the projector reads nothing else of the log) and returns how many it read
-// below the horizon: 0 when another instance leads right now. Runs it finds
-// STALE (a non-contiguous observation, or events older than
-// Config.ResyncLag their snapshot does not hold) are rebuilt from their
-// events in the same call.
-func (p *SnapshotProjector) ProcessBatch(ctx context.Context) (int, error) {
-	st, err := p.r.Step(ctx)
-	return st.Events, err
-}
-
 // CatchUp's polling while what it waits for is not reflected yet: from
 // catchUpPollMin, doubling, up to catchUpPollMax, back to the minimum after
 // progress.
@@ -136,23 +97,8 @@ const (
 	catchUpPollMax = 50 * time.Millisecond
 )
 
-// CatchUp returns once every run event committed before the call (visible in
-// the snapshot CatchUp takes first) is reflected in its run's snapshot: the
-// run's snapshot exists, its lastEventSeq is at or past the event's runSeq
-// and no gap it records holds that runSeq. It projects batches itself (the tail, and beyond a held horizon the
-// run events that extend their runs contiguously, see HandleBatch) while no
-// other instance leads, and otherwise watches the snapshots the leader
-// writes. So no transaction open elsewhere, in this database or another,
-// holds it, as long as the events it waits for extend their runs: a run's
-// events commit in runSeq order when written by AppendEvent. A run event it
-// cannot apply beyond the horizon (a writer around AppendEvent left an
-// earlier runSeq of its run uncommitted, or a gap filled later) is applied
-// when the tail reaches it, and CatchUp waits for that: until every
-// transaction of the store's database that is older than the event ends. It
-// returns ctx's error if what it waits for lasts longer than ctx, and an
-// error matching projection.ErrNotActive when the projector is PAUSED or
-// FAILED.
-func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
+// catchUp is Store.CatchUp.
+func (p *projector) catchUp(ctx context.Context) error {
 	// fail returns ctx's error when ctx ended (a statement it interrupted
 	// fails with an error of its own), else err.
 	fail := func(err error) error {
@@ -228,7 +174,7 @@ func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 			return fail(err)
 		}
 		if missing == nil {
-			_, _ = p.Lag(ctx)
+			_, _ = p.lag(ctx)
 			return nil
 		}
 		if before(from, *missing) {
@@ -253,7 +199,7 @@ func (p *SnapshotProjector) CatchUp(ctx context.Context) error {
 // unreflected returns the log point just before the first run event after
 // from, committed in the snapshot snap, that its run's snapshot does not
 // hold yet; nil when there is none.
-func (p *SnapshotProjector) unreflected(ctx context.Context, snap string, from cursor.Cursor) (*cursor.Cursor, error) {
+func (p *projector) unreflected(ctx context.Context, snap string, from cursor.Cursor) (*cursor.Cursor, error) {
 	var c cursor.Cursor
 	err := p.s.es.Pool().QueryRow(ctx, p.s.sql.unreflected, from.TransactionID, from.Position, snap).
 		Scan(&c.TransactionID, &c.Position)
@@ -272,10 +218,10 @@ func before(a, b cursor.Cursor) bool {
 	return cursor.Compare(a.TransactionID, a.Position, b.TransactionID, b.Position) < 0
 }
 
-// Lag measures the projector's lag (the age of the oldest committed run
+// lag measures the projector's lag (the age of the oldest committed run
 // event that its run's snapshot does not hold yet) and reports it to the
 // Config.Tracer's ProjectorTracer, if any.
-func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
+func (p *projector) lag(ctx context.Context) (Lag, error) {
 	s := p.s
 	var after cursor.Cursor
 	st, err := p.r.Status(ctx)
@@ -303,12 +249,13 @@ func (p *SnapshotProjector) Lag(ctx context.Context) (Lag, error) {
 	return l, nil
 }
 
-// SnapshotLag is the snapshot projector's lag (see SnapshotProjector.Lag).
-func (s *Store) SnapshotLag(ctx context.Context) (Lag, error) { return s.proj.Lag(ctx) }
+// SnapshotLag measures the snapshot projector's lag: the age of the oldest
+// committed run event that its run's snapshot does not hold yet. It reports
+// it to the Config.Tracer's ProjectorTracer, if any.
+func (s *Store) SnapshotLag(ctx context.Context) (Lag, error) { return s.proj.lag(ctx) }
 
-// projectorHandler is the projector's projection.BatchHandler (kept off
-// SnapshotProjector's method set).
-type projectorHandler SnapshotProjector
+// projectorHandler is the projector's projection.BatchHandler.
+type projectorHandler projector
 
 // BeforeRead takes the projector's lock in the batch's transaction before
 // the tail is read (projection.BeforeReader): it serialises the batch with
@@ -334,7 +281,7 @@ func (h *projectorHandler) BeforeRead(ctx context.Context, tx pgx.Tx) error {
 // checkpoint stays at the horizon, so nothing is skipped, and Observe
 // ignores what a snapshot already holds when the tail reaches it.
 func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventstore.TailBatch) error {
-	p := (*SnapshotProjector)(h)
+	p := (*projector)(h)
 	s := p.s
 	p.mu.Lock()
 	p.pending = batchOutcome{}
@@ -372,7 +319,7 @@ func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventst
 // AfterCommit takes over the committed batch's pass beyond the horizon,
 // rebuilds the runs found STALE and, at most once a second, measures the lag.
 func (h *projectorHandler) AfterCommit(ctx context.Context, _ eventstore.TailBatch) error {
-	p := (*SnapshotProjector)(h)
+	p := (*projector)(h)
 	p.mu.Lock()
 	out := p.pending
 	p.pending = batchOutcome{}
@@ -393,7 +340,7 @@ func (h *projectorHandler) AfterCommit(ctx context.Context, _ eventstore.TailBat
 	if lagDue {
 		// At most once a second: with the horizon held the measurement
 		// reads the run events past the checkpoint.
-		if _, err := p.Lag(ctx); err != nil && ctx.Err() != nil {
+		if _, err := p.lag(ctx); err != nil && ctx.Err() != nil {
 			return ctx.Err()
 		}
 	}
@@ -424,7 +371,7 @@ func decodeRows(evs []eventstore.StoredEvent) ([]runRow, error) {
 // extend their runs' snapshots contiguously, reading on from where the last
 // such pass stopped (a forward eventstore read with that decision cursor,
 // narrowed to run events). It returns where this one stopped.
-func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail cursor.Cursor) (*cursor.Cursor, error) {
+func (p *projector) applyAhead(ctx context.Context, tx pgx.Tx, tail cursor.Cursor) (*cursor.Cursor, error) {
 	p.mu.Lock()
 	from := tail
 	if a := p.ahead; a != nil && cursor.Compare(a.TransactionID, a.Position, tail.TransactionID, tail.Position) > 0 {
@@ -455,7 +402,7 @@ func (p *SnapshotProjector) applyAhead(ctx context.Context, tx pgx.Tx, tail curs
 // progress; a run stops at its first non-contiguous event and the tail
 // brings the rest. Otherwise (the tail: every earlier transaction has ended)
 // a non-contiguous observation marks the run STALE for a resync.
-func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, rows []runRow, ahead bool) error {
+func (p *projector) apply(ctx context.Context, tx pgx.Tx, rows []runRow, ahead bool) error {
 	byRun := map[string][]CanonicalEngineEvent{}
 	var runs []string
 	for _, r := range rows {
@@ -519,7 +466,7 @@ func (p *SnapshotProjector) apply(ctx context.Context, tx pgx.Tx, rows []runRow,
 	return nil
 }
 
-func (p *SnapshotProjector) loadSnapshots(ctx context.Context, tx pgx.Tx, runs []string) (map[string]*RunSnapshot, map[string]bool, error) {
+func (p *projector) loadSnapshots(ctx context.Context, tx pgx.Tx, runs []string) (map[string]*RunSnapshot, map[string]bool, error) {
 	snaps := make(map[string]*RunSnapshot, len(runs))
 	stale := map[string]bool{}
 	rows, err := tx.Query(ctx, p.s.sql.loadSnapshots, runs)

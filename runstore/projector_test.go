@@ -169,8 +169,8 @@ func TestProjectorBatchAfterDeleteRunHoldingTheLock(t *testing.T) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		n, err := rs.Projector().ProcessBatch(ctx)
-		done <- result{n, err}
+		st, err := rs.Projector().Step(ctx)
+		done <- result{st.Events, err}
 	}()
 	// The batch waits for the lock.
 	require.Eventually(t, func() bool {

@@ -59,7 +59,7 @@ func (s *Store) StaleRuns(ctx context.Context) ([]StaleRun, error) {
 	return s.proj.staleRuns(ctx, s.es.Pool())
 }
 
-func (p *SnapshotProjector) staleRuns(ctx context.Context, db querier) ([]StaleRun, error) {
+func (p *projector) staleRuns(ctx context.Context, db querier) ([]StaleRun, error) {
 	rows, err := db.Query(ctx, p.s.sql.staleRuns, resyncRuns)
 	if err != nil {
 		return nil, errfmt.Errorf("pgdcb: runstore: stale runs: %w", err)
@@ -84,7 +84,7 @@ func (p *SnapshotProjector) staleRuns(ctx context.Context, db querier) ([]StaleR
 // lagCheckDue says whether the batch looks for runs behind by more than
 // ResyncLag: at most twice per ResyncLag, and at most once a second (the
 // query reads the run events past the checkpoint).
-func (p *SnapshotProjector) lagCheckDue() bool {
+func (p *projector) lagCheckDue() bool {
 	every := min(p.s.cfg.ResyncLag/2, time.Second)
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -97,7 +97,7 @@ func (p *SnapshotProjector) lagCheckDue() bool {
 
 // markLagging marks STALE the runs holding a committed run event past the
 // checkpoint, older than ResyncLag, that their snapshot does not hold.
-func (p *SnapshotProjector) markLagging(ctx context.Context, tx pgx.Tx, checkpoint cursor.Cursor) error {
+func (p *projector) markLagging(ctx context.Context, tx pgx.Tx, checkpoint cursor.Cursor) error {
 	s := p.s
 	rows, err := tx.Query(ctx, s.sql.lagging, checkpoint.TransactionID, checkpoint.Position,
 		s.cfg.ResyncLag.Seconds(), resyncRuns)
@@ -126,7 +126,7 @@ func (p *SnapshotProjector) markLagging(ctx context.Context, tx pgx.Tx, checkpoi
 
 // resync rebuilds the STALE runs' snapshots from their events, one
 // transaction under the projector's lock, and clears their marks.
-func (p *SnapshotProjector) resync(ctx context.Context, runs []StaleRun) error {
+func (p *projector) resync(ctx context.Context, runs []StaleRun) error {
 	s := p.s
 	if p.beforeResync != nil {
 		p.beforeResync(runs)

@@ -53,7 +53,7 @@ type resyncWatch struct {
 
 func watchResyncs(t *testing.T, rs *runstore.Store, reg *metrics) *resyncWatch {
 	w := &resyncWatch{}
-	runstore.SetBeforeResync(rs.Projector(), func([]runstore.StaleRun) {
+	runstore.SetBeforeResync(rs, func([]runstore.StaleRun) {
 		stale, err := rs.StaleRuns(context.Background())
 		require.NoError(t, err)
 		g := gauge(t, reg, "pgdcb_runstore_stale_runs")
@@ -171,8 +171,9 @@ func TestResyncOnLag(t *testing.T) {
 	// in .ci/run under load: "the tail read one event", got 0).
 	waitLogBelowHorizon(t, rs)
 
-	n, err := rs.Projector().ProcessBatch(ctx)
+	st, err := rs.Projector().Step(ctx)
 	require.NoError(t, err)
+	n := st.Events
 	require.Equal(t, 1, n, "the tail read one event")
 	for r := range runs {
 		require.Equal(t, int64(perRun), requireCurrent(t, rs, fmt.Sprint("lag-", r)).EventCount)
@@ -189,8 +190,9 @@ func TestResyncOnLag(t *testing.T) {
 	// The tail passes the same events later and applies none twice (CatchUp
 	// would return at once: the snapshots hold every event already).
 	for {
-		n, err := rs.Projector().ProcessBatch(ctx)
+		st, err := rs.Projector().Step(ctx)
 		require.NoError(t, err)
+		n := st.Events
 		if n == 0 {
 			break
 		}

@@ -53,8 +53,9 @@ func TestStandbyProjectorCatchUp(t *testing.T) {
 	t.Cleanup(func() { _ = pair.Standby.ResumeReplay(context.Background()) })
 	_, err = rs.AppendEvent(ctx, runEvent("r1", "k3"))
 	require.NoError(t, err)
-	n, err := rs.Projector().ProcessBatch(ctx)
+	st, err := rs.Projector().Step(ctx)
 	require.NoError(t, err)
+	n := st.Events
 	require.Zero(t, n, "the batch read the standby, whose replay is paused")
 	require.NoError(t, pair.Standby.ResumeReplay(ctx))
 	require.NoError(t, pair.Sync(ctx))
@@ -65,9 +66,9 @@ func TestStandbyProjectorCatchUp(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, int64(3), deleted)
 	require.False(t, hasSnapshot("r1"))
-	n, err = rs.Projector().ProcessBatch(ctx)
+	st, err = rs.Projector().Step(ctx)
 	require.NoError(t, err)
-	require.Zero(t, n, "the batch waits for the standby to replay the deletion")
+	require.Zero(t, st.Events, "the batch waits for the standby to replay the deletion")
 	require.False(t, hasSnapshot("r1"), "no snapshot for a deleted run")
 	require.NoError(t, pair.Standby.ResumeReplay(ctx))
 

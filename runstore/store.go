@@ -138,7 +138,7 @@ type Store struct {
 	cfg   Config
 	sql   statements
 	cache *seqCache
-	proj  *SnapshotProjector
+	proj  *projector
 	log   *slog.Logger
 }
 
@@ -224,10 +224,31 @@ func (c *Config) withDefaults() Config {
 	return o
 }
 
-// Projector returns the store's snapshot projector (run it with Run).
-func (s *Store) Projector() *SnapshotProjector { return s.proj }
+// Projector returns the store's snapshot projector, the projection.Runner
+// named Config.ProjectorName that keeps run_snapshots current. Run it (Run
+// takes part in the projection's election and, while leading, projects a
+// batch after each NOTIFY of an append or each PollInterval; a failed batch
+// is retried with backoff, and after Config.Projection.MaxAttempts failures
+// in a row the projector is FAILED until Resume). Status, Pause, Resume and
+// Reset (which rebuilds every snapshot from the start of the log) manage it;
+// Step projects one batch of up to Config.ProjectorBatch run events in the
+// caller, rebuilding the runs it finds STALE in the same call.
+func (s *Store) Projector() *projection.Runner { return s.proj.r }
 
-// CatchUp implements Syncer: it returns once every run event committed before
-// the call is reflected in its run's snapshot (SnapshotProjector.CatchUp says
-// what can make it wait).
-func (s *Store) CatchUp(ctx context.Context) error { return s.proj.CatchUp(ctx) }
+// CatchUp returns once every run event committed before the call (visible
+// in the snapshot CatchUp takes first) is reflected in its run's snapshot:
+// the run's snapshot exists, its lastEventSeq is at or past the event's
+// runSeq and no gap it records holds that runSeq. It projects batches itself
+// (the tail, and beyond a held horizon the run events that extend their runs
+// contiguously) while no other instance leads, and otherwise watches the
+// snapshots the leader writes. So no transaction open elsewhere, in this
+// database or another, holds it, as long as the events it waits for extend
+// their runs: a run's events commit in runSeq order when written by
+// AppendEvent. A run event it cannot apply beyond the horizon (a writer
+// around AppendEvent left an earlier runSeq of its run uncommitted, or a gap
+// filled later) is applied when the tail reaches it, and CatchUp waits for
+// that: until every transaction of the store's database that is older than
+// the event ends. It returns ctx's error if what it waits for lasts longer
+// than ctx, and an error matching projection.ErrNotActive when the projector
+// is PAUSED or FAILED.
+func (s *Store) CatchUp(ctx context.Context) error { return s.proj.catchUp(ctx) }
