@@ -98,13 +98,13 @@ func (t *tracer) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEndD
 
 // TraceRunAppendStart implements runstore.Tracer: a span
 // "pgdcb.runstore.append_event".
-func (t *tracer) TraceRunAppendStart(ctx context.Context, d runstore.TraceRunAppendStartData) context.Context {
+func (t *tracer) TraceRunAppendStart(ctx context.Context, d runstore.TraceData) context.Context {
 	return t.start(ctx, "pgdcb.runstore.append_event", trace.SpanKindInternal, dbSystem,
 		attrRunID.String(d.RunID), attrEventType.String(d.EventType))
 }
 
 // TraceRunAppendEnd implements runstore.Tracer.
-func (t *tracer) TraceRunAppendEnd(ctx context.Context, d runstore.TraceRunAppendEndData) {
+func (t *tracer) TraceRunAppendEnd(ctx context.Context, d runstore.TraceData) {
 	attrs := []attribute.KeyValue{attrRetries.Int(d.Retries)}
 	if d.Err == nil {
 		attrs = append(attrs, attrRunSeq.Int64(d.Result.RunSeq), attrIdempotent.Bool(d.Result.Idempotent))
@@ -114,11 +114,11 @@ func (t *tracer) TraceRunAppendEnd(ctx context.Context, d runstore.TraceRunAppen
 
 // TraceRunFetchStart implements runstore.Tracer: a span
 // "pgdcb.runstore.fetch_events".
-func (t *tracer) TraceRunFetchStart(ctx context.Context, d runstore.TraceRunFetchStartData) context.Context {
+func (t *tracer) TraceRunFetchStart(ctx context.Context, d runstore.TraceData) context.Context {
 	return t.start(ctx, "pgdcb.runstore.fetch_events", trace.SpanKindInternal, dbSystem, attrRunID.String(d.RunID))
 }
 
 // TraceRunFetchEnd implements runstore.Tracer.
-func (t *tracer) TraceRunFetchEnd(ctx context.Context, d runstore.TraceRunFetchEndData) {
+func (t *tracer) TraceRunFetchEnd(ctx context.Context, d runstore.TraceData) {
 	finish(ctx, d.Err, attrEvents.Int(d.Events))
 }

@@ -128,7 +128,7 @@ func TestMetricsExportOnlyWhatReports(t *testing.T) {
 	for name := range gather(t, reg) {
 		require.True(t, strings.HasPrefix(name, "pgdcb_commands_"), name)
 	}
-	m.TraceRunAppendEnd(t.Context(), runstore.TraceRunAppendEndData{})
+	m.TraceRunAppendEnd(t.Context(), runstore.TraceData{})
 	require.Contains(t, gather(t, reg), "pgdcb_runstore_append_retries_total{}")
 	require.NotContains(t, gather(t, reg), "pgdcb_store_append_conflicts_total{}")
 }

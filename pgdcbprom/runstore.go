@@ -81,12 +81,12 @@ func newRunstoreMetrics() *runstoreMetrics {
 }
 
 // TraceRunAppendStart implements runstore.Tracer.
-func (m *runstoreMetrics) TraceRunAppendStart(ctx context.Context, _ runstore.TraceRunAppendStartData) context.Context {
+func (m *runstoreMetrics) TraceRunAppendStart(ctx context.Context, _ runstore.TraceData) context.Context {
 	return ctx
 }
 
 // TraceRunAppendEnd implements runstore.Tracer.
-func (m *runstoreMetrics) TraceRunAppendEnd(_ context.Context, d runstore.TraceRunAppendEndData) {
+func (m *runstoreMetrics) TraceRunAppendEnd(_ context.Context, d runstore.TraceData) {
 	m.used.Store(true)
 	if d.Retries > 0 {
 		m.retries.Add(float64(d.Retries))
@@ -103,12 +103,12 @@ func (m *runstoreMetrics) TraceRunAppendEnd(_ context.Context, d runstore.TraceR
 }
 
 // TraceRunFetchStart implements runstore.Tracer.
-func (m *runstoreMetrics) TraceRunFetchStart(ctx context.Context, _ runstore.TraceRunFetchStartData) context.Context {
+func (m *runstoreMetrics) TraceRunFetchStart(ctx context.Context, _ runstore.TraceData) context.Context {
 	return ctx
 }
 
 // TraceRunFetchEnd implements runstore.Tracer.
-func (m *runstoreMetrics) TraceRunFetchEnd(context.Context, runstore.TraceRunFetchEndData) {
+func (m *runstoreMetrics) TraceRunFetchEnd(context.Context, runstore.TraceData) {
 	m.used.Store(true)
 }
 

@@ -46,9 +46,9 @@ func (s *Store) AppendEvent(ctx context.Context, ev CanonicalEngineEvent) (Appen
 		return s.appendEvent(ctx, ev, &retries)
 	}
 	start := time.Now()
-	ctx = t.TraceRunAppendStart(ctx, TraceRunAppendStartData{RunID: ev.RunID, EventType: ev.EventType})
+	ctx = t.TraceRunAppendStart(ctx, TraceData{RunID: ev.RunID, EventType: ev.EventType})
 	res, err := s.appendEvent(ctx, ev, &retries)
-	t.TraceRunAppendEnd(ctx, TraceRunAppendEndData{RunID: ev.RunID, EventType: ev.EventType, Result: res,
+	t.TraceRunAppendEnd(ctx, TraceData{RunID: ev.RunID, EventType: ev.EventType, Result: res,
 		Retries: retries, Duration: time.Since(start), Err: err})
 	return res, err
 }

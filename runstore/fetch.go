@@ -23,9 +23,9 @@ func (s *Store) FetchEvents(ctx context.Context, runID string, opts *FetchOption
 		o = *opts
 	}
 	start := time.Now()
-	ctx = t.TraceRunFetchStart(ctx, TraceRunFetchStartData{RunID: runID, Opts: o})
+	ctx = t.TraceRunFetchStart(ctx, TraceData{RunID: runID, Opts: o})
 	evs, err := s.fetchEvents(ctx, runID, opts)
-	t.TraceRunFetchEnd(ctx, TraceRunFetchEndData{RunID: runID, Events: len(evs), Duration: time.Since(start), Err: err})
+	t.TraceRunFetchEnd(ctx, TraceData{RunID: runID, Events: len(evs), Duration: time.Since(start), Err: err})
 	return evs, err
 }
 

@@ -49,15 +49,15 @@ type runCounts struct {
 	resyncs   map[string]float64 // by trigger
 }
 
-func (*runCounts) TraceRunAppendStart(ctx context.Context, _ runstore.TraceRunAppendStartData) context.Context {
+func (*runCounts) TraceRunAppendStart(ctx context.Context, _ runstore.TraceData) context.Context {
 	return ctx
 }
-func (*runCounts) TraceRunAppendEnd(context.Context, runstore.TraceRunAppendEndData) {}
-func (*runCounts) TraceRunFetchStart(ctx context.Context, _ runstore.TraceRunFetchStartData) context.Context {
+func (*runCounts) TraceRunAppendEnd(context.Context, runstore.TraceData) {}
+func (*runCounts) TraceRunFetchStart(ctx context.Context, _ runstore.TraceData) context.Context {
 	return ctx
 }
-func (*runCounts) TraceRunFetchEnd(context.Context, runstore.TraceRunFetchEndData) {}
-func (*runCounts) TraceSnapshotLag(context.Context, runstore.Lag)                  {}
+func (*runCounts) TraceRunFetchEnd(context.Context, runstore.TraceData) {}
+func (*runCounts) TraceSnapshotLag(context.Context, runstore.Lag)       {}
 
 func (m *runCounts) TraceProjected(_ context.Context, events int, ahead bool) {
 	if !ahead {

@@ -3,7 +3,6 @@ package runstore
 import (
 	"cmp"
 	"context"
-	"io"
 	"log/slog"
 	"time"
 
@@ -16,7 +15,10 @@ import (
 )
 
 // StateStore is the State Store contract (contracts/state-store, v1.0).
-// Package conformance tests any implementation of it.
+// Package conformance tests any implementation of it, and also, when an
+// implementation has them, the optional methods of *Store: CatchUp
+// (materialised snapshots brought up to date on request), DeleteRun and
+// ExportRun (retention and archival).
 type StateStore interface {
 	// AppendEvent appends ev (RunSeq and PersistedAt are assigned by the
 	// store). A duplicate idempotencyKey within the run returns the existing
@@ -32,24 +34,6 @@ type StateStore interface {
 	// ProjectSnapshot replays the run's events on demand. A run without events
 	// gives a PENDING snapshot with LastEventSeq 0.
 	ProjectSnapshot(ctx context.Context, runID string) (*RunSnapshot, error)
-}
-
-// Syncer is implemented by stores whose materialised snapshots can be brought
-// up to date on request (the conformance suite uses it when present).
-type Syncer interface {
-	// CatchUp returns once every event committed before the call is reflected
-	// in GetSnapshot.
-	CatchUp(ctx context.Context) error
-}
-
-// Retainer is implemented by stores that support retention and archival.
-type Retainer interface {
-	// DeleteRun deletes a whole run (events and snapshot) and returns how many
-	// events were deleted.
-	DeleteRun(ctx context.Context, runID string) (int64, error)
-	// ExportRun writes the run's events, in runSeq order, as JSON lines (one
-	// CanonicalEngineEvent per line) and returns how many it wrote.
-	ExportRun(ctx context.Context, runID string, w io.Writer) (int64, error)
 }
 
 // Defaults of Config.
@@ -142,11 +126,7 @@ type Store struct {
 	log   *slog.Logger
 }
 
-var (
-	_ StateStore = (*Store)(nil)
-	_ Syncer     = (*Store)(nil)
-	_ Retainer   = (*Store)(nil)
-)
+var _ StateStore = (*Store)(nil)
 
 // New returns a Store over es. The schema needs the core's migrations
 // (sql.Migrate) and runstore's (Migrate, as the schema's owner): New does

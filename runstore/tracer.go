@@ -18,42 +18,31 @@ import (
 type Tracer interface {
 	// TraceRunAppendStart is called when AppendEvent starts, before the
 	// event is checked.
-	TraceRunAppendStart(ctx context.Context, data TraceRunAppendStartData) context.Context
+	TraceRunAppendStart(ctx context.Context, data TraceData) context.Context
 	// TraceRunAppendEnd is called when AppendEvent returns.
-	TraceRunAppendEnd(ctx context.Context, data TraceRunAppendEndData)
+	TraceRunAppendEnd(ctx context.Context, data TraceData)
 	// TraceRunFetchStart is called when FetchEvents starts.
-	TraceRunFetchStart(ctx context.Context, data TraceRunFetchStartData) context.Context
+	TraceRunFetchStart(ctx context.Context, data TraceData) context.Context
 	// TraceRunFetchEnd is called when FetchEvents returns.
-	TraceRunFetchEnd(ctx context.Context, data TraceRunFetchEndData)
+	TraceRunFetchEnd(ctx context.Context, data TraceData)
 }
 
-// TraceRunAppendStartData is what TraceRunAppendStart receives.
-type TraceRunAppendStartData struct {
-	RunID     string
-	EventType string
-}
-
-// TraceRunAppendEndData is what TraceRunAppendEnd receives.
-type TraceRunAppendEndData struct {
-	RunID     string
-	EventType string
-	Result    AppendResult // zero when Err is set
-	// Retries is how many attempts lost the race for the run's next runSeq
-	// (or had a stale hint, or an unknown outcome) and were made again.
-	Retries  int
-	Duration time.Duration
-	Err      error
-}
-
-// TraceRunFetchStartData is what TraceRunFetchStart receives.
-type TraceRunFetchStartData struct {
+// TraceData is what a Tracer receives. The Start methods get RunID and the
+// call's input (EventType, or Opts); the End methods get that and the
+// outcome.
+type TraceData struct {
 	RunID string
-	Opts  FetchOptions // as given (zero for nil)
-}
-
-// TraceRunFetchEndData is what TraceRunFetchEnd receives.
-type TraceRunFetchEndData struct {
-	RunID    string
+	// EventType is AppendEvent's event's type.
+	EventType string
+	// Opts are FetchEvents' options as given (zero for nil).
+	Opts FetchOptions
+	// Result is AppendEvent's result (zero when Err is set).
+	Result AppendResult
+	// Retries is how many of AppendEvent's attempts lost the race for the
+	// run's next runSeq (or had a stale hint, or an unknown outcome) and
+	// were made again.
+	Retries int
+	// Events is how many events FetchEvents returned.
 	Events   int
 	Duration time.Duration
 	Err      error

@@ -12,8 +12,9 @@
 // duplicates), watermark reads that never see a gap filled later, fetch order
 // and paging, typed errors with nothing written for bad input, the default
 // reducer, GetSnapshot = ProjectSnapshot once caught up (when the store
-// implements runstore.Syncer; otherwise it polls GetSnapshot), and retention
-// and archival when it implements runstore.Retainer.
+// has CatchUp(ctx) error, as *runstore.Store has; otherwise it polls
+// GetSnapshot), and retention and archival when it has DeleteRun and
+// ExportRun, as *runstore.Store has.
 //
 // A backend that may show gaps in a run's runSeqs that fill later (one
 // without locks or enforced unique keys) sets Options.MayShowGaps: the
@@ -26,11 +27,13 @@ package conformance
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"strings"
 	"sync"
 	"testing"
@@ -43,6 +46,22 @@ import (
 	"github.com/pgdcb/pgdcb/runstore"
 )
 
+// syncer is a store whose materialised snapshots can be brought up to date
+// on request: CatchUp returns once every event committed before the call is
+// reflected in GetSnapshot.
+type syncer interface {
+	CatchUp(ctx context.Context) error
+}
+
+// retainer is a store with retention and archival: DeleteRun deletes a whole
+// run (events and snapshot) and returns how many events it deleted; ExportRun
+// writes the run's events, in runSeq order, as JSON lines (one
+// CanonicalEngineEvent per line) and returns how many it wrote.
+type retainer interface {
+	DeleteRun(ctx context.Context, runID string) (int64, error)
+	ExportRun(ctx context.Context, runID string, w io.Writer) (int64, error)
+}
+
 // Options tune the suite; nil means defaults.
 type Options struct {
 	// Rounds is how many times each concurrency test repeats. Default 3.
@@ -52,7 +71,7 @@ type Options struct {
 	// EventsPerWriter in the watermark test. Default 10.
 	EventsPerWriter int
 	// SnapshotTimeout bounds the wait for GetSnapshot to catch up when the
-	// store does not implement runstore.Syncer. Default 10s.
+	// store has no CatchUp method. Default 10s.
 	SnapshotTimeout time.Duration
 	// MayShowGaps: the store may show gaps in a run's runSeqs that fill later
 	// (seed 002's backend). WatermarkNoGapFilledLater then follows the run as
@@ -534,11 +553,11 @@ func waitSnapshot(t *testing.T, s runstore.StateStore, o Options, runID string, 
 }
 
 // waitSnapshotFor returns GetSnapshot once done accepts it (after CatchUp when
-// the store is a runstore.Syncer; otherwise polling).
+// the store has CatchUp; otherwise polling).
 func waitSnapshotFor(t *testing.T, s runstore.StateStore, o Options, runID string, done func(*runstore.RunSnapshot) bool) *runstore.RunSnapshot {
 	t.Helper()
 	ctx := t.Context()
-	if sy, ok := s.(runstore.Syncer); ok {
+	if sy, ok := s.(syncer); ok {
 		require.NoError(t, sy.CatchUp(ctx))
 		snap, err := s.GetSnapshot(ctx, runID)
 		require.NoError(t, err)
@@ -657,9 +676,9 @@ func testSnapshotsAgree(t *testing.T, s runstore.StateStore, o Options) {
 }
 
 func testRetention(t *testing.T, s runstore.StateStore, o Options) {
-	rt, ok := s.(runstore.Retainer)
+	rt, ok := s.(retainer)
 	if !ok {
-		t.Skip("store does not implement runstore.Retainer")
+		t.Skip("store has no DeleteRun and ExportRun")
 	}
 	ctx := t.Context()
 	keep, drop := newRunID(t), newRunID(t)
@@ -693,7 +712,7 @@ func testRetention(t *testing.T, s runstore.StateStore, o Options) {
 	require.NoError(t, err)
 	require.Equal(t, int64(13), deleted)
 	require.Empty(t, fetchAll(t, s, drop))
-	if sy, ok := s.(runstore.Syncer); ok {
+	if sy, ok := s.(syncer); ok {
 		require.NoError(t, sy.CatchUp(ctx))
 	}
 	snap, err = s.GetSnapshot(ctx, drop)
