@@ -25,7 +25,7 @@ func (s *Store) FetchEvents(ctx context.Context, runID string, opts *FetchOption
 	start := time.Now()
 	ctx = t.TraceRunFetchStart(ctx, TraceData{RunID: runID, Opts: o})
 	evs, err := s.fetchEvents(ctx, runID, opts)
-	t.TraceRunFetchEnd(ctx, TraceData{RunID: runID, Events: len(evs), Duration: time.Since(start), Err: err})
+	t.TraceRunFetchEnd(ctx, TraceData{RunID: runID, Opts: o, Events: len(evs), Duration: time.Since(start), Err: err})
 	return evs, err
 }
 
