@@ -18,16 +18,15 @@
 // So a watermark reader (FetchEvents with AfterSeq) never sees a gap that is
 // filled later. See docs/RUNSTORE.md.
 //
-// A SnapshotProjector, a projection (package projection) over the run events
-// of the log (eventstore's tail read narrowed to them), keeps the run_snapshots table current
-// with a Reducer, also beyond a horizon held by a long transaction; a
+// The snapshot projector (Store.Projector), a projection (package
+// projection) over the run events of the log (eventstore's tail read
+// narrowed to them), keeps the run_snapshots table current with
+// Config.Reducer, also beyond a horizon held by a long transaction; a
 // non-contiguous observation or a lag above Config.ResyncLag marks a run
 // STALE and rebuilds its snapshot from its events (StaleRuns). GetSnapshot
 // reads that table, ProjectSnapshot replays a run on demand.
 //
-// What any backend of the contract needs is exported: validateEvent,
-// validateFetch, validateRunID, the bookkeeping RunSnapshot.Observe and
-// RunSnapshot.Fold, defaultReducer and the package's sentinel errors.
-//
-// Package conformance holds the contract's test suite for any StateStore.
+// Package conformance holds the contract's test suite for any StateStore;
+// another backend reuses IdempotencyKey, ValidationError and the package's
+// sentinel errors.
 package runstore

@@ -27,7 +27,7 @@ import (
 // with the store's Reducer (RunSnapshot.observe) in the batch's transaction,
 // which also moves the checkpoint: exactly-once effect. Beyond a held horizon
 // it applies the run events that extend their runs contiguously (see
-// HandleBatch). Several instances may run; one leads.
+// projectorHandler.HandleBatch). Several instances may run; one leads.
 type projector struct {
 	s *Store
 	r *projection.Runner
@@ -278,7 +278,7 @@ func (h *projectorHandler) BeforeRead(ctx context.Context, tx pgx.Tx) error {
 // transaction of this database holds the tail back): a run's events commit
 // in runSeq order (runSeq is assigned under the run's lock), so an event
 // that extends its run's snapshot contiguously is applied now; the
-// checkpoint stays at the horizon, so nothing is skipped, and Observe
+// checkpoint stays at the horizon, so nothing is skipped, and observe
 // ignores what a snapshot already holds when the tail reaches it.
 func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventstore.TailBatch) error {
 	p := (*projector)(h)
@@ -397,7 +397,7 @@ func (p *projector) applyAhead(ctx context.Context, tx pgx.Tx, tail cursor.Curso
 }
 
 // apply folds run events, grouped by run in log (= runSeq) order, into their
-// snapshots (RunSnapshot.Observe). ahead: the events are beyond the horizon,
+// snapshots (RunSnapshot.observe). ahead: the events are beyond the horizon,
 // where a run's next event may still be in a transaction the read saw in
 // progress; a run stops at its first non-contiguous event and the tail
 // brings the rest. Otherwise (the tail: every earlier transaction has ended)

@@ -17,7 +17,7 @@ import (
 // projection resumes from the rebuilt snapshot.
 //
 //   - A non-contiguous observation: the tail delivered an event that does not
-//     extend its run's snapshot by one (RunSnapshot.Observe: a gap, or an
+//     extend its run's snapshot by one (RunSnapshot.observe: a gap, or an
 //     event in one of the snapshot's Gaps, filled later). This store assigns
 //     runSeq = last+1 under the run's lock and never shows one in normal
 //     operation; a backend without locks may (seed 002), and an event of the
@@ -28,7 +28,7 @@ import (
 // The batch that finds either marks the run (run_snapshots.stale_since,
 // stale_reason) in its transaction; the resync, in a transaction of its own
 // under the projector's lock, replays the run's events in runSeq order
-// (RunSnapshot.Fold, the same as ProjectSnapshot), writes the snapshot and
+// (RunSnapshot.fold, the same as ProjectSnapshot), writes the snapshot and
 // clears the mark. A resync that fails leaves the mark, and the next batch
 // tries again; a STALE run's snapshot is not advanced incrementally
 // meanwhile.

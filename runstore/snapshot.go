@@ -121,13 +121,13 @@ func defaultReducer(s *RunSnapshot, ev CanonicalEngineEvent) {
 	}
 }
 
-// observation is how an event stands against a snapshot (Observe).
+// observation is how an event stands against a snapshot (observe).
 type observation int
 
 // Observations. observedNext is the only one that applies the event;
 // observedGap and observedFill are the contract's non-contiguous
 // observations (§4.2): mark the run STALE and rebuild its snapshot from its
-// events (Fold, in runSeq order).
+// events (fold, in runSeq order).
 const (
 	// observedNext: the event's runSeq is LastEventSeq+1; it was applied.
 	observedNext observation = iota + 1
@@ -154,7 +154,7 @@ func (o observation) String() string {
 	return "observation(" + strconv.Itoa(int(o)) + ")"
 }
 
-// Observe is the incremental projection's bookkeeping, for every backend:
+// observe is the incremental projection's bookkeeping:
 // it applies ev with r (nil: defaultReducer) and sets LastEventSeq and
 // EventCount when ev extends the snapshot contiguously, and otherwise says
 // why not, changing nothing.
@@ -171,7 +171,7 @@ func (snap *RunSnapshot) observe(ev CanonicalEngineEvent, r reducer) observation
 	return observedHeld
 }
 
-// Fold is the replay's bookkeeping, for every backend: called with a run's
+// fold is the replay's bookkeeping: called with a run's
 // events in runSeq order from newSnapshot (ProjectSnapshot, a resync), it
 // applies each event after LastEventSeq with r (nil: defaultReducer), records
 // the runSeqs it skipped over in Gaps, and reports whether it applied ev.
@@ -226,7 +226,7 @@ func (s *Store) GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, er
 }
 
 // ProjectSnapshot implements StateStore: it replays the run's events (pages of
-// MaxFetchLimit) through the reducer (RunSnapshot.Fold).
+// MaxFetchLimit) through the reducer (RunSnapshot.fold).
 func (s *Store) ProjectSnapshot(ctx context.Context, runID string) (*RunSnapshot, error) {
 	if err := validateRunID(runID); err != nil {
 		return nil, err
