@@ -188,3 +188,32 @@ func TestProjectorBatchAfterDeleteRunHoldingTheLock(t *testing.T) {
 	require.NoError(t, err)
 	require.Nil(t, snap, "no snapshot of the deleted run")
 }
+
+// Projector().Reset empties run_snapshots and moves the checkpoint to the
+// start in one transaction; the projector then rebuilds every snapshot.
+func TestProjectorReset(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := newStore(t, nil)
+	for i, typ := range []string{"RunStarted", "StepStarted", "RunCompleted"} {
+		_, err := s.AppendEvent(ctx, conformance.Event("r", typ, fmt.Sprint(i)))
+		require.NoError(t, err)
+	}
+	require.NoError(t, s.CatchUp(ctx))
+	before, err := s.GetSnapshot(ctx, "r")
+	require.NoError(t, err)
+	require.NotNil(t, before)
+
+	require.NoError(t, s.Projector().Reset(ctx))
+	gone, err := s.GetSnapshot(ctx, "r")
+	require.NoError(t, err)
+	require.Nil(t, gone, "Reset empties run_snapshots")
+	st, err := s.Projector().Status(ctx)
+	require.NoError(t, err)
+	require.Zero(t, st.Cursor.TransactionID, "Reset moves the checkpoint to the start")
+
+	require.NoError(t, s.CatchUp(ctx))
+	after, err := s.GetSnapshot(ctx, "r")
+	require.NoError(t, err)
+	require.Equal(t, before, after)
+}
