@@ -226,7 +226,7 @@ func (s *Store) GetSnapshot(ctx context.Context, runID string) (*RunSnapshot, er
 }
 
 // ProjectSnapshot implements StateStore: it replays the run's events (pages of
-// MaxFetchLimit) through the reducer (RunSnapshot.fold).
+// MaxFetchLimit) through Config.Reducer, recording skipped runSeqs in Gaps.
 func (s *Store) ProjectSnapshot(ctx context.Context, runID string) (*RunSnapshot, error) {
 	if err := validateRunID(runID); err != nil {
 		return nil, err
