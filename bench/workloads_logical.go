@@ -396,7 +396,7 @@ func prepareLogicalCatchUp(n int) func(context.Context, *Env) (*Plan, error) {
 				return nil
 			},
 			Notes: func(*Counters, float64) string {
-				return fmt.Sprintf("whole %s backlog per call (transactions of %d events) read from a slot created before it by logical.Reader with its defaults (a backlog of logical.DefaultCatchUpBytes or more is read through the SQL interface, a temporary copy of the slot, in calls of logical.DefaultCatchUpChunk changes), batches of %d, no handler; %s",
+				return fmt.Sprintf("whole %s backlog per call (transactions of %d events) read from a slot created before it by logical.Reader with its defaults (a backlog of logical.Config.CatchUpBytes (default 4 MiB) or more is read through the SQL interface, a temporary copy of the slot, in calls of logical.Config.CatchUpChunk changes (default 2,000,000)), batches of %d, no handler; %s",
 					sizeName(n), logicalBacklogTx, catchUpBatch, where)
 			},
 		}, nil

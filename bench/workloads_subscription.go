@@ -50,7 +50,7 @@ func afterFixture(w Workload) {
 }
 
 const (
-	catchUpBatch = subscription.DefaultBatchSize
+	catchUpBatch = 1000 // subscription.Config.BatchSize's default
 	// catchUpTimeout bounds one catch-up: a transaction held open anywhere in
 	// the cluster holds the tailing horizon below the backlog and stalls it.
 	catchUpTimeout = 2 * time.Minute

@@ -10,9 +10,9 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultMaxAttempts = 10
-	DefaultRetryMin    = 2 * time.Millisecond
-	DefaultRetryMax    = 100 * time.Millisecond
+	defaultMaxAttempts = 10
+	defaultRetryMin    = 2 * time.Millisecond
+	defaultRetryMax    = 100 * time.Millisecond
 )
 
 // Config configures an Executor. nil or the zero value means every default:
@@ -45,9 +45,9 @@ func (c *Config) validate() error {
 		return nil
 	}
 	return cfgcheck.NonNegative(
-		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts),
-		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
-		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
+		cfgcheck.Int("MaxAttempts", c.MaxAttempts, defaultMaxAttempts),
+		cfgcheck.Duration("RetryMin", c.RetryMin, defaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, defaultRetryMax),
 	)
 }
 
@@ -58,9 +58,9 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		o = *c
 	}
-	o.MaxAttempts = cmp.Or(o.MaxAttempts, DefaultMaxAttempts)
-	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
-	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, defaultMaxAttempts)
+	o.RetryMin = cmp.Or(o.RetryMin, defaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, defaultRetryMax), o.RetryMin)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -15,12 +15,12 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultLease        = 30 * time.Second
-	DefaultMaxAttempts  = 5
-	DefaultRetryMin     = time.Second
-	DefaultRetryMax     = time.Minute
-	DefaultPollInterval = time.Second
-	DefaultBatchSize    = 1000
+	defaultLease        = 30 * time.Second
+	defaultMaxAttempts  = 5
+	defaultRetryMin     = time.Second
+	defaultRetryMax     = time.Minute
+	defaultPollInterval = time.Second
+	defaultBatchSize    = 1000
 )
 
 // Config configures a Queue and a Worker (a Queue reads only Logger). nil or
@@ -78,12 +78,12 @@ func (c *Config) validate() error {
 		return nil
 	}
 	return cfgcheck.NonNegative(
-		cfgcheck.Duration("Lease", c.Lease, DefaultLease),
-		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts),
-		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
-		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
-		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
-		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
+		cfgcheck.Duration("Lease", c.Lease, defaultLease),
+		cfgcheck.Int("MaxAttempts", c.MaxAttempts, defaultMaxAttempts),
+		cfgcheck.Duration("RetryMin", c.RetryMin, defaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, defaultRetryMax),
+		cfgcheck.Duration("PollInterval", c.PollInterval, defaultPollInterval),
+		cfgcheck.Int("BatchSize", c.BatchSize, defaultBatchSize),
 	)
 }
 
@@ -94,12 +94,12 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		o = *c
 	}
-	o.Lease = cmp.Or(o.Lease, DefaultLease)
-	o.MaxAttempts = cmp.Or(o.MaxAttempts, DefaultMaxAttempts)
-	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
-	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
-	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
-	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	o.Lease = cmp.Or(o.Lease, defaultLease)
+	o.MaxAttempts = cmp.Or(o.MaxAttempts, defaultMaxAttempts)
+	o.RetryMin = cmp.Or(o.RetryMin, defaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, defaultRetryMax), o.RetryMin)
+	o.PollInterval = cmp.Or(o.PollInterval, defaultPollInterval)
+	o.BatchSize = cmp.Or(o.BatchSize, defaultBatchSize)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}

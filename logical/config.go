@@ -11,14 +11,14 @@ import (
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 )
 
-// DefaultStatusInterval is Config.StatusInterval's default.
-const DefaultStatusInterval = 10 * time.Second
+// defaultStatusInterval is Config.StatusInterval's default.
+const defaultStatusInterval = 10 * time.Second
 
-// DefaultCatchUpBytes is Config.CatchUpBytes's default.
-const DefaultCatchUpBytes = 4 << 20
+// defaultCatchUpBytes is Config.CatchUpBytes's default.
+const defaultCatchUpBytes = 4 << 20
 
-// DefaultCatchUpChunk is Config.CatchUpChunk's default.
-const DefaultCatchUpChunk = 2_000_000
+// defaultCatchUpChunk is Config.CatchUpChunk's default.
+const defaultCatchUpChunk = 2_000_000
 
 // Config configures a logical reader. nil or the zero value means every
 // default.
@@ -64,9 +64,9 @@ func (c *Config) Validate() error {
 	if c == nil {
 		return nil
 	}
-	if err := cfgcheck.NonNegative(cfgcheck.Duration("StatusInterval", c.StatusInterval, DefaultStatusInterval),
-		cfgcheck.Int("CatchUpBytes", c.CatchUpBytes, DefaultCatchUpBytes),
-		cfgcheck.Int("CatchUpChunk", c.CatchUpChunk, DefaultCatchUpChunk)); err != nil {
+	if err := cfgcheck.NonNegative(cfgcheck.Duration("StatusInterval", c.StatusInterval, defaultStatusInterval),
+		cfgcheck.Int("CatchUpBytes", c.CatchUpBytes, defaultCatchUpBytes),
+		cfgcheck.Int("CatchUpChunk", c.CatchUpChunk, defaultCatchUpChunk)); err != nil {
 		return err
 	}
 	if c.Slot != "" && !slotNameRE.MatchString(c.Slot) {
@@ -92,10 +92,10 @@ func (c *Config) withDefaults(schema, name string) Config {
 		o.Publication = PublicationName(schema)
 	}
 	if o.StatusInterval <= 0 {
-		o.StatusInterval = DefaultStatusInterval
+		o.StatusInterval = defaultStatusInterval
 	}
-	o.CatchUpBytes = cmp.Or(o.CatchUpBytes, DefaultCatchUpBytes)
-	o.CatchUpChunk = cmp.Or(o.CatchUpChunk, DefaultCatchUpChunk)
+	o.CatchUpBytes = cmp.Or(o.CatchUpBytes, defaultCatchUpBytes)
+	o.CatchUpChunk = cmp.Or(o.CatchUpChunk, defaultCatchUpChunk)
 	return o
 }
 

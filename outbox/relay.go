@@ -58,9 +58,9 @@ func (f PublisherFunc) Publish(ctx context.Context, msgs []Message) error { retu
 
 // Defaults of Config.
 const (
-	DefaultBatchSize      = 100
-	DefaultPublishTimeout = 30 * time.Second
-	DefaultStallAfter     = 10 * time.Second
+	defaultBatchSize      = 100
+	defaultPublishTimeout = 30 * time.Second
+	defaultStallAfter     = 10 * time.Second
 	// RetryForever, as Config.MaxAttempts, makes the relay retry a failing
 	// delivery for ever: it never becomes FAILED.
 	RetryForever = projection.RetryForever
@@ -110,9 +110,9 @@ func (c *Config) validate() error {
 		return nil
 	}
 	return cfgcheck.NonNegative(
-		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
-		cfgcheck.Duration("PublishTimeout", c.PublishTimeout, DefaultPublishTimeout),
-		cfgcheck.Duration("StallAfter", c.StallAfter, DefaultStallAfter),
+		cfgcheck.Int("BatchSize", c.BatchSize, defaultBatchSize),
+		cfgcheck.Duration("PublishTimeout", c.PublishTimeout, defaultPublishTimeout),
+		cfgcheck.Duration("StallAfter", c.StallAfter, defaultStallAfter),
 	)
 }
 
@@ -124,9 +124,9 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		o = *c
 	}
-	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
-	o.PublishTimeout = cmp.Or(o.PublishTimeout, DefaultPublishTimeout)
-	o.StallAfter = cmp.Or(o.StallAfter, DefaultStallAfter)
+	o.BatchSize = cmp.Or(o.BatchSize, defaultBatchSize)
+	o.PublishTimeout = cmp.Or(o.PublishTimeout, defaultPublishTimeout)
+	o.StallAfter = cmp.Or(o.StallAfter, defaultStallAfter)
 	return o
 }
 

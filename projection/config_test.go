@@ -63,7 +63,7 @@ func TestRetryForever(t *testing.T) {
 	defer stop()
 	require.Eventually(t, func() bool {
 		st, err := r.Status(ctx)
-		return err == nil && st.ErrorCount >= 3*projection.DefaultMaxAttempts
+		return err == nil && st.ErrorCount >= 3*10 // three times the default MaxAttempts, 10
 	}, wait, 5*time.Millisecond)
 	st, err := r.Status(ctx)
 	require.NoError(t, err)

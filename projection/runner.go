@@ -36,12 +36,12 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultBatchSize         = 500
+	defaultBatchSize         = 500
 	DefaultElectionInterval  = time.Second
-	DefaultHeartbeatInterval = 5 * time.Second
-	DefaultRetryMin          = 100 * time.Millisecond
-	DefaultRetryMax          = 30 * time.Second
-	DefaultMaxAttempts       = 10
+	defaultHeartbeatInterval = 5 * time.Second
+	defaultRetryMin          = 100 * time.Millisecond
+	defaultRetryMax          = 30 * time.Second
+	defaultMaxAttempts       = 10
 	// RetryForever, as Config.MaxAttempts, makes a projection retry a failing
 	// batch for ever: it never becomes FAILED.
 	RetryForever = math.MaxInt
@@ -132,13 +132,13 @@ func (c *Config) validate() error {
 		return nil
 	}
 	if err := cfgcheck.NonNegative(
-		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
+		cfgcheck.Int("BatchSize", c.BatchSize, defaultBatchSize),
 		cfgcheck.Duration("PollInterval", c.PollInterval, subscription.DefaultPollInterval),
 		cfgcheck.Duration("ElectionInterval", c.ElectionInterval, DefaultElectionInterval),
-		cfgcheck.Duration("HeartbeatInterval", c.HeartbeatInterval, DefaultHeartbeatInterval),
-		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
-		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
-		cfgcheck.Int("MaxAttempts", c.MaxAttempts, DefaultMaxAttempts).Note("RetryForever never gives up"),
+		cfgcheck.Duration("HeartbeatInterval", c.HeartbeatInterval, defaultHeartbeatInterval),
+		cfgcheck.Duration("RetryMin", c.RetryMin, defaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, defaultRetryMax),
+		cfgcheck.Int("MaxAttempts", c.MaxAttempts, defaultMaxAttempts).Note("RetryForever never gives up"),
 	); err != nil {
 		return err
 	}
@@ -164,15 +164,15 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		o = *c
 	}
-	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	o.BatchSize = cmp.Or(o.BatchSize, defaultBatchSize)
 	o.PollInterval = cmp.Or(o.PollInterval, subscription.DefaultPollInterval)
 	o.ElectionInterval = cmp.Or(o.ElectionInterval, DefaultElectionInterval)
-	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, DefaultHeartbeatInterval)
-	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
-	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
+	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, defaultHeartbeatInterval)
+	o.RetryMin = cmp.Or(o.RetryMin, defaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, defaultRetryMax), o.RetryMin)
 	switch {
 	case o.MaxAttempts == 0:
-		o.MaxAttempts = DefaultMaxAttempts
+		o.MaxAttempts = defaultMaxAttempts
 	case o.MaxAttempts > math.MaxInt32:
 		o.MaxAttempts = -1 // RetryForever: recordFailure never marks FAILED
 	}

@@ -21,11 +21,11 @@ import (
 
 // Defaults of Config.
 const (
-	DefaultBatchSize    = 1000
+	defaultBatchSize    = 1000
 	DefaultPollInterval = time.Second
-	DefaultRetryMin     = 100 * time.Millisecond
-	DefaultRetryMax     = 10 * time.Second
-	DefaultName         = "subscription"
+	defaultRetryMin     = 100 * time.Millisecond
+	defaultRetryMax     = 10 * time.Second
+	defaultName         = "subscription"
 )
 
 // Config configures a Subscription. nil or the zero value means every default:
@@ -76,10 +76,10 @@ func (c *Config) validate() error {
 		return err
 	}
 	return cfgcheck.NonNegative(
-		cfgcheck.Int("BatchSize", c.BatchSize, DefaultBatchSize),
+		cfgcheck.Int("BatchSize", c.BatchSize, defaultBatchSize),
 		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
-		cfgcheck.Duration("RetryMin", c.RetryMin, DefaultRetryMin),
-		cfgcheck.Duration("RetryMax", c.RetryMax, DefaultRetryMax),
+		cfgcheck.Duration("RetryMin", c.RetryMin, defaultRetryMin),
+		cfgcheck.Duration("RetryMax", c.RetryMax, defaultRetryMax),
 	)
 }
 
@@ -90,11 +90,11 @@ func (c *Config) withDefaults() Config {
 	if c != nil {
 		o = *c
 	}
-	o.Name = cmp.Or(o.Name, DefaultName)
-	o.BatchSize = cmp.Or(o.BatchSize, DefaultBatchSize)
+	o.Name = cmp.Or(o.Name, defaultName)
+	o.BatchSize = cmp.Or(o.BatchSize, defaultBatchSize)
 	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
-	o.RetryMin = cmp.Or(o.RetryMin, DefaultRetryMin)
-	o.RetryMax = max(cmp.Or(o.RetryMax, DefaultRetryMax), o.RetryMin)
+	o.RetryMin = cmp.Or(o.RetryMin, defaultRetryMin)
+	o.RetryMax = max(cmp.Or(o.RetryMax, defaultRetryMax), o.RetryMin)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
