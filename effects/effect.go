@@ -13,18 +13,18 @@ import (
 
 // Event types of an effect's lifecycle.
 const (
-	TypeRequested = "effect_requested"
-	TypeStarted   = "effect_started"
-	TypeCompleted = "effect_completed"
-	TypeFailed    = "effect_failed"
+	typeRequested = "effect_requested"
+	typeStarted   = "effect_started"
+	typeCompleted = "effect_completed"
+	typeFailed    = "effect_failed"
 )
 
-// Tag keys. Every effect event carries TagID and TagSession; effect_requested
-// also carries TagDedupe.
+// Tag keys. Every effect event carries tagID and tagSession; effect_requested
+// also carries tagDedupe.
 const (
-	TagID      = "effect_id"
-	TagSession = "effect_session"
-	TagDedupe  = "effect_dedupe"
+	tagID      = "effect_id"
+	tagSession = "effect_session"
+	tagDedupe  = "effect_dedupe"
 )
 
 // State is where an effect is in its lifecycle.
@@ -98,13 +98,13 @@ type failedData struct {
 	RetryAt time.Time `json:"retry_at,omitzero"`
 }
 
-var allTypes = []string{TypeRequested, TypeStarted, TypeLeaseExtended, TypeCompleted, TypeFailed}
+var allTypes = []string{typeRequested, typeStarted, typeLeaseExtended, typeCompleted, typeFailed}
 
 // allQuery matches every effect event.
 func allQuery() query.Query { return query.Tagged(allTypes) }
 
-func idTag(id string) tags.Tag           { return tags.Must(TagID, id) }
-func sessionTag(session string) tags.Tag { return tags.Must(TagSession, session) }
+func idTag(id string) tags.Tag           { return tags.Must(tagID, id) }
+func sessionTag(session string) tags.Tag { return tags.Must(tagSession, session) }
 
 func effectQuery(id string) query.Query {
 	return query.New(query.Item{Types: allTypes, Tags: mustSet(idTag(id))})
@@ -134,7 +134,7 @@ func newEffect(ev eventstore.StoredEvent) *Effect {
 		return nil
 	}
 	return &Effect{
-		ID: tagValue(ev, TagID), Type: d.Type, Session: d.Session, DedupeKey: d.DedupeKey,
+		ID: tagValue(ev, tagID), Type: d.Type, Session: d.Session, DedupeKey: d.DedupeKey,
 		Payload: d.Payload, State: StatePending, RequestedAt: ev.OccurredAt,
 		Requested: cursor.Cursor{TransactionID: ev.TransactionID, Position: ev.Position},
 	}
@@ -144,22 +144,22 @@ func newEffect(ev eventstore.StoredEvent) *Effect {
 // Malformed events are ignored.
 func (e *Effect) apply(ev eventstore.StoredEvent) {
 	switch ev.Type {
-	case TypeStarted:
+	case typeStarted:
 		var d startedData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return
 		}
 		e.State, e.Attempts, e.Worker, e.LeaseUntil = StateExecuting, d.Attempt, d.Worker, d.LeaseUntil
 		e.LastAttemptAt = ev.OccurredAt
-	case TypeLeaseExtended:
+	case typeLeaseExtended:
 		var d leaseExtendedData
 		if json.Unmarshal(ev.Data, &d) != nil || e.State != StateExecuting || d.Attempt != e.Attempts || d.Worker != e.Worker {
 			return
 		}
 		e.LeaseUntil = d.LeaseUntil
-	case TypeCompleted:
+	case typeCompleted:
 		e.State, e.FinishedAt = StateCompleted, ev.OccurredAt
-	case TypeFailed:
+	case typeFailed:
 		var d failedData
 		if json.Unmarshal(ev.Data, &d) != nil {
 			return
@@ -187,7 +187,7 @@ func newEffects() *effects {
 }
 
 func (f *effects) apply(ev eventstore.StoredEvent) {
-	if ev.Type == TypeRequested {
+	if ev.Type == typeRequested {
 		e := newEffect(ev)
 		if e == nil || e.ID == "" {
 			return
@@ -199,7 +199,7 @@ func (f *effects) apply(ev eventstore.StoredEvent) {
 		f.session[e.Session] = append(f.session[e.Session], e)
 		return
 	}
-	e := f.byID[tagValue(ev, TagID)]
+	e := f.byID[tagValue(ev, tagID)]
 	if e == nil {
 		return
 	}

@@ -12,25 +12,25 @@ import (
 // It is pgdcb.ErrNotFound.
 var ErrNotFound = pgdcb.ErrNotFound
 
-// NotFoundError names the effect that was not found. It matches ErrNotFound.
-type NotFoundError struct {
+// notFoundError names the effect that was not found. It matches ErrNotFound.
+type notFoundError struct {
 	ID string
 }
 
-func (e *NotFoundError) Error() string {
+func (e *notFoundError) Error() string {
 	return fmt.Sprintf("pgdcb: effects: effect %q not found", e.ID)
 }
 
 // Is makes errors.Is(err, ErrNotFound) true.
-func (e *NotFoundError) Is(target error) bool { return target == ErrNotFound }
+func (e *notFoundError) Is(target error) bool { return target == ErrNotFound }
 
-// HandlerPanicError is the failure recorded for a handler that panicked.
-type HandlerPanicError struct {
+// handlerPanicError is the failure recorded for a handler that panicked.
+type handlerPanicError struct {
 	Type  string
 	Value any
 }
 
-func (e *HandlerPanicError) Error() string {
+func (e *handlerPanicError) Error() string {
 	return fmt.Sprintf("pgdcb: effects: handler for %q panicked: %v", e.Type, e.Value)
 }
 

@@ -11,9 +11,9 @@ import (
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
-// TypeLeaseExtended is appended by a worker whose handler still runs a third
+// typeLeaseExtended is appended by a worker whose handler still runs a third
 // of the way through its lease: it moves the lease's end.
-const TypeLeaseExtended = "effect_lease_extended"
+const typeLeaseExtended = "effect_lease_extended"
 
 type leaseExtendedData struct {
 	Attempt    int       `json:"attempt"`
@@ -94,7 +94,7 @@ func (w *Worker) extend(ctx context.Context, claimed Effect, until time.Time) (o
 	if e == nil || e.State != StateExecuting || e.Attempts != claimed.Attempts || e.Worker != w.cfg.Identity {
 		return false, nil
 	}
-	ev := eventFor(e, TypeLeaseExtended, leaseExtendedData{Attempt: e.Attempts, Worker: w.cfg.Identity, LeaseUntil: until})
+	ev := eventFor(e, typeLeaseExtended, leaseExtendedData{Attempt: e.Attempts, Worker: w.cfg.Identity, LeaseUntil: until})
 	_, err = w.store.AppendIf(ctx, []eventstore.Event{ev}, cond)
 	if errors.Is(err, pgdcb.ErrConditionFailed) {
 		return w.extend(ctx, claimed, until) // read again: a takeover, or nothing of ours

@@ -8,9 +8,10 @@ import (
 	"github.com/pgdcb/pgdcb/tags"
 )
 
-// Effect returns the state of one effect, or a *NotFoundError.
+// Effect returns the state of one effect, or an error naming id that matches
+// ErrNotFound.
 func (q *Queue) Effect(ctx context.Context, id string) (Effect, error) {
-	if _, err := tags.New(TagID, id); err != nil {
+	if _, err := tags.New(tagID, id); err != nil {
 		return Effect{}, invalid("id", err.Error())
 	}
 	evs, _, err := q.store.ReadAll(ctx, effectQuery(id), nil)
@@ -23,7 +24,7 @@ func (q *Queue) Effect(ctx context.Context, id string) (Effect, error) {
 	}
 	e := f.byID[id]
 	if e == nil {
-		return Effect{}, &NotFoundError{ID: id}
+		return Effect{}, &notFoundError{ID: id}
 	}
 	return *e, nil
 }
@@ -32,7 +33,7 @@ func (q *Queue) Effect(ctx context.Context, id string) (Effect, error) {
 // the order they will run: what a client reconnecting to the session still
 // has to expect.
 func (q *Queue) Pending(ctx context.Context, session string) ([]Effect, error) {
-	if _, err := tags.New(TagSession, session); err != nil {
+	if _, err := tags.New(tagSession, session); err != nil {
 		return nil, invalid("session", err.Error())
 	}
 	m := eventstore.NewModel(sessionQuery(session), newEffects(), foldEffects)

@@ -53,10 +53,10 @@ func (r Request) validate() error {
 	if r.Type == "" {
 		return invalid("Request.Type", "must not be empty")
 	}
-	if _, err := tags.New(TagSession, r.Session); err != nil {
+	if _, err := tags.New(tagSession, r.Session); err != nil {
 		return invalid("Request.Session", err.Error())
 	}
-	if _, err := tags.New(TagDedupe, r.DedupeKey); err != nil {
+	if _, err := tags.New(tagDedupe, r.DedupeKey); err != nil {
 		return invalid("Request.DedupeKey", err.Error())
 	}
 	if r.Payload != nil && !json.Valid(r.Payload) {
@@ -66,7 +66,7 @@ func (r Request) validate() error {
 }
 
 func dedupeQuery(key string) query.Query {
-	return query.New(query.Item{Types: []string{TypeRequested}, Tags: mustSet(tags.Must(TagDedupe, key))})
+	return query.New(query.Item{Types: []string{typeRequested}, Tags: mustSet(tags.Must(tagDedupe, key))})
 }
 
 // Request records an effect unless one with the same DedupeKey exists. It
@@ -87,8 +87,8 @@ func (q *Queue) Request(ctx context.Context, r Request) (id string, created bool
 	if err != nil {
 		return "", false, invalid("Request.Payload", err.Error())
 	}
-	ev := eventstore.Event{Type: TypeRequested, Data: data,
-		Tags: mustSet(idTag(id), sessionTag(r.Session), tags.Must(TagDedupe, r.DedupeKey))}
+	ev := eventstore.Event{Type: typeRequested, Data: data,
+		Tags: mustSet(idTag(id), sessionTag(r.Session), tags.Must(tagDedupe, r.DedupeKey))}
 	dq := dedupeQuery(r.DedupeKey)
 	cond := appendif.Condition{Idempotency: dq}
 	for {
@@ -105,7 +105,7 @@ func (q *Queue) Request(ctx context.Context, r Request) (id string, created bool
 				continue
 			}
 			// Our own earlier attempt (an unknown outcome) counts as created.
-			eid := tagValue(*existing, TagID)
+			eid := tagValue(*existing, tagID)
 			return eid, eid == id, nil
 		case errors.Is(err, pgdcb.ErrOutcomeUnknown) && ctx.Err() == nil:
 			q.cfg.Logger.WarnContext(ctx, "effects: request outcome unknown, retrying", "dedupe_key", r.DedupeKey, "err", err)

@@ -13,7 +13,7 @@ import (
 // retention function (delete_events_tagged('effect_id=<id>')), one effect per
 // transaction. It returns the number of effects and events deleted.
 //
-// A purged effect is forgotten: Effect then returns a *NotFoundError, and a
+// A purged effect is forgotten: Effect then returns ErrNotFound, and a
 // new request with its DedupeKey creates a new effect. Keep finished effects
 // at least as long as duplicates of their requests can arrive.
 //

@@ -41,8 +41,8 @@ type TraceAttemptEndData struct {
 	Session  string
 	Attempt  int
 	Duration time.Duration // the handler and the recording of its result
-	// Err is the handler's error (or a *HandlerPanicError); nil: it
-	// succeeded.
+	// Err is the handler's error (or one naming the value it panicked
+	// with); nil: it succeeded.
 	Err error
 	// RecordErr is why the result could not be recorded; nil when it was
 	// recorded, when another worker had taken the effect over, or when the

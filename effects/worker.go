@@ -208,7 +208,7 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 		return true, nil
 	}
 	leaseUntil := now.Add(w.cfg.Lease)
-	ev := eventFor(e, TypeStarted, startedData{Attempt: attempt, Worker: w.cfg.Identity, LeaseUntil: leaseUntil})
+	ev := eventFor(e, typeStarted, startedData{Attempt: attempt, Worker: w.cfg.Identity, LeaseUntil: leaseUntil})
 	if _, err := w.store.AppendIf(ctx, []eventstore.Event{ev}, cond); err != nil {
 		return false, w.claimError(ctx, e, err)
 	}
@@ -273,7 +273,7 @@ func (w *Worker) runHandler(ctx context.Context, leaseUntil time.Time, e Effect)
 	}()
 	defer func() {
 		if v := recover(); v != nil {
-			err = &HandlerPanicError{Type: e.Type, Value: v}
+			err = &handlerPanicError{Type: e.Type, Value: v}
 		}
 	}()
 	return w.cfg.Handlers[e.Type](hctx, e)
@@ -302,7 +302,7 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 		var ev eventstore.Event
 		final := false
 		if herr == nil {
-			ev = eventFor(e, TypeCompleted, completedData{Attempt: e.Attempts, Worker: w.cfg.Identity})
+			ev = eventFor(e, typeCompleted, completedData{Attempt: e.Attempts, Worker: w.cfg.Identity})
 		} else {
 			final = e.Attempts >= w.cfg.MaxAttempts
 			d := failedData{Attempt: e.Attempts, Worker: w.cfg.Identity, Error: herr.Error(), Final: final}
@@ -340,4 +340,4 @@ func eventFor(e *Effect, typ string, data any) eventstore.Event {
 	return ev
 }
 
-func failedEvent(e *Effect, d failedData) eventstore.Event { return eventFor(e, TypeFailed, d) }
+func failedEvent(e *Effect, d failedData) eventstore.Event { return eventFor(e, typeFailed, d) }

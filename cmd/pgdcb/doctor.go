@@ -335,7 +335,7 @@ func (d *doctorJSON) readReaders(e *env, store *eventstore.Store, head cursor.Cu
 
 // readEffects counts effects by state, when the log holds any.
 func (d *doctorJSON) readEffects(e *env, store *eventstore.Store) error {
-	requested, _, err := store.ReadLast(e.ctx, query.Tagged([]string{effects.TypeRequested}))
+	requested, _, err := store.ReadLast(e.ctx, query.Tagged([]string{"effect_requested"}))
 	if err != nil {
 		return errfmt.Wrap("effects", err)
 	}
