@@ -20,18 +20,18 @@ var (
 	ErrCommandNotFound = pgdcb.ErrNotFound
 )
 
-// InvalidCommandError says what is wrong with a command.
-type InvalidCommandError struct {
+// invalidCommandError says what is wrong with a command.
+type invalidCommandError struct {
 	Type   string
 	Reason string
 }
 
-func (e *InvalidCommandError) Error() string {
+func (e *invalidCommandError) Error() string {
 	return fmt.Sprintf("pgdcb: commands: invalid command %s: %s", clip.Quote(e.Type), clip.Reason(e.Reason))
 }
 
 // Is makes errors.Is(err, ErrInvalidCommand) true.
-func (e *InvalidCommandError) Is(target error) bool { return target == ErrInvalidCommand }
+func (e *invalidCommandError) Is(target error) bool { return target == ErrInvalidCommand }
 
 // AttemptsExhaustedError is returned when every attempt of a command failed its
 // append condition. It matches pgdcb.ErrConditionFailed and unwraps to the last
@@ -68,18 +68,18 @@ func (e *RejectedError) Error() string {
 // Unwrap returns the handler's error.
 func (e *RejectedError) Unwrap() error { return e.Err }
 
-// UnsupportedStoreError is returned by the tracing helpers (Command,
+// unsupportedStoreError is returned by the tracing helpers (Command,
 // CommandOfEvent, EventsOfCommand) of an executor whose store is not the
 // PostgreSQL store: they read the commands table, which only PostgreSQL
 // keeps. It matches errors.ErrUnsupported.
-type UnsupportedStoreError struct {
+type unsupportedStoreError struct {
 	Op    string // the method called
 	Store string // the store's type
 }
 
-func (e *UnsupportedStoreError) Error() string {
+func (e *unsupportedStoreError) Error() string {
 	return fmt.Sprintf("pgdcb: commands: %s needs the PostgreSQL store's commands table (store is %s)", e.Op, e.Store)
 }
 
 // Is makes errors.Is(err, errors.ErrUnsupported) true.
-func (e *UnsupportedStoreError) Is(target error) bool { return target == errors.ErrUnsupported }
+func (e *unsupportedStoreError) Is(target error) bool { return target == errors.ErrUnsupported }

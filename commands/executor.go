@@ -50,7 +50,7 @@ type Executor struct {
 // outcomes — with two differences, since there is no commands table: a
 // command that decides no events is not recorded (executing its id again
 // runs the handler again), and the tracing helpers (Command,
-// CommandOfEvent, EventsOfCommand) return an *UnsupportedStoreError.
+// CommandOfEvent, EventsOfCommand) return an error matching errors.ErrUnsupported.
 func New(store eventstore.Interface, cfg *Config) (*Executor, error) {
 	pg, isPG := store.(*eventstore.Store)
 	if store == nil || (isPG && pg == nil) {
@@ -76,7 +76,7 @@ func New(store eventstore.Interface, cfg *Config) (*Executor, error) {
 // is nil. Registering a type twice replaces the handler.
 func (e *Executor) Register(cmdType string, h Handler) error {
 	if err := query.ValidateType(cmdType); err != nil || h == nil {
-		return &InvalidCommandError{Type: cmdType, Reason: "Register needs a valid type (1..64 bytes) and a handler"}
+		return &invalidCommandError{Type: cmdType, Reason: "Register needs a valid type (1..64 bytes) and a handler"}
 	}
 	e.mu.Lock()
 	e.handlers[cmdType] = h
@@ -96,7 +96,7 @@ var errDuplicateRow = errors.New("pgdcb: commands: duplicate command id")
 //     Outcome holding CommandID and Attempts;
 //   - *AttemptsExhaustedError (pgdcb.ErrConditionFailed) after MaxAttempts
 //     conflicts;
-//   - *InvalidCommandError (ErrInvalidCommand), ErrNoHandler, or a store or
+//   - ErrInvalidCommand (the error says what is wrong), ErrNoHandler, or a store or
 //     context error.
 //
 // When the command's ID was already executed, Execute returns that first
@@ -279,17 +279,17 @@ func (e *Executor) fail(tr *execTrace, r Result) {
 // prepare validates the command, assigns its id and finds its handler.
 func (e *Executor) prepare(cmd *Command) (Handler, error) {
 	if err := query.ValidateType(cmd.Type); err != nil {
-		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "type must be 1..64 bytes of valid text"}
+		return nil, &invalidCommandError{Type: cmd.Type, Reason: "type must be 1..64 bytes of valid text"}
 	}
 	if cmd.Data == nil {
 		cmd.Data = json.RawMessage(`{}`)
 	}
 	if err := pgjson.Validate(cmd.Data); err != nil {
-		return nil, &InvalidCommandError{Type: cmd.Type, Reason: "data is not valid JSON for PostgreSQL's jsonb: " + err.Error()}
+		return nil, &invalidCommandError{Type: cmd.Type, Reason: "data is not valid JSON for PostgreSQL's jsonb: " + err.Error()}
 	}
 	if len(cmd.Metadata) > 0 {
 		if err := pgjson.Validate(cmd.Metadata); err != nil {
-			return nil, &InvalidCommandError{Type: cmd.Type, Reason: "metadata is not valid JSON for PostgreSQL's jsonb: " + err.Error()}
+			return nil, &invalidCommandError{Type: cmd.Type, Reason: "metadata is not valid JSON for PostgreSQL's jsonb: " + err.Error()}
 		}
 	}
 	if cmd.ID == uuid.Nil {
@@ -421,7 +421,7 @@ func tagCommand(cmd Command, events []eventstore.Event, cond appendif.Condition)
 	for i, ev := range events {
 		set, err := tags.NewSet(append(ev.Tags.Tags(), idTag)...)
 		if err != nil {
-			return nil, cond, &InvalidCommandError{Type: cmd.Type,
+			return nil, cond, &invalidCommandError{Type: cmd.Type,
 				Reason: fmt.Sprintf("event %d (%s): cannot add tag %s: %v", i, ev.Type, idTag, err)}
 		}
 		ev.Tags = set

@@ -70,7 +70,7 @@ func scanRecord(row pgx.Row) (Record, error) {
 }
 
 // Command returns the commands row of a command id, or ErrCommandNotFound.
-// It needs the PostgreSQL store (*UnsupportedStoreError otherwise).
+// It needs the PostgreSQL store (errors.ErrUnsupported otherwise).
 func (e *Executor) Command(ctx context.Context, id uuid.UUID) (Record, error) {
 	if e.pg == nil {
 		return Record{}, e.unsupported("Command")
@@ -80,7 +80,7 @@ func (e *Executor) Command(ctx context.Context, id uuid.UUID) (Record, error) {
 
 // CommandOfEvent returns the command that appended the event at position, or
 // ErrCommandNotFound (no such event, or it was not appended by a command).
-// It needs the PostgreSQL store (*UnsupportedStoreError otherwise).
+// It needs the PostgreSQL store (errors.ErrUnsupported otherwise).
 func (e *Executor) CommandOfEvent(ctx context.Context, position int64) (Record, error) {
 	if e.pg == nil {
 		return Record{}, e.unsupported("CommandOfEvent")
@@ -89,12 +89,12 @@ func (e *Executor) CommandOfEvent(ctx context.Context, position int64) (Record, 
 }
 
 func (e *Executor) unsupported(op string) error {
-	return &UnsupportedStoreError{Op: op, Store: fmt.Sprintf("%T", e.store)}
+	return &unsupportedStoreError{Op: op, Store: fmt.Sprintf("%T", e.store)}
 }
 
 // EventsOfCommand returns a command's row and the events its transaction
 // appended, in log order; ErrCommandNotFound if the id was never executed.
-// It needs the PostgreSQL store (*UnsupportedStoreError otherwise).
+// It needs the PostgreSQL store (errors.ErrUnsupported otherwise).
 func (e *Executor) EventsOfCommand(ctx context.Context, id uuid.UUID) (Record, []eventstore.StoredEvent, error) {
 	rec, err := e.Command(ctx, id)
 	if err != nil {

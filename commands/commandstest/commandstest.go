@@ -40,16 +40,16 @@ import (
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
 
-// StoreEnvVar selects the store of every fixture that does not set
+// storeEnvVar selects the store of every fixture that does not set
 // Options.Postgres: "postgres" for PostgreSQL, "memory" or unset for the
 // in-memory store. Any other value fails the test.
-const StoreEnvVar = "PGDCB_FIXTURE_STORE"
+const storeEnvVar = "PGDCB_FIXTURE_STORE"
 
 // Options configures a Fixture. nil means every default.
 type Options struct {
 	// Postgres runs the fixture on a fresh, migrated PostgreSQL schema
 	// (pgdcbtest.NewStore) instead of the in-memory store. Default false,
-	// unless StoreEnvVar is "postgres".
+	// unless storeEnvVar is "postgres".
 	Postgres bool
 	// Config configures the executor. Default: commands' defaults.
 	Config *commands.Config
@@ -74,12 +74,12 @@ func New(tb testing.TB, opts *Options) *Fixture {
 		o = *opts
 	}
 	pg := o.Postgres
-	switch v := os.Getenv(StoreEnvVar); v {
+	switch v := os.Getenv(storeEnvVar); v {
 	case "postgres":
 		pg = true
 	case "", "memory":
 	default:
-		tb.Fatalf("commandstest: %s=%q: want postgres, memory or nothing", StoreEnvVar, v)
+		tb.Fatalf("commandstest: %s=%q: want postgres, memory or nothing", storeEnvVar, v)
 	}
 	var store eventstore.Interface
 	if pg {

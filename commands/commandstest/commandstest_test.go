@@ -64,11 +64,11 @@ func TestScenarioDuplicate(t *testing.T) {
 func TestStoreSwitch(t *testing.T) {
 	require.IsType(t, &memstore.Store{}, commandstest.New(t, nil).Store())
 	require.IsType(t, &eventstore.Store{}, commandstest.New(t, &commandstest.Options{Postgres: true}).Store())
-	t.Setenv(commandstest.StoreEnvVar, "postgres")
+	t.Setenv("PGDCB_FIXTURE_STORE", "postgres")
 	require.IsType(t, &eventstore.Store{}, commandstest.New(t, nil).Store())
-	t.Setenv(commandstest.StoreEnvVar, "memory")
+	t.Setenv("PGDCB_FIXTURE_STORE", "memory")
 	require.IsType(t, &memstore.Store{}, commandstest.New(t, nil).Store())
-	t.Setenv(commandstest.StoreEnvVar, "mysql")
+	t.Setenv("PGDCB_FIXTURE_STORE", "mysql")
 	failures := (&pgtest.Recorder{TB: t}).Run(func(tb testing.TB) { commandstest.New(tb, nil) })
 	require.Equal(t, []string{`commandstest: PGDCB_FIXTURE_STORE="mysql": want postgres, memory or nothing`}, failures)
 }

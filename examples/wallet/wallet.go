@@ -48,7 +48,7 @@ type Service struct {
 // Idempotency-Key locks and the recorded rejections are held in this process
 // only, and a replayed command id with a Fingerprint fails (the fingerprint is
 // read back from the commands table, which only PostgreSQL has:
-// commands.UnsupportedStoreError).
+// errors.ErrUnsupported).
 func New(store eventstore.Interface, cfg *Config) (*Service, error) {
 	var cc *commands.Config
 	if cfg != nil {

@@ -1,0 +1,4 @@
+package commands
+
+// UnsupportedStoreError is the error type the external tests assert on.
+type UnsupportedStoreError = unsupportedStoreError
