@@ -49,7 +49,7 @@ const storeEnvVar = "PGDCB_FIXTURE_STORE"
 type Options struct {
 	// Postgres runs the fixture on a fresh, migrated PostgreSQL schema
 	// (pgdcbtest.NewStore) instead of the in-memory store. Default false,
-	// unless storeEnvVar is "postgres".
+	// unless the environment variable PGDCB_FIXTURE_STORE is "postgres".
 	Postgres bool
 	// Config configures the executor. Default: commands' defaults.
 	Config *commands.Config
