@@ -29,7 +29,7 @@ type Checkpoint struct {
 	// Sync is set while the reader delivers the events committed before its
 	// slot was created (the initial snapshot read, or the resynchronisation
 	// after a lost slot); nil afterwards.
-	Sync *Sync
+	Sync *syncRead
 	// Done names, in log terms, every transaction consumed so far, so that a
 	// reader whose slot is lost can resynchronise from the log without
 	// skipping or repeating an event (Open). It is nil when the reader does
@@ -37,15 +37,15 @@ type Checkpoint struct {
 	// would be too long to store (a backlog in flight); a lost slot then
 	// stops the reader with ErrSlotLost. During a resynchronisation (Sync
 	// set) it is what the snapshot read leaves out.
-	Done *Done
+	Done *doneSet
 }
 
-// Done is the set of transactions a logical reader has consumed, beyond
+// doneSet is the set of transactions a logical reader has consumed, beyond
 // its log-order tail: every transaction visible in Snapshot (a sample of
 // the log the stream has passed), every transaction in XIDs, and the events
 // of transaction PartXID up to position PartPos (a transaction split across
 // batches; PartXID 0 when there is none).
-type Done struct {
+type doneSet struct {
 	Snapshot *cursor.Snapshot
 	XIDs     []uint64 // ascending
 	PartXID  uint64
@@ -53,7 +53,7 @@ type Done struct {
 }
 
 // Has reports whether the event (xid, pos) was consumed.
-func (d *Done) Has(xid uint64, pos int64) bool {
+func (d *doneSet) Has(xid uint64, pos int64) bool {
 	if d.Snapshot.Visible(xid) {
 		return true
 	}
@@ -63,7 +63,7 @@ func (d *Done) Has(xid uint64, pos int64) bool {
 	return xid == d.PartXID && pos <= d.PartPos
 }
 
-func (d *Done) String() string {
+func (d *doneSet) String() string {
 	var b strings.Builder
 	b.WriteString(d.Snapshot.String())
 	b.WriteByte(';')
@@ -80,7 +80,7 @@ func (d *Done) String() string {
 	return b.String()
 }
 
-func parseDone(s string) (*Done, error) {
+func parseDone(s string) (*doneSet, error) {
 	f := strings.Split(s, ";")
 	if len(f) != 3 {
 		return nil, errors.New("want snapshot;xids;part")
@@ -89,7 +89,7 @@ func parseDone(s string) (*Done, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &Done{Snapshot: snap}
+	d := &doneSet{Snapshot: snap}
 	if f[1] != "" {
 		for _, x := range strings.Split(f[1], ",") {
 			v, err := strconv.ParseUint(x, 10, 64)
@@ -114,19 +114,19 @@ func parseDone(s string) (*Done, error) {
 	return d, nil
 }
 
-// Sync is the progress of the initial snapshot read: every event visible in
+// syncRead is the progress of the initial snapshot read: every event visible in
 // Snapshot up to After (in log order) was delivered.
-type Sync struct {
+type syncRead struct {
 	Snapshot *cursor.Snapshot
 	After    cursor.Cursor
 }
 
-// IsZero reports whether c is the zero Checkpoint.
-func (c Checkpoint) IsZero() bool { return c.LSN == 0 && c.Skip == 0 && c.Sync == nil && c.Done == nil }
+// isZero reports whether c is the zero Checkpoint.
+func (c Checkpoint) isZero() bool { return c.LSN == 0 && c.Skip == 0 && c.Sync == nil && c.Done == nil }
 
-// Equal reports whether two checkpoints name the same point (the same
+// equal reports whether two checkpoints name the same point (the same
 // String), without rendering them.
-func (c Checkpoint) Equal(o Checkpoint) bool {
+func (c Checkpoint) equal(o Checkpoint) bool {
 	if c.LSN != o.LSN || c.Skip != o.Skip || (c.Sync == nil) != (o.Sync == nil) || (c.Done == nil) != (o.Done == nil) {
 		return false
 	}
@@ -152,7 +152,7 @@ func snapshotEqual(a, b *cursor.Snapshot) bool {
 // followed by "|" and Done's form "snapshot;xid,…;partxid/partpos" when
 // Done is set (an empty string for the zero Checkpoint).
 func (c Checkpoint) String() string {
-	if c.IsZero() {
+	if c.isZero() {
 		return ""
 	}
 	s := c.LSN.String() + "|" + strconv.FormatInt(c.Skip, 10)
@@ -201,7 +201,7 @@ func ParseCheckpoint(s string) (Checkpoint, error) {
 		if err != nil {
 			return bad("snapshot: " + err.Error())
 		}
-		sy := &Sync{Snapshot: snap}
+		sy := &syncRead{Snapshot: snap}
 		if sy.After.TransactionID, err = strconv.ParseUint(f[3], 10, 64); err != nil {
 			return bad("sync transaction id")
 		}

@@ -23,3 +23,13 @@ func SetCatchUpAfter(d time.Duration) (restore func()) {
 	catchUpAfter = d
 	return func() { catchUpAfter = old }
 }
+
+// Names the external tests use for types and methods the package keeps to
+// itself.
+type (
+	Done          = doneSet
+	Sync          = syncRead
+	SlotLostError = slotLostError
+)
+
+func (c Checkpoint) Equal(o Checkpoint) bool { return c.equal(o) }

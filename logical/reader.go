@@ -42,7 +42,7 @@ type Batch struct {
 
 // Moved reports whether the batch moved the checkpoint or the tail past from.
 func (b Batch) Moved(from Checkpoint, tail cursor.Cursor) bool {
-	return !b.Checkpoint.Equal(from) || b.Tail != tail
+	return !b.Checkpoint.equal(from) || b.Tail != tail
 }
 
 // Reader streams the events of one reader (one slot) in commit order. It is
@@ -163,10 +163,10 @@ func Open(ctx context.Context, store *eventstore.Store, name string, q query.Que
 	r := &Reader{store: store, schema: store.Schema(), q: q, cfg: cfg.withDefaults(store.Schema(), name),
 		m: pgtype.NewMap(), rel: map[uint32]*relation{}, tail: tail}
 	pool := store.Pool()
-	if err := EnsurePublication(ctx, pool, r.schema, r.cfg.Publication); err != nil {
+	if err := ensurePublication(ctx, pool, r.schema, r.cfg.Publication); err != nil {
 		return nil, err
 	}
-	if from.IsZero() {
+	if from.isZero() {
 		if err := r.create(ctx); err != nil {
 			return nil, err
 		}
@@ -206,7 +206,7 @@ func Open(ctx context.Context, store *eventstore.Store, name string, q query.Que
 	}
 	if lost != "" {
 		if from.Sync != nil || from.Done == nil {
-			return nil, &SlotLostError{Slot: r.cfg.Slot, Reason: lost + "; the checkpoint cannot resynchronise (it names no consumed set)"}
+			return nil, &slotLostError{Slot: r.cfg.Slot, Reason: lost + "; the checkpoint cannot resynchronise (it names no consumed set)"}
 		}
 		// Resynchronise: a new slot, and a snapshot read of what it
 		// precedes and from did not consume, after from's tail (every
@@ -246,7 +246,7 @@ func (r *Reader) checkpoint() Checkpoint {
 	// Handed out without a copy: the next change to the set copies it
 	// first (ownDone).
 	r.doneShared = true
-	cp.Done = &Done{Snapshot: r.doneSnap, XIDs: r.doneXIDs[:len(r.doneXIDs):len(r.doneXIDs)], PartXID: r.partXID, PartPos: r.partPos}
+	cp.Done = &doneSet{Snapshot: r.doneSnap, XIDs: r.doneXIDs[:len(r.doneXIDs):len(r.doneXIDs)], PartXID: r.partXID, PartPos: r.partPos}
 	return cp
 }
 
@@ -327,7 +327,7 @@ func (r *Reader) create(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("pgdcb: logical: slot %s: %w", r.cfg.Slot, err)
 	}
-	r.cp = Checkpoint{LSN: lsn, Sync: &Sync{Snapshot: snap}}
+	r.cp = Checkpoint{LSN: lsn, Sync: &syncRead{Snapshot: snap}}
 	r.flush = lsn
 	return nil
 }
@@ -636,7 +636,7 @@ func (r *Reader) closeSampleConn(ctx context.Context) {
 	}
 }
 
-// checkSlot fails with a *SlotLostError when the reader's slot is gone or
+// checkSlot fails with a *slotLostError when the reader's slot is gone or
 // invalidated.
 func (r *Reader) checkSlot(ctx context.Context) error {
 	st, err := GetSlotStatus(ctx, r.store.Pool(), r.cfg.Slot)
@@ -644,10 +644,10 @@ func (r *Reader) checkSlot(ctx context.Context) error {
 		return err
 	}
 	if !st.Exists {
-		return &SlotLostError{Slot: r.cfg.Slot, Reason: "it does not exist (dropped?) and the checkpoint " + r.cp.String() + " needs it"}
+		return &slotLostError{Slot: r.cfg.Slot, Reason: "it does not exist (dropped?) and the checkpoint " + r.cp.String() + " needs it"}
 	}
 	if st.WALStatus == "lost" {
-		return &SlotLostError{Slot: r.cfg.Slot, Reason: "wal_status is lost (max_slot_wal_keep_size)"}
+		return &slotLostError{Slot: r.cfg.Slot, Reason: "wal_status is lost (max_slot_wal_keep_size)"}
 	}
 	return nil
 }
@@ -671,7 +671,7 @@ func (r *Reader) start(ctx context.Context) error {
 		if pgcode.Of(err) == pgcode.ObjectNotInPrerequisiteState {
 			var pe *pgconn.PgError
 			if errors.As(err, &pe) && !isSlotBusy(pe) {
-				return &SlotLostError{Slot: r.cfg.Slot, Reason: pe.Message}
+				return &slotLostError{Slot: r.cfg.Slot, Reason: pe.Message}
 			}
 		}
 		return fmt.Errorf("pgdcb: logical: starting slot %s at %s: %w", r.cfg.Slot, r.cp.LSN, err)
@@ -873,7 +873,7 @@ func (r *Reader) syncPage(ctx context.Context, max int) (Batch, error) {
 		r.cp = Checkpoint{LSN: r.cp.LSN}
 		r.doneSnap, r.doneXIDs, r.partXID, r.partPos = sy.Snapshot, nil, 0, 0
 	} else {
-		r.cp = Checkpoint{LSN: r.cp.LSN, Sync: &Sync{Snapshot: sy.Snapshot, After: last}, Done: done}
+		r.cp = Checkpoint{LSN: r.cp.LSN, Sync: &syncRead{Snapshot: sy.Snapshot, After: last}, Done: done}
 	}
 	return Batch{Events: evs, Checkpoint: r.checkpoint(), Tail: r.tail}, nil
 }

@@ -24,17 +24,17 @@ import (
 // starts over from a snapshot read of the log).
 var ErrSlotLost = errors.New("pgdcb: logical: replication slot lost")
 
-// SlotLostError names the slot and what was found.
-type SlotLostError struct {
+// slotLostError names the slot and what was found.
+type slotLostError struct {
 	Slot   string
 	Reason string
 }
 
-func (e *SlotLostError) Error() string {
+func (e *slotLostError) Error() string {
 	return fmt.Sprintf("pgdcb: logical: replication slot %s lost: %s", e.Slot, e.Reason)
 }
 
-func (e *SlotLostError) Is(target error) bool { return target == ErrSlotLost }
+func (e *slotLostError) Is(target error) bool { return target == ErrSlotLost }
 
 // SlotStatus is a replication slot's row of pg_replication_slots.
 type SlotStatus struct {
@@ -95,10 +95,10 @@ func DropSlot(ctx context.Context, pool *pgxpool.Pool, slot string) error {
 	return nil
 }
 
-// EnsurePublication creates the publication of the schema's events table
+// ensurePublication creates the publication of the schema's events table
 // (inserts only) unless it exists. Creating it needs ownership of the events
 // table (the migrating role).
-func EnsurePublication(ctx context.Context, pool *pgxpool.Pool, schema, publication string) error {
+func ensurePublication(ctx context.Context, pool *pgxpool.Pool, schema, publication string) error {
 	var exists bool
 	// pg_publication: unique index on pubname.
 	if err := pool.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = $1)`, publication).Scan(&exists); err != nil {
