@@ -134,20 +134,20 @@ func Compare(tx1 uint64, pos1 int64, tx2 uint64, pos2 int64) int {
 	return 0
 }
 
-// InvalidCursorError says why a cursor string could not be decoded. Error()
+// invalidCursorError says why a cursor string could not be decoded. Error()
 // quotes the input cut to a few hundred bytes (with its length); Input holds
 // it whole.
-type InvalidCursorError struct {
+type invalidCursorError struct {
 	Input  string
 	Reason string
 }
 
-func (e *InvalidCursorError) Error() string {
+func (e *invalidCursorError) Error() string {
 	return "pgdcb: invalid cursor " + clip.Quote(e.Input) + ": " + clip.Reason(e.Reason)
 }
 
 // Is makes errors.Is(err, pgdcb.ErrInvalidCursor) true.
-func (e *InvalidCursorError) Is(target error) bool { return target == pgdcb.ErrInvalidCursor }
+func (e *invalidCursorError) Is(target error) bool { return target == pgdcb.ErrInvalidCursor }
 
 // The encodings: version 1 is (flags, transaction id, position, snapshot);
 // version 2 adds, after the position, EventTime as a signed varint of its
@@ -206,10 +206,11 @@ func (c *Cursor) UnmarshalText(text []byte) error {
 	return nil
 }
 
-// Parse decodes a cursor string made by Cursor.String.
+// Parse decodes a cursor string made by Cursor.String. Its errors match
+// pgdcb.ErrInvalidCursor.
 func Parse(s string) (Cursor, error) {
 	bad := func(reason string) (Cursor, error) {
-		return Cursor{}, &InvalidCursorError{Input: s, Reason: reason}
+		return Cursor{}, &invalidCursorError{Input: s, Reason: reason}
 	}
 	if s == "" {
 		return bad("empty")

@@ -18,8 +18,8 @@ import (
 	"github.com/pgdcb/pgdcb/tags"
 )
 
-// MaxTypeLen is the longest event type, in bytes.
-const MaxTypeLen = 64
+// maxTypeLen is the longest event type, in bytes.
+const maxTypeLen = 64
 
 // ErrInvalidQuery is matched by every *InvalidQueryError.
 var ErrInvalidQuery = pgdcb.ErrInvalidQuery
@@ -97,7 +97,7 @@ func (q Query) MatchesAll() bool {
 	return false
 }
 
-// Validate checks every item's types: non-empty, at most MaxTypeLen bytes.
+// Validate checks every item's types: non-empty, at most 64 bytes.
 func (q Query) Validate() error {
 	for i, it := range q.items {
 		for _, t := range it.Types {
@@ -109,15 +109,15 @@ func (q Query) Validate() error {
 	return nil
 }
 
-// ValidateType checks an event type: 1..MaxTypeLen bytes of valid UTF-8
+// ValidateType checks an event type: 1..64 bytes of valid UTF-8
 // without NUL. It returns nil or an *InvalidTypeError.
 func ValidateType(t string) error {
 	var reason string
 	switch {
 	case t == "":
 		reason = "empty"
-	case len(t) > MaxTypeLen:
-		reason = fmt.Sprintf("longer than %d bytes", MaxTypeLen)
+	case len(t) > maxTypeLen:
+		reason = fmt.Sprintf("longer than %d bytes", maxTypeLen)
 	case !utf8.ValidString(t):
 		reason = "not valid UTF-8"
 	case strings.IndexByte(t, 0) >= 0:

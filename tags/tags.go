@@ -15,10 +15,10 @@ import (
 	"github.com/pgdcb/pgdcb/internal/clip"
 )
 
-// Limits of a tag's parts, in bytes.
+// Limits of a tag's parts, in bytes (the package doc states them).
 const (
-	MaxKeyLen   = 64
-	MaxValueLen = 256
+	maxKeyLen   = 64
+	maxValueLen = 256
 )
 
 // ErrInvalidTag is matched (errors.Is) by every *InvalidTagError.
@@ -86,12 +86,12 @@ func validate(s, key, value string) error {
 	switch {
 	case key == "":
 		return &InvalidTagError{Tag: s, Reason: "empty key"}
-	case len(key) > MaxKeyLen:
-		return &InvalidTagError{Tag: s, Reason: fmt.Sprintf("key longer than %d bytes", MaxKeyLen)}
+	case len(key) > maxKeyLen:
+		return &InvalidTagError{Tag: s, Reason: fmt.Sprintf("key longer than %d bytes", maxKeyLen)}
 	case value == "":
 		return &InvalidTagError{Tag: s, Reason: "empty value"}
-	case len(value) > MaxValueLen:
-		return &InvalidTagError{Tag: s, Reason: fmt.Sprintf("value longer than %d bytes", MaxValueLen)}
+	case len(value) > maxValueLen:
+		return &InvalidTagError{Tag: s, Reason: fmt.Sprintf("value longer than %d bytes", maxValueLen)}
 	case !utf8.ValidString(value):
 		return &InvalidTagError{Tag: s, Reason: "value is not valid UTF-8"}
 	case strings.IndexByte(value, 0) >= 0:
