@@ -9,3 +9,6 @@ var (
 	AppFunctions   = appFunctions
 	OwnerFunctions = ownerFunctions
 )
+
+// Functions exposes the rendered server functions to the tests.
+var Functions = functions

@@ -14,18 +14,15 @@ import (
 //go:embed functions/*.sql
 var functionFiles embed.FS
 
-// Functions returns the schema's server functions (append_events,
+// functions returns the schema's server functions (append_events,
 // append_group, retention, the rebase, the append-only trigger's), one per
 // file of sql/functions, rendered from their templates with the {{schema}}
 // placeholder left in, in name order. Migrate applies them after the
 // numbered steps, again whenever a function's text (its Checksum) differs
 // from the one recorded in the schema's schema_functions table.
-func Functions() []Function { return renderedFunctions() }
+func functions() []migrate.Function { return renderedFunctions() }
 
-// Function is one server function's rendered source.
-type Function = migrate.Function
-
-var renderedFunctions = sync.OnceValue(func() []Function {
+var renderedFunctions = sync.OnceValue(func() []migrate.Function {
 	fns, err := renderFunctions(functionFiles, "functions")
 	if err != nil {
 		panic(err) // embedded at build time; TestFunctionsRender names the file
@@ -39,7 +36,7 @@ var renderedFunctions = sync.OnceValue(func() []Function {
 // function includes with {{include "name" data | indent N}}; {{schema}}
 // stays a placeholder, filled in per schema when the function is applied;
 // {{args "k" "v" …}} builds a template's data.
-func renderFunctions(fsys fs.FS, dir string) ([]Function, error) {
+func renderFunctions(fsys fs.FS, dir string) ([]migrate.Function, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
 		return nil, err
@@ -87,13 +84,13 @@ func renderFunctions(fsys fs.FS, dir string) ([]Function, error) {
 			names = append(names, e.Name())
 		}
 	}
-	var out []Function
+	var out []migrate.Function
 	for _, n := range names {
 		var b strings.Builder
 		if err := root.ExecuteTemplate(&b, n, nil); err != nil {
 			return nil, fmt.Errorf("sql/%s/%s: %w", dir, n, err)
 		}
-		out = append(out, Function{Name: strings.TrimSuffix(n, ".sql"), SQL: strings.TrimLeft(b.String(), "\n")})
+		out = append(out, migrate.Function{Name: strings.TrimSuffix(n, ".sql"), SQL: strings.TrimLeft(b.String(), "\n")})
 	}
 	return out, nil
 }

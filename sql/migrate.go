@@ -74,7 +74,7 @@ func Quote(schema string) (string, error) {
 }
 
 // Migrations returns the embedded steps in version order: tables, indexes
-// and data changes only (the functions are Functions).
+// and data changes only (the functions are the files of sql/functions).
 func Migrations() []Migration { return coreLine().Steps }
 
 // LatestVersion is the highest embedded migration version.
@@ -89,7 +89,7 @@ var coreLine = sync.OnceValue(func() *migrate.Line {
 		Table:     "schema_migrations",
 		Hint:      "sql.Migrate or `pgdcb migrate`",
 		Steps:     migrate.Steps(migrationFiles, "migrations"),
-		Functions: Functions(),
+		Functions: functions(),
 	}
 })
 

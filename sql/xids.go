@@ -55,15 +55,6 @@ func CheckTransactionIDs(ctx context.Context, pool *pgxpool.Pool, schema string)
 	return nil
 }
 
-// RebaseResult says what RebaseTransactionIDs did.
-type RebaseResult struct {
-	// IDs is how many distinct transaction ids were mapped.
-	IDs int64
-	// Burned is how many transaction ids were consumed first to move the
-	// server's counter above the mapped range.
-	Burned int64
-}
-
 // rebaseBurnBatch is how many empty transactions one round trip runs while
 // advancing the counter.
 const rebaseBurnBatch = 1000
@@ -80,15 +71,17 @@ const rebaseBurnBatch = 1000
 // locks on the tables: run it while no process appends or follows the log
 // (cursors and checkpoints held in memory keep the old ids; checkpoints in
 // the table are rewritten).
-func RebaseTransactionIDs(ctx context.Context, pool *pgxpool.Pool, schema string) (RebaseResult, error) {
-	var res RebaseResult
+//
+// It returns how many distinct transaction ids it mapped, and how many it
+// consumed first to move the server's counter above the mapped range.
+func RebaseTransactionIDs(ctx context.Context, pool *pgxpool.Pool, schema string) (mapped, burned int64, err error) {
 	q, err := Quote(schema)
 	if err != nil {
-		return res, err
+		return 0, 0, err
 	}
 	conn, err := pool.Acquire(ctx)
 	if err != nil {
-		return res, err
+		return 0, 0, err
 	}
 	defer conn.Release()
 	var ids, next int64
@@ -97,23 +90,23 @@ func RebaseTransactionIDs(ctx context.Context, pool *pgxpool.Pool, schema string
 			UNION SELECT transaction_id FROM `+q+`.checkpoints WHERE transaction_id <> '0') d),
 		pg_snapshot_xmax(pg_current_snapshot())::text::bigint`).Scan(&ids, &next)
 	if err != nil {
-		return res, errfmt.Errorf("pgdcb: rebase: counting transaction ids: %w", err)
+		return 0, 0, errfmt.Errorf("pgdcb: rebase: counting transaction ids: %w", err)
 	}
 	// The rebase's own transaction must get an id above ids+2; leave room
 	// for the transactions other sessions start meanwhile.
 	if need := ids + 3 + 16 - next; need > 0 {
 		if err := burnTransactionIDs(ctx, conn.Conn(), need); err != nil {
-			return res, err
+			return 0, 0, err
 		}
-		res.Burned = need
+		burned = need
 	}
 	err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, `SELECT `+q+`.rebase_transaction_ids()`).Scan(&res.IDs)
+		return tx.QueryRow(ctx, `SELECT `+q+`.rebase_transaction_ids()`).Scan(&mapped)
 	})
 	if err != nil {
-		return res, errfmt.Errorf("pgdcb: rebase: %w", err)
+		return 0, burned, errfmt.Errorf("pgdcb: rebase: %w", err)
 	}
-	return res, nil
+	return mapped, burned, nil
 }
 
 // burnTransactionIDs runs n transactions that each take a transaction id and

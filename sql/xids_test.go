@@ -77,9 +77,9 @@ func TestRebaseAfterRestore(t *testing.T) {
 	}
 	before, linksBefore := order()
 
-	res, err := pgdcbsql.RebaseTransactionIDs(ctx, pool, schema)
+	ids, _, err := pgdcbsql.RebaseTransactionIDs(ctx, pool, schema)
 	require.NoError(t, err)
-	require.EqualValues(t, 7, res.IDs, "3 local transactions and 4 restored ones")
+	require.EqualValues(t, 7, ids, "3 local transactions and 4 restored ones")
 	require.NoError(t, s.CheckSchema(ctx))
 	after, linksAfter := order()
 	require.Equal(t, before, after, "the log's order is kept")

@@ -306,14 +306,14 @@ cluster); -force rebases a healthy log anyway.
 					"It may first burn up to %d transaction ids (about %d a second, so up to %s), with no progress report until done.",
 				ids, e.schema, ids, rebaseRate, upTo)
 			start := time.Now()
-			res, err := pgdcbsql.RebaseTransactionIDs(e.ctx, e.pool, e.schema)
+			ids, burned, err := pgdcbsql.RebaseTransactionIDs(e.ctx, e.pool, e.schema)
 			if err != nil {
 				return err
 			}
 			if e.json {
-				return e.writeJSON(map[string]any{"schema": e.schema, "ids": res.IDs, "burned": res.Burned, "seconds": time.Since(start).Seconds()})
+				return e.writeJSON(map[string]any{"schema": e.schema, "ids": ids, "burned": burned, "seconds": time.Since(start).Seconds()})
 			}
-			_, err = fmt.Fprintf(e.stdout, "schema %s: %d transaction ids rebased (%d burned first) in %s\n", e.schema, res.IDs, res.Burned, time.Since(start).Round(time.Millisecond))
+			_, err = fmt.Fprintf(e.stdout, "schema %s: %d transaction ids rebased (%d burned first) in %s\n", e.schema, ids, burned, time.Since(start).Round(time.Millisecond))
 			return err
 		}
 	},
