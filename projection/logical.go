@@ -98,7 +98,7 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	ctx = r.tr.start(ctx, r.name, &res, r.baseTail)
 	if res.n > 0 {
 		if err := r.h(ctx, tx, b.Events); err != nil {
-			return res, &HandlerError{Name: r.name, Cursor: r.baseTail, Err: err}
+			return res, &handlerError{Name: r.name, Cursor: r.baseTail, Err: err}
 		}
 	}
 	// checkpoints primary key. Compare-and-set on the logical checkpoint and

@@ -243,7 +243,7 @@ func newRunner(store *eventstore.Store, name string, q query.Query, cfg *Config)
 	}
 	c := cfg.withDefaults()
 	r := &Runner{store: store, name: name, q: q, cfg: c, tr: newTracing(c.Tracer)}
-	r.k1, r.k2 = LockKey(store.Schema(), name)
+	r.k1, r.k2 = lockKey(store.Schema(), name)
 	return r, nil
 }
 
@@ -266,9 +266,9 @@ func ValidateName(name string) error {
 	return nil
 }
 
-// LockKey is the session advisory lock (two-int4 form, a key space apart from
+// lockKey is the session advisory lock (two-int4 form, a key space apart from
 // the store's own bigint keys) that elects the leader of projection name.
-func LockKey(schema, name string) (int32, int32) {
+func lockKey(schema, name string) (int32, int32) {
 	h := fnv.New64a()
 	h.Write([]byte("pgdcb.projection\x00" + schema + "\x00" + name))
 	v := h.Sum64()
@@ -596,11 +596,11 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	ctx = r.tr.start(ctx, r.name, &res, cur)
 	if r.bh != nil {
 		if err := r.bh.HandleBatch(ctx, tx, tb); err != nil {
-			return res, &HandlerError{Name: r.name, Cursor: cur, Err: err}
+			return res, &handlerError{Name: r.name, Cursor: cur, Err: err}
 		}
 	} else if res.n > 0 {
 		if err := r.h(ctx, tx, tb.Events); err != nil {
-			return res, &HandlerError{Name: r.name, Cursor: cur, Err: err}
+			return res, &handlerError{Name: r.name, Cursor: cur, Err: err}
 		}
 	}
 	moved := tb.Cursor.TransactionID != cur.TransactionID || tb.Cursor.Position != cur.Position
@@ -646,19 +646,19 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 	return res, r.afterCommit(ctx, tb)
 }
 
-// HandlerError is a failed batch: the handler's error and the cursor the
+// handlerError is a failed batch: the handler's error and the cursor the
 // batch started after.
-type HandlerError struct {
+type handlerError struct {
 	Name   string
 	Cursor cursor.Cursor
 	Err    error
 }
 
-func (e *HandlerError) Error() string {
+func (e *handlerError) Error() string {
 	return fmt.Sprintf("pgdcb: projection %q: handler failed after cursor %s: %s", e.Name, e.Cursor, errfmt.Trim(e.Err.Error()))
 }
 
-func (e *HandlerError) Unwrap() error { return e.Err }
+func (e *handlerError) Unwrap() error { return e.Err }
 
 // recordFailure counts a failed attempt in the checkpoint and makes it FAILED
 // at MaxAttempts. It returns the consecutive failure count.

@@ -37,7 +37,7 @@ func (r *Runner) readTail(ctx context.Context, tx pgx.Tx, cur cursor.Cursor) (_ 
 	br, fenced := r.bh.(BeforeReader)
 	if fenced {
 		if err := br.BeforeRead(ctx, tx); err != nil {
-			return eventstore.TailBatch{}, false, &HandlerError{Name: r.name, Cursor: cur, Err: err}
+			return eventstore.TailBatch{}, false, &handlerError{Name: r.name, Cursor: cur, Err: err}
 		}
 	}
 	standby := r.store.ReadPool()
