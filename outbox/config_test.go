@@ -55,6 +55,6 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 			require.Equal(t, "Config."+c.field, ia.Name)
 		})
 	}
-	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: outbox.RetryForever}})
+	_, err := outbox.New(s, topic, "p", pub, &outbox.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: projection.RetryForever}})
 	require.NoError(t, err)
 }

@@ -61,9 +61,6 @@ const (
 	defaultBatchSize      = 100
 	defaultPublishTimeout = 30 * time.Second
 	defaultStallAfter     = 10 * time.Second
-	// RetryForever, as Config.MaxAttempts, makes the relay retry a failing
-	// delivery for ever: it never becomes FAILED.
-	RetryForever = projection.RetryForever
 )
 
 // Config configures a Relay. nil or the zero value means every default: in

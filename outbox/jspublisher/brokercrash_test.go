@@ -16,6 +16,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
+	"github.com/pgdcb/pgdcb/projection"
 )
 
 // recoveryBound is the most the relay may take to publish again after the
@@ -91,7 +92,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 			require.NoError(t, err)
 			cfg := *fast
 			cfg.StallAfter = 300 * time.Millisecond
-			cfg.MaxAttempts = outbox.RetryForever
+			cfg.MaxAttempts = projection.RetryForever
 			r, err := outbox.New(s, ordersTopic, "nats", pub, &cfg)
 			require.NoError(t, err)
 			ctx := context.Background()

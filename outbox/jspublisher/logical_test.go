@@ -22,6 +22,7 @@ import (
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
+	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -32,7 +33,7 @@ import (
 func logicalFast() *outbox.Config {
 	c := *fast
 	c.Logical = &logical.Config{}
-	c.MaxAttempts = outbox.RetryForever
+	c.MaxAttempts = projection.RetryForever
 	return &c
 }
 
