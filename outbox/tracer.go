@@ -1,8 +1,10 @@
 package outbox
 
 import (
+	"context"
 	"time"
 
+	"github.com/pgdcb/pgdcb/internal/multitrace"
 	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
 )
 
@@ -23,9 +25,30 @@ type (
 	DeliveryState = outboxtrace.DeliveryState
 )
 
-// MultiTracer returns a Tracer calling each non-nil tracer in turn (see
-// outboxtrace.MultiTracer).
-func MultiTracer(tracers ...Tracer) Tracer { return outboxtrace.MultiTracer(tracers...) }
+// MultiTracer returns a Tracer calling each non-nil tracer in turn, each
+// Start on the context the previous one returned; it passes RelayTracer calls
+// to those that implement it.
+func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
+
+type multiTracer []Tracer
+
+var _ RelayTracer = multiTracer(nil)
+
+func (m multiTracer) TraceDeliveryStart(ctx context.Context, d TraceDeliveryStartData) context.Context {
+	return multitrace.Start(m, ctx, d, Tracer.TraceDeliveryStart)
+}
+
+func (m multiTracer) TraceDeliveryEnd(ctx context.Context, d TraceDeliveryEndData) {
+	multitrace.End(m, ctx, d, Tracer.TraceDeliveryEnd)
+}
+
+func (m multiTracer) TraceRelayStart(r outboxtrace.Relay) {
+	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayStart(r) })
+}
+
+func (m multiTracer) TraceRelayEnd(r outboxtrace.Relay) {
+	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayEnd(r) })
+}
 
 var _ outboxtrace.Relay = (*Relay)(nil)
 

@@ -7,8 +7,6 @@ package outboxtrace
 import (
 	"context"
 	"time"
-
-	"github.com/pgdcb/pgdcb/internal/multitrace"
 )
 
 // Tracer observes a relay's deliveries to its publisher, in the style of
@@ -24,7 +22,7 @@ import (
 //
 // Package pgdcbprom turns the calls into Prometheus gauges
 // (pgdcbprom.New, pgdcb_outbox_…) and package pgdcbotel into
-// OpenTelemetry spans; MultiTracer combines tracers.
+// OpenTelemetry spans; outbox.MultiTracer combines tracers.
 type Tracer interface {
 	// TraceDeliveryStart is called before each publish of a batch.
 	TraceDeliveryStart(ctx context.Context, data TraceDeliveryStartData) context.Context
@@ -70,29 +68,4 @@ type DeliveryState struct {
 	LastAckAt     time.Time // the broker's last ack of a whole batch; zero if none since the process started
 	InFlightSince time.Time // since when the oldest message not acknowledged yet waits; zero if none, or not leading
 	Stalled       bool      // InFlightSince is Config.StallAfter or more ago
-}
-
-// MultiTracer returns a Tracer calling each non-nil tracer in turn, each
-// Start on the context the previous one returned; it passes RelayTracer calls
-// to those that implement it.
-func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNil(tracers)) }
-
-type multiTracer []Tracer
-
-var _ RelayTracer = multiTracer(nil)
-
-func (m multiTracer) TraceDeliveryStart(ctx context.Context, d TraceDeliveryStartData) context.Context {
-	return multitrace.Start(m, ctx, d, Tracer.TraceDeliveryStart)
-}
-
-func (m multiTracer) TraceDeliveryEnd(ctx context.Context, d TraceDeliveryEndData) {
-	multitrace.End(m, ctx, d, Tracer.TraceDeliveryEnd)
-}
-
-func (m multiTracer) TraceRelayStart(r Relay) {
-	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayStart(r) })
-}
-
-func (m multiTracer) TraceRelayEnd(r Relay) {
-	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayEnd(r) })
 }
