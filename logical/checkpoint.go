@@ -37,15 +37,15 @@ type Checkpoint struct {
 	// would be too long to store (a backlog in flight); a lost slot then
 	// stops the reader with ErrSlotLost. During a resynchronisation (Sync
 	// set) it is what the snapshot read leaves out.
-	Done *doneSet
+	Done *Done
 }
 
-// doneSet is the set of transactions a logical reader has consumed, beyond
+// Done is the set of transactions a logical reader has consumed, beyond
 // its log-order tail: every transaction visible in Snapshot (a sample of
 // the log the stream has passed), every transaction in XIDs, and the events
 // of transaction PartXID up to position PartPos (a transaction split across
 // batches; PartXID 0 when there is none).
-type doneSet struct {
+type Done struct {
 	Snapshot *cursor.Snapshot
 	XIDs     []uint64 // ascending
 	PartXID  uint64
@@ -53,7 +53,7 @@ type doneSet struct {
 }
 
 // Has reports whether the event (xid, pos) was consumed.
-func (d *doneSet) Has(xid uint64, pos int64) bool {
+func (d *Done) Has(xid uint64, pos int64) bool {
 	if d.Snapshot.Visible(xid) {
 		return true
 	}
@@ -63,7 +63,7 @@ func (d *doneSet) Has(xid uint64, pos int64) bool {
 	return xid == d.PartXID && pos <= d.PartPos
 }
 
-func (d *doneSet) String() string {
+func (d *Done) String() string {
 	var b strings.Builder
 	b.WriteString(d.Snapshot.String())
 	b.WriteByte(';')
@@ -80,7 +80,7 @@ func (d *doneSet) String() string {
 	return b.String()
 }
 
-func parseDone(s string) (*doneSet, error) {
+func parseDone(s string) (*Done, error) {
 	f := strings.Split(s, ";")
 	if len(f) != 3 {
 		return nil, errors.New("want snapshot;xids;part")
@@ -89,7 +89,7 @@ func parseDone(s string) (*doneSet, error) {
 	if err != nil {
 		return nil, err
 	}
-	d := &doneSet{Snapshot: snap}
+	d := &Done{Snapshot: snap}
 	if f[1] != "" {
 		for _, x := range strings.Split(f[1], ",") {
 			v, err := strconv.ParseUint(x, 10, 64)
@@ -242,7 +242,7 @@ func (c Checkpoint) IsDetached() bool {
 // was in flight) or a resynchronisation is in progress.
 func (c Checkpoint) Detached() (Checkpoint, error) {
 	switch {
-	case c.IsZero() || c.IsDetached():
+	case c.isZero() || c.IsDetached():
 		return c, nil
 	case c.Sync != nil && c.Done != nil:
 		return c, &SwitchError{Checkpoint: c.String(), Reason: "a resynchronisation from the log is in progress; run the reader in logical mode until it has finished, or Reset it"}
@@ -256,7 +256,7 @@ func (c Checkpoint) Detached() (Checkpoint, error) {
 
 // syncDone is the consumed set of an initial snapshot read in progress:
 // the events visible in its snapshot up to After.
-func syncDone(sy *Sync) *Done {
+func syncDone(sy *syncRead) *Done {
 	s, a := sy.Snapshot, sy.After
 	snap := &cursor.Snapshot{Xmin: max(min(s.Xmin, a.TransactionID), 1)}
 	snap.Xmax = max(min(s.Xmax, a.TransactionID), snap.Xmin)

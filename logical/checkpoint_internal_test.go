@@ -81,5 +81,5 @@ func TestDetachedRefusesWithoutConsumedSet(t *testing.T) {
 	require.Equal(t, "0/0|0|5:5:;;", d.String())
 	z, err := Checkpoint{}.Detached()
 	require.NoError(t, err)
-	require.True(t, z.IsZero())
+	require.True(t, z.isZero())
 }

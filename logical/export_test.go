@@ -27,9 +27,10 @@ func SetCatchUpAfter(d time.Duration) (restore func()) {
 // Names the external tests use for types and methods the package keeps to
 // itself.
 type (
-	Done          = doneSet
 	Sync          = syncRead
 	SlotLostError = slotLostError
 )
 
 func (c Checkpoint) Equal(o Checkpoint) bool { return c.equal(o) }
+
+func (c Checkpoint) IsZero() bool { return c.isZero() }

@@ -246,7 +246,7 @@ func (r *Reader) checkpoint() Checkpoint {
 	// Handed out without a copy: the next change to the set copies it
 	// first (ownDone).
 	r.doneShared = true
-	cp.Done = &doneSet{Snapshot: r.doneSnap, XIDs: r.doneXIDs[:len(r.doneXIDs):len(r.doneXIDs)], PartXID: r.partXID, PartPos: r.partPos}
+	cp.Done = &Done{Snapshot: r.doneSnap, XIDs: r.doneXIDs[:len(r.doneXIDs):len(r.doneXIDs)], PartXID: r.partXID, PartPos: r.partPos}
 	return cp
 }
 
