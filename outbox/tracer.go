@@ -5,25 +5,59 @@ import (
 	"time"
 
 	"github.com/pgdcb/pgdcb/internal/multitrace"
-	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
 )
 
-// The relay's hooks (declared in package outboxtrace, which the adapters
-// implement). Config.DeliveryTracer takes a Tracer.
-type (
-	// Tracer observes a relay's deliveries to its publisher: see
-	// outboxtrace.Tracer.
-	Tracer = outboxtrace.Tracer
-	// TraceDeliveryStartData is what Tracer.TraceDeliveryStart receives.
-	TraceDeliveryStartData = outboxtrace.TraceDeliveryStartData
-	// TraceDeliveryEndData is what Tracer.TraceDeliveryEnd receives.
-	TraceDeliveryEndData = outboxtrace.TraceDeliveryEndData
-	// RelayTracer is an optional interface of a Tracer, told when a
-	// relay's Run starts and returns.
-	RelayTracer = outboxtrace.RelayTracer
-	// DeliveryState is what this process saw of a relay's broker.
-	DeliveryState = outboxtrace.DeliveryState
-)
+// Tracer observes a relay's deliveries to its publisher, in the style of
+// eventstore.Tracer: TraceDeliveryStart may return a derived context
+// (carrying a span, say) that the publish runs under and that
+// TraceDeliveryEnd receives. Set it in Config.DeliveryTracer; nil (the
+// default) costs nothing. The relay's batches, errors, lag and leadership are
+// traced as a projection's, by the Tracer of Config.ReaderConfig (a
+// subscription.Tracer).
+//
+// A Tracer that also implements RelayTracer is told when a relay's Run
+// starts and returns, to read its DeliveryState whenever it likes.
+//
+// Package pgdcbprom turns the calls into Prometheus gauges
+// (pgdcbprom.New, pgdcb_outbox_…) and package pgdcbotel into
+// OpenTelemetry spans; MultiTracer combines tracers.
+type Tracer interface {
+	// TraceDeliveryStart is called before each publish of a batch.
+	TraceDeliveryStart(ctx context.Context, data TraceDeliveryStartData) context.Context
+	// TraceDeliveryEnd is called when the publish returned (acked or not).
+	TraceDeliveryEnd(ctx context.Context, data TraceDeliveryEndData)
+}
+
+// TraceDeliveryStartData is what TraceDeliveryStart receives.
+type TraceDeliveryStartData struct {
+	Relay    string // the relay's name (CheckpointName)
+	Topic    string
+	Messages int // messages in the publish
+}
+
+// TraceDeliveryEndData is what TraceDeliveryEnd receives.
+type TraceDeliveryEndData struct {
+	Relay    string
+	Topic    string
+	Messages int
+	Duration time.Duration // the publish, until its ack or failure
+	Err      error         // nil: the broker acknowledged every message
+}
+
+// RelayTracer is an optional interface of a Tracer: TraceRelayStart is called
+// when a relay's Run starts and TraceRelayEnd when it returns.
+type RelayTracer interface {
+	TraceRelayStart(r *Relay)
+	TraceRelayEnd(r *Relay)
+}
+
+// DeliveryState is what this process saw of a relay's broker: the fields of
+// the same names in Status, without reading the checkpoint.
+type DeliveryState struct {
+	LastAckAt     time.Time // the broker's last ack of a whole batch; zero if none since the process started
+	InFlightSince time.Time // since when the oldest message not acknowledged yet waits; zero if none, or not leading
+	Stalled       bool      // InFlightSince is Config.StallAfter or more ago
+}
 
 // MultiTracer returns a Tracer calling each non-nil tracer in turn, each
 // Start on the context the previous one returned; it passes RelayTracer calls
@@ -42,15 +76,13 @@ func (m multiTracer) TraceDeliveryEnd(ctx context.Context, d TraceDeliveryEndDat
 	multitrace.End(m, ctx, d, Tracer.TraceDeliveryEnd)
 }
 
-func (m multiTracer) TraceRelayStart(r outboxtrace.Relay) {
+func (m multiTracer) TraceRelayStart(r *Relay) {
 	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayStart(r) })
 }
 
-func (m multiTracer) TraceRelayEnd(r outboxtrace.Relay) {
+func (m multiTracer) TraceRelayEnd(r *Relay) {
 	multitrace.Each(m, func(rt RelayTracer) { rt.TraceRelayEnd(r) })
 }
-
-var _ outboxtrace.Relay = (*Relay)(nil)
 
 // DeliveryState returns what this process saw of the relay's broker, in
 // memory.

@@ -8,7 +8,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/effects"
-	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
+	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -66,15 +66,15 @@ func (t *tracer) TraceBatchEnd(ctx context.Context, d subscription.TraceBatchEnd
 	finish(ctx, d.Err, attrCommitted.Bool(d.Committed))
 }
 
-// TraceDeliveryStart implements outboxtrace.Tracer: a span "pgdcb.outbox.publish"
+// TraceDeliveryStart implements outbox.Tracer: a span "pgdcb.outbox.publish"
 // per publish, a child of the relay's batch span.
-func (t *tracer) TraceDeliveryStart(ctx context.Context, d outboxtrace.TraceDeliveryStartData) context.Context {
+func (t *tracer) TraceDeliveryStart(ctx context.Context, d outbox.TraceDeliveryStartData) context.Context {
 	return t.start(ctx, "pgdcb.outbox.publish", trace.SpanKindProducer, attrRelay.String(d.Relay),
 		attrTopic.String(d.Topic), attrMessages.Int(d.Messages))
 }
 
-// TraceDeliveryEnd implements outboxtrace.Tracer.
-func (t *tracer) TraceDeliveryEnd(ctx context.Context, d outboxtrace.TraceDeliveryEndData) {
+// TraceDeliveryEnd implements outbox.Tracer.
+func (t *tracer) TraceDeliveryEnd(ctx context.Context, d outbox.TraceDeliveryEndData) {
 	finish(ctx, d.Err)
 }
 

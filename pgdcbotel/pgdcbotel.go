@@ -50,7 +50,7 @@ import (
 	"github.com/pgdcb/pgdcb/effects"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/clip"
-	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
+	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -88,7 +88,7 @@ type Tracer interface {
 	eventstore.Tracer
 	commands.Tracer
 	subscription.Tracer
-	outboxtrace.Tracer
+	outbox.Tracer
 	effects.Tracer
 	runstore.Tracer
 }

@@ -7,7 +7,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
-	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
+	"github.com/pgdcb/pgdcb/outbox"
 )
 
 // outboxMetrics is the outbox.Tracer (and RelayTracer) part of metrics: the
@@ -19,12 +19,12 @@ type outboxMetrics struct {
 	lastAck, inFlight, stalled *prometheus.Desc
 
 	mu     sync.Mutex
-	relays map[outboxtrace.Relay]int // relay -> its running Runs
+	relays map[*outbox.Relay]int // relay -> its running Runs
 }
 
 var (
-	_ outboxtrace.Tracer      = (*outboxMetrics)(nil)
-	_ outboxtrace.RelayTracer = (*outboxMetrics)(nil)
+	_ outbox.Tracer      = (*outboxMetrics)(nil)
+	_ outbox.RelayTracer = (*outboxMetrics)(nil)
 )
 
 func newOutboxMetrics() *outboxMetrics {
@@ -37,28 +37,28 @@ func newOutboxMetrics() *outboxMetrics {
 			"How long the oldest message not acknowledged yet has waited for its ack (across retries); 0 when none waits.", l, nil),
 		stalled: prometheus.NewDesc(prometheus.BuildFQName(namespace, "outbox", "stalled"),
 			"1 while a message has waited for its ack for Config.StallAfter or more: alert on it.", l, nil),
-		relays: map[outboxtrace.Relay]int{},
+		relays: map[*outbox.Relay]int{},
 	}
 }
 
 // TraceDeliveryStart implements outbox.Tracer.
-func (m *outboxMetrics) TraceDeliveryStart(ctx context.Context, _ outboxtrace.TraceDeliveryStartData) context.Context {
+func (m *outboxMetrics) TraceDeliveryStart(ctx context.Context, _ outbox.TraceDeliveryStartData) context.Context {
 	return ctx
 }
 
 // TraceDeliveryEnd implements outbox.Tracer. The gauges are read from the
 // relays at scrape time.
-func (m *outboxMetrics) TraceDeliveryEnd(context.Context, outboxtrace.TraceDeliveryEndData) {}
+func (m *outboxMetrics) TraceDeliveryEnd(context.Context, outbox.TraceDeliveryEndData) {}
 
 // TraceRelayStart implements outbox.RelayTracer.
-func (m *outboxMetrics) TraceRelayStart(r outboxtrace.Relay) {
+func (m *outboxMetrics) TraceRelayStart(r *outbox.Relay) {
 	m.mu.Lock()
 	m.relays[r]++
 	m.mu.Unlock()
 }
 
 // TraceRelayEnd implements outbox.RelayTracer.
-func (m *outboxMetrics) TraceRelayEnd(r outboxtrace.Relay) {
+func (m *outboxMetrics) TraceRelayEnd(r *outbox.Relay) {
 	m.mu.Lock()
 	if m.relays[r]--; m.relays[r] <= 0 {
 		delete(m.relays, r)
@@ -74,7 +74,7 @@ func (m *outboxMetrics) describe(ch chan<- *prometheus.Desc) {
 
 func (m *outboxMetrics) collect(ch chan<- prometheus.Metric) {
 	m.mu.Lock()
-	relays := make([]outboxtrace.Relay, 0, len(m.relays))
+	relays := make([]*outbox.Relay, 0, len(m.relays))
 	for r := range m.relays {
 		relays = append(relays, r)
 	}

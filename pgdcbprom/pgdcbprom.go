@@ -37,7 +37,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
-	"github.com/pgdcb/pgdcb/outbox/outboxtrace"
+	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -52,8 +52,8 @@ type Metrics interface {
 	eventstore.Tracer
 	subscription.Tracer
 	subscription.StatusTracer
-	outboxtrace.Tracer
-	outboxtrace.RelayTracer
+	outbox.Tracer
+	outbox.RelayTracer
 	commands.Tracer
 	runstore.Tracer
 	runstore.ProjectorTracer
