@@ -12,6 +12,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/horizon"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 	"github.com/pgdcb/pgdcb/tags"
@@ -87,7 +88,7 @@ func (o *orderCheck) done(want int) error {
 
 // horizonHint names the backend holding the tailing horizon, for errors.
 func horizonHint(ctx context.Context, env *Env) string {
-	h, ok, err := subscription.OldestTransaction(context.WithoutCancel(ctx), env.Pool)
+	h, ok, err := horizon.Oldest(context.WithoutCancel(ctx), env.Pool)
 	if err != nil || !ok {
 		return ""
 	}

@@ -1,4 +1,4 @@
-package subscription_test
+package horizon_test
 
 import (
 	"context"
@@ -7,14 +7,15 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/subscription"
+	"github.com/pgdcb/pgdcb/internal/horizon"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 )
 
-// TestOldestTransaction is not parallel: its open transaction holds back
+// TestOldest is not parallel: its open transaction holds back
 // every tailing reader.
-func TestOldestTransaction(t *testing.T) {
+func TestOldest(t *testing.T) {
 	ctx := context.Background()
-	pool := pgtestPool(t)
+	pool := pgtest.Pool(t)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
@@ -22,7 +23,7 @@ func TestOldestTransaction(t *testing.T) {
 	var start time.Time
 	var xid string
 	require.NoError(t, tx.QueryRow(ctx, `SELECT pg_backend_pid(), now(), pg_current_xact_id()::text`).Scan(&pid, &start, &xid))
-	h, ok, err := subscription.OldestTransaction(ctx, pool)
+	h, ok, err := horizon.Oldest(ctx, pool)
 	require.NoError(t, err)
 	require.True(t, ok, "our open transaction has an xid")
 	// Other packages may hold an older transaction on the shared server.

@@ -1,4 +1,4 @@
-package subscription
+package horizon
 
 import (
 	"context"
@@ -10,10 +10,10 @@ import (
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
-// HorizonHolder is the backend running the oldest transaction of the pool's
+// Backend is the backend running the oldest transaction of the pool's
 // database that has an xid: the one holding every tailing reader's horizon
 // back (eventstore.TailBatch.Horizon).
-type HorizonHolder struct {
+type Backend struct {
 	PID             int
 	Database        string
 	User            string
@@ -25,7 +25,7 @@ type HorizonHolder struct {
 	Query string
 }
 
-// OldestTransaction returns the backend holding the horizon (ok false when no
+// Oldest returns the backend holding the horizon (ok false when no
 // transaction with an xid runs in the pool's database). It reads
 // pg_stat_activity; transactions of other databases of the cluster do not
 // hold the horizon and are not reported (see eventstore.ReadTail), and a
@@ -33,7 +33,7 @@ type HorizonHolder struct {
 // so it is not reported here. eventstore.TailBatch.HorizonHolder names the
 // holder of one read's horizon exactly. The role needs pg_read_all_stats (or
 // to be superuser) to see other users' queries.
-func OldestTransaction(ctx context.Context, pool *pgxpool.Pool) (h HorizonHolder, ok bool, err error) {
+func Oldest(ctx context.Context, pool *pgxpool.Pool) (h Backend, ok bool, err error) {
 	// pg_stat_activity is a view over shared memory: no index, one row per
 	// backend.
 	row := pool.QueryRow(ctx, `SELECT pid, coalesce(datname, ''), coalesce(usename, ''), application_name,
@@ -44,10 +44,10 @@ func OldestTransaction(ctx context.Context, pool *pgxpool.Pool) (h HorizonHolder
 		ORDER BY age(backend_xid) DESC LIMIT 1`)
 	err = row.Scan(&h.PID, &h.Database, &h.User, &h.ApplicationName, &h.State, &h.XactStart, &h.Query)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return HorizonHolder{}, false, nil
+		return Backend{}, false, nil
 	}
 	if err != nil {
-		return HorizonHolder{}, false, errfmt.Errorf("pgdcb: subscription: oldest transaction: %w", err)
+		return Backend{}, false, errfmt.Errorf("pgdcb: oldest transaction: %w", err)
 	}
 	return h, true, nil
 }
