@@ -54,9 +54,6 @@ type Counts struct {
 	Pending, Executing, Completed, Failed int
 }
 
-// Total is the number of effects counted.
-func (c Counts) Total() int { return c.Pending + c.Executing + c.Completed + c.Failed }
-
 // Counts counts the effects by state. It folds every effect event of the
 // store (retention keeps that bounded; see Purge).
 func (q *Queue) Counts(ctx context.Context) (Counts, error) {

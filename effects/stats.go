@@ -38,13 +38,3 @@ func (w *Worker) Stats() Stats {
 		LostLeases: s.lostLeases.Load(), LeaseExtensions: s.leaseExtensions.Load(), ClaimConflicts: s.claimConflicts.Load(),
 	}
 }
-
-// Add returns the sum of two Stats (for totals over several workers).
-func (s Stats) Add(o Stats) Stats {
-	return Stats{
-		Claims: s.Claims + o.Claims, Executed: s.Executed + o.Executed, Failed: s.Failed + o.Failed,
-		Retried: s.Retried + o.Retried, LeaseTakeovers: s.LeaseTakeovers + o.LeaseTakeovers,
-		LostLeases: s.LostLeases + o.LostLeases, LeaseExtensions: s.LeaseExtensions + o.LeaseExtensions,
-		ClaimConflicts: s.ClaimConflicts + o.ClaimConflicts,
-	}
-}
