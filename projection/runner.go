@@ -133,7 +133,7 @@ func (c *Config) validate() error {
 	}
 	if err := cfgcheck.NonNegative(
 		cfgcheck.Int("BatchSize", c.BatchSize, defaultBatchSize),
-		cfgcheck.Duration("PollInterval", c.PollInterval, subscription.DefaultPollInterval),
+		cfgcheck.Duration("PollInterval", c.PollInterval, wake.DefaultPoll),
 		cfgcheck.Duration("ElectionInterval", c.ElectionInterval, DefaultElectionInterval),
 		cfgcheck.Duration("HeartbeatInterval", c.HeartbeatInterval, defaultHeartbeatInterval),
 		cfgcheck.Duration("RetryMin", c.RetryMin, defaultRetryMin),
@@ -165,7 +165,7 @@ func (c *Config) withDefaults() Config {
 		o = *c
 	}
 	o.BatchSize = cmp.Or(o.BatchSize, defaultBatchSize)
-	o.PollInterval = cmp.Or(o.PollInterval, subscription.DefaultPollInterval)
+	o.PollInterval = cmp.Or(o.PollInterval, wake.DefaultPoll)
 	o.ElectionInterval = cmp.Or(o.ElectionInterval, DefaultElectionInterval)
 	o.HeartbeatInterval = cmp.Or(o.HeartbeatInterval, defaultHeartbeatInterval)
 	o.RetryMin = cmp.Or(o.RetryMin, defaultRetryMin)

@@ -21,11 +21,10 @@ import (
 
 // Defaults of Config.
 const (
-	defaultBatchSize    = 1000
-	DefaultPollInterval = time.Second
-	defaultRetryMin     = 100 * time.Millisecond
-	defaultRetryMax     = 10 * time.Second
-	defaultName         = "subscription"
+	defaultBatchSize = 1000
+	defaultRetryMin  = 100 * time.Millisecond
+	defaultRetryMax  = 10 * time.Second
+	defaultName      = "subscription"
 )
 
 // Config configures a Subscription. nil or the zero value means every default:
@@ -77,7 +76,7 @@ func (c *Config) validate() error {
 	}
 	return cfgcheck.NonNegative(
 		cfgcheck.Int("BatchSize", c.BatchSize, defaultBatchSize),
-		cfgcheck.Duration("PollInterval", c.PollInterval, DefaultPollInterval),
+		cfgcheck.Duration("PollInterval", c.PollInterval, wake.DefaultPoll),
 		cfgcheck.Duration("RetryMin", c.RetryMin, defaultRetryMin),
 		cfgcheck.Duration("RetryMax", c.RetryMax, defaultRetryMax),
 	)
@@ -92,7 +91,7 @@ func (c *Config) withDefaults() Config {
 	}
 	o.Name = cmp.Or(o.Name, defaultName)
 	o.BatchSize = cmp.Or(o.BatchSize, defaultBatchSize)
-	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.PollInterval = cmp.Or(o.PollInterval, wake.DefaultPoll)
 	o.RetryMin = cmp.Or(o.RetryMin, defaultRetryMin)
 	o.RetryMax = max(cmp.Or(o.RetryMax, defaultRetryMax), o.RetryMin)
 	if o.Logger == nil {

@@ -18,7 +18,7 @@ import (
 )
 
 // DefaultPoll is the poll interval of a Waker made with poll <= 0 (the
-// readers' own default, subscription.DefaultPollInterval).
+// readers' own default: subscription and projection Config.PollInterval).
 const DefaultPoll = time.Second
 
 // Waker tells a tailing reader when to read again: when the store reports an
