@@ -84,9 +84,6 @@ func (e *Executor) Register(cmdType string, h Handler) error {
 	return nil
 }
 
-// Store returns the executor's store.
-func (e *Executor) Store() eventstore.Interface { return e.store }
-
 // errDuplicateRow: the commands row's UNIQUE(command_id) refused the insert.
 var errDuplicateRow = errors.New("pgdcb: commands: duplicate command id")
 

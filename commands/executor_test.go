@@ -28,7 +28,6 @@ func TestExecuteAppendsAndRecordsTheCommand(t *testing.T) {
 	onEachStore(t, func(t *testing.T, b backend) {
 		ctx := context.Background()
 		ex, s := b.newExecutor(t, nil)
-		require.Same(t, s, ex.Store())
 		id := uuid.New()
 		c := cmd("Increment", increment("a", 10))
 		c.ID = id
