@@ -69,8 +69,10 @@ type Config struct {
 	// (outbox.Config embeds it too): polling, election, retries, identity,
 	// tracing and logs.
 	ReaderConfig
-	// Reset clears the read model when Runner.Reset rebuilds it. Default none.
-	Reset ResetFunc
+	// Reset clears the read model, in the transaction that moves the
+	// checkpoint back to the start, when Runner.Reset rebuilds it. Default
+	// none.
+	Reset func(ctx context.Context, tx pgx.Tx) error
 	// MetadataContains, when set, narrows the projection to the events
 	// (matching the query) whose metadata contains this JSON object
 	// (eventstore.TailOptions.MetadataContains): for a part of the log that

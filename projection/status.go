@@ -99,16 +99,13 @@ func setState(ctx context.Context, store *eventstore.Store, name, set string) er
 	return nil
 }
 
-// ResetFunc clears a projection's read model, in the transaction that moves its
-// checkpoint back to the start of the log.
-type ResetFunc func(ctx context.Context, tx pgx.Tx) error
-
 // Reset rebuilds the projection name from zero: in one transaction it locks
-// the checkpoint row, calls clear (if not nil) to empty the read model, and
-// moves the checkpoint to the start of the log, ACTIVE with no errors. A
+// the checkpoint row, calls clear (if not nil) to empty the read model in
+// that transaction, and moves the checkpoint to the start of the log, ACTIVE
+// with no errors. A
 // leader's batch in flight then fails its compare-and-set on the checkpoint
 // and rolls back.
-func Reset(ctx context.Context, store *eventstore.Store, name string, clear ResetFunc) error {
+func Reset(ctx context.Context, store *eventstore.Store, name string, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	pool := store.Pool()
 	if err := ensure(ctx, pool, ident.Schema(store), name); err != nil {
 		return err

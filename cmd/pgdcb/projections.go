@@ -33,7 +33,7 @@ on top of what it already holds (a balance summed from deposits doubles).
 It is refused unless -checkpoint-only says that is meant. To rebuild a read
 model: pause the projection, empty its tables yourself, then reset
 -checkpoint-only; or reset from the application (projection.Reset with a
-ResetFunc that empties the read model in the same transaction).
+function that empties the read model in the same transaction).
 `,
 	maxArgs: 2,
 	flags: func(fs *flag.FlagSet) func(e *env) error {
