@@ -105,10 +105,10 @@ func (e *Executor) Execute(ctx context.Context, cmd Command) (Outcome, error) {
 		return e.execute(ctx, &cmd, &tr)
 	}
 	start := time.Now()
-	ctx = t.TraceExecuteStart(ctx, TraceExecuteStartData{Type: cmd.Type, CommandID: cmd.ID})
+	ctx = t.TraceExecuteStart(ctx, TraceExecuteData{Type: cmd.Type, CommandID: cmd.ID})
 	var tr execTrace
 	out, err := e.execute(ctx, &cmd, &tr)
-	t.TraceExecuteEnd(ctx, TraceExecuteEndData{Type: cmd.Type, CommandID: cmd.ID, Result: tr.result,
+	t.TraceExecuteEnd(ctx, TraceExecuteData{Type: cmd.Type, CommandID: cmd.ID, Result: tr.result,
 		Attempts: tr.attempts, Retries: tr.retries, Duration: time.Since(start), Err: err})
 	return out, err
 }

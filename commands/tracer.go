@@ -21,15 +21,9 @@ import (
 type Tracer interface {
 	// TraceExecuteStart is called when Execute starts, before the command is
 	// checked.
-	TraceExecuteStart(ctx context.Context, data TraceExecuteStartData) context.Context
+	TraceExecuteStart(ctx context.Context, data TraceExecuteData) context.Context
 	// TraceExecuteEnd is called when Execute returns.
-	TraceExecuteEnd(ctx context.Context, data TraceExecuteEndData)
-}
-
-// TraceExecuteStartData is what TraceExecuteStart receives.
-type TraceExecuteStartData struct {
-	Type      string    // the command's type, as given (not checked yet)
-	CommandID uuid.UUID // the command's id as given; uuid.Nil when Execute assigns one
+	TraceExecuteEnd(ctx context.Context, data TraceExecuteData)
 }
 
 // Result is how an Execute ended, for tracers.
@@ -45,8 +39,9 @@ const (
 	ResultError     Result = "error"     // any other failure (store, context, unknown outcome)
 )
 
-// TraceExecuteEndData is what TraceExecuteEnd receives.
-type TraceExecuteEndData struct {
+// TraceExecuteData is what TraceExecuteStart (Type and CommandID, as given:
+// CommandID is uuid.Nil when Execute assigns one) and TraceExecuteEnd receive.
+type TraceExecuteData struct {
 	Type      string    // the command's type, as given
 	CommandID uuid.UUID // the command's id (assigned when it had none); uuid.Nil if refused before
 	Result    Result
@@ -66,10 +61,10 @@ func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNi
 
 type multiTracer []Tracer
 
-func (m multiTracer) TraceExecuteStart(ctx context.Context, d TraceExecuteStartData) context.Context {
+func (m multiTracer) TraceExecuteStart(ctx context.Context, d TraceExecuteData) context.Context {
 	return multitrace.Start(m, ctx, d, Tracer.TraceExecuteStart)
 }
 
-func (m multiTracer) TraceExecuteEnd(ctx context.Context, d TraceExecuteEndData) {
+func (m multiTracer) TraceExecuteEnd(ctx context.Context, d TraceExecuteData) {
 	multitrace.End(m, ctx, d, Tracer.TraceExecuteEnd)
 }

@@ -17,29 +17,20 @@ import (
 type Tracer interface {
 	// TraceAttemptStart is called when the worker claimed an effect, before
 	// its handler runs.
-	TraceAttemptStart(ctx context.Context, data TraceAttemptStartData) context.Context
+	TraceAttemptStart(ctx context.Context, data TraceAttemptData) context.Context
 	// TraceAttemptEnd is called when the attempt's result was recorded (or
 	// not: a lost lease, a stopping worker).
-	TraceAttemptEnd(ctx context.Context, data TraceAttemptEndData)
+	TraceAttemptEnd(ctx context.Context, data TraceAttemptData)
 }
 
-// TraceAttemptStartData is what TraceAttemptStart receives.
-type TraceAttemptStartData struct {
+// TraceAttemptData is what TraceAttemptStart (Worker, EffectID, Type,
+// Session, Attempt, Takeover) and TraceAttemptEnd receive.
+type TraceAttemptData struct {
 	Worker   string // Config.Identity
 	EffectID string
 	Type     string
 	Session  string
-	Attempt  int  // 1 for the first attempt
-	Takeover bool // the previous attempt's lease had expired without a result
-}
-
-// TraceAttemptEndData is what TraceAttemptEnd receives.
-type TraceAttemptEndData struct {
-	Worker   string
-	EffectID string
-	Type     string
-	Session  string
-	Attempt  int
+	Attempt  int           // 1 for the first attempt
 	Duration time.Duration // the handler and the recording of its result
 	// Err is the handler's error (or one naming the value it panicked
 	// with); nil: it succeeded.
@@ -48,6 +39,7 @@ type TraceAttemptEndData struct {
 	// recorded, when another worker had taken the effect over, or when the
 	// worker stopped during the handler (the claim then expires).
 	RecordErr error
+	Takeover  bool // TraceAttemptStart only: the previous attempt's lease had expired without a result
 }
 
 // MultiTracer returns a Tracer calling each non-nil tracer in turn, each
@@ -56,10 +48,10 @@ func MultiTracer(tracers ...Tracer) Tracer { return multiTracer(multitrace.NonNi
 
 type multiTracer []Tracer
 
-func (m multiTracer) TraceAttemptStart(ctx context.Context, d TraceAttemptStartData) context.Context {
+func (m multiTracer) TraceAttemptStart(ctx context.Context, d TraceAttemptData) context.Context {
 	return multitrace.Start(m, ctx, d, Tracer.TraceAttemptStart)
 }
 
-func (m multiTracer) TraceAttemptEnd(ctx context.Context, d TraceAttemptEndData) {
+func (m multiTracer) TraceAttemptEnd(ctx context.Context, d TraceAttemptData) {
 	multitrace.End(m, ctx, d, Tracer.TraceAttemptEnd)
 }

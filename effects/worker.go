@@ -222,14 +222,14 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 	t := w.cfg.Tracer
 	hctx := ctx
 	if t != nil {
-		hctx = t.TraceAttemptStart(ctx, TraceAttemptStartData{Worker: w.cfg.Identity, EffectID: e.ID, Type: e.Type,
+		hctx = t.TraceAttemptStart(ctx, TraceAttemptData{Worker: w.cfg.Identity, EffectID: e.ID, Type: e.Type,
 			Session: e.Session, Attempt: attempt, Takeover: takeover})
 	}
 	herr := w.runHandler(hctx, leaseUntil, claimed)
 	var rerr error
 	if t != nil {
 		defer func() {
-			t.TraceAttemptEnd(hctx, TraceAttemptEndData{Worker: w.cfg.Identity, EffectID: e.ID, Type: e.Type,
+			t.TraceAttemptEnd(hctx, TraceAttemptData{Worker: w.cfg.Identity, EffectID: e.ID, Type: e.Type,
 				Session: e.Session, Attempt: attempt, Duration: time.Since(now), Err: herr, RecordErr: rerr})
 		}()
 	}

@@ -682,10 +682,10 @@ func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 // as pgdcb_reader_slot_retained_wal_bytes).
 type slotSeen struct{ names sync.Map }
 
-func (*slotSeen) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+func (*slotSeen) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchData) context.Context {
 	return ctx
 }
-func (*slotSeen) TraceBatchEnd(context.Context, subscription.TraceBatchEndData) {}
+func (*slotSeen) TraceBatchEnd(context.Context, subscription.TraceBatchData) {}
 func (*slotSeen) TraceReaderError(context.Context, string, error)               {}
 func (*slotSeen) TraceLag(context.Context, string, subscription.Lag)            {}
 func (*slotSeen) TraceLeader(context.Context, string, bool)                     {}

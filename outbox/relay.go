@@ -188,11 +188,11 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 		start := time.Now()
 		r.delivery.begin(start)
 		if r.tracer != nil {
-			ctx = r.tracer.TraceDeliveryStart(ctx, TraceDeliveryStartData{Relay: r.name, Topic: topic.Name, Messages: len(msgs)})
+			ctx = r.tracer.TraceDeliveryStart(ctx, TraceDeliveryData{Relay: r.name, Topic: topic.Name, Messages: len(msgs)})
 		}
 		err := pub.Publish(ctx, msgs)
 		if r.tracer != nil {
-			r.tracer.TraceDeliveryEnd(ctx, TraceDeliveryEndData{Relay: r.name, Topic: topic.Name, Messages: len(msgs),
+			r.tracer.TraceDeliveryEnd(ctx, TraceDeliveryData{Relay: r.name, Topic: topic.Name, Messages: len(msgs),
 				Duration: time.Since(start), Err: err})
 		}
 		if err != nil {

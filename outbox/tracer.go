@@ -23,23 +23,17 @@ import (
 // OpenTelemetry spans; MultiTracer combines tracers.
 type Tracer interface {
 	// TraceDeliveryStart is called before each publish of a batch.
-	TraceDeliveryStart(ctx context.Context, data TraceDeliveryStartData) context.Context
+	TraceDeliveryStart(ctx context.Context, data TraceDeliveryData) context.Context
 	// TraceDeliveryEnd is called when the publish returned (acked or not).
-	TraceDeliveryEnd(ctx context.Context, data TraceDeliveryEndData)
+	TraceDeliveryEnd(ctx context.Context, data TraceDeliveryData)
 }
 
-// TraceDeliveryStartData is what TraceDeliveryStart receives.
-type TraceDeliveryStartData struct {
+// TraceDeliveryData is what TraceDeliveryStart (Relay, Topic, Messages) and
+// TraceDeliveryEnd receive.
+type TraceDeliveryData struct {
 	Relay    string // the relay's name (CheckpointName)
 	Topic    string
-	Messages int // messages in the publish
-}
-
-// TraceDeliveryEndData is what TraceDeliveryEnd receives.
-type TraceDeliveryEndData struct {
-	Relay    string
-	Topic    string
-	Messages int
+	Messages int           // messages in the publish
 	Duration time.Duration // the publish, until its ack or failure
 	Err      error         // nil: the broker acknowledged every message
 }
@@ -68,11 +62,11 @@ type multiTracer []Tracer
 
 var _ RelayTracer = multiTracer(nil)
 
-func (m multiTracer) TraceDeliveryStart(ctx context.Context, d TraceDeliveryStartData) context.Context {
+func (m multiTracer) TraceDeliveryStart(ctx context.Context, d TraceDeliveryData) context.Context {
 	return multitrace.Start(m, ctx, d, Tracer.TraceDeliveryStart)
 }
 
-func (m multiTracer) TraceDeliveryEnd(ctx context.Context, d TraceDeliveryEndData) {
+func (m multiTracer) TraceDeliveryEnd(ctx context.Context, d TraceDeliveryData) {
 	multitrace.End(m, ctx, d, Tracer.TraceDeliveryEnd)
 }
 

@@ -39,13 +39,13 @@ const (
 )
 
 // TraceExecuteStart implements commands.Tracer: a span "pgdcb.command".
-func (t *tracer) TraceExecuteStart(ctx context.Context, d commands.TraceExecuteStartData) context.Context {
+func (t *tracer) TraceExecuteStart(ctx context.Context, d commands.TraceExecuteData) context.Context {
 	return t.start(ctx, "pgdcb.command", trace.SpanKindInternal, attrCommandType.String(d.Type))
 }
 
 // TraceExecuteEnd implements commands.Tracer. A rejection, a duplicate and
 // giving up on conflicts are answers: their status stays unset.
-func (t *tracer) TraceExecuteEnd(ctx context.Context, d commands.TraceExecuteEndData) {
+func (t *tracer) TraceExecuteEnd(ctx context.Context, d commands.TraceExecuteData) {
 	var err error
 	if d.Result == commands.ResultError || d.Result == commands.ResultInvalid {
 		err = d.Err
@@ -56,31 +56,31 @@ func (t *tracer) TraceExecuteEnd(ctx context.Context, d commands.TraceExecuteEnd
 
 // TraceBatchStart implements subscription.Tracer: a span "pgdcb.batch" per
 // batch of a subscription, projection or outbox relay.
-func (t *tracer) TraceBatchStart(ctx context.Context, d subscription.TraceBatchStartData) context.Context {
+func (t *tracer) TraceBatchStart(ctx context.Context, d subscription.TraceBatchData) context.Context {
 	return t.start(ctx, "pgdcb.batch", trace.SpanKindConsumer, attrReader.String(d.Name),
 		attrReaderKind.String(d.Kind), attrEvents.Int(d.Events))
 }
 
 // TraceBatchEnd implements subscription.Tracer.
-func (t *tracer) TraceBatchEnd(ctx context.Context, d subscription.TraceBatchEndData) {
+func (t *tracer) TraceBatchEnd(ctx context.Context, d subscription.TraceBatchData) {
 	finish(ctx, d.Err, attrCommitted.Bool(d.Committed))
 }
 
 // TraceDeliveryStart implements outbox.Tracer: a span "pgdcb.outbox.publish"
 // per publish, a child of the relay's batch span.
-func (t *tracer) TraceDeliveryStart(ctx context.Context, d outbox.TraceDeliveryStartData) context.Context {
+func (t *tracer) TraceDeliveryStart(ctx context.Context, d outbox.TraceDeliveryData) context.Context {
 	return t.start(ctx, "pgdcb.outbox.publish", trace.SpanKindProducer, attrRelay.String(d.Relay),
 		attrTopic.String(d.Topic), attrMessages.Int(d.Messages))
 }
 
 // TraceDeliveryEnd implements outbox.Tracer.
-func (t *tracer) TraceDeliveryEnd(ctx context.Context, d outbox.TraceDeliveryEndData) {
+func (t *tracer) TraceDeliveryEnd(ctx context.Context, d outbox.TraceDeliveryData) {
 	finish(ctx, d.Err)
 }
 
 // TraceAttemptStart implements effects.Tracer: a span "pgdcb.effect.attempt"
 // per attempt, the handler's context.
-func (t *tracer) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptStartData) context.Context {
+func (t *tracer) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptData) context.Context {
 	return t.start(ctx, "pgdcb.effect.attempt", trace.SpanKindInternal, attrEffectID.String(d.EffectID),
 		attrEffectType.String(d.Type), attrSession.String(d.Session), attrAttempt.Int(d.Attempt),
 		attrWorker.String(d.Worker), attrTakeover.Bool(d.Takeover))
@@ -88,7 +88,7 @@ func (t *tracer) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptSt
 
 // TraceAttemptEnd implements effects.Tracer: the handler's error, else the
 // recording's, is the span's error.
-func (t *tracer) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEndData) {
+func (t *tracer) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptData) {
 	err := d.Err
 	if err == nil {
 		err = d.RecordErr

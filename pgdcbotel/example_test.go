@@ -39,9 +39,9 @@ func ExampleTracer_TraceBatchStart() {
 	provider := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
 	tracer := pgdcbotel.New(&pgdcbotel.Config{TracerProvider: provider})
 	// proj, err := projection.New(store, "balances", q, h, &projection.Config{Tracer: tracer})
-	ctx := tracer.TraceBatchStart(context.Background(), subscription.TraceBatchStartData{
+	ctx := tracer.TraceBatchStart(context.Background(), subscription.TraceBatchData{
 		Name: "balances", Kind: subscription.KindProjection, Events: 3})
-	tracer.TraceBatchEnd(ctx, subscription.TraceBatchEndData{Name: "balances", Kind: subscription.KindProjection,
+	tracer.TraceBatchEnd(ctx, subscription.TraceBatchData{Name: "balances", Kind: subscription.KindProjection,
 		Events: 3, Committed: true})
 
 	span := recorder.Ended()[0]

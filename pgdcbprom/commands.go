@@ -59,12 +59,12 @@ func (m *commandsMetrics) collectors() []prometheus.Collector {
 }
 
 // TraceExecuteStart implements commands.Tracer.
-func (m *commandsMetrics) TraceExecuteStart(ctx context.Context, _ commands.TraceExecuteStartData) context.Context {
+func (m *commandsMetrics) TraceExecuteStart(ctx context.Context, _ commands.TraceExecuteData) context.Context {
 	return ctx
 }
 
 // TraceExecuteEnd implements commands.Tracer.
-func (m *commandsMetrics) TraceExecuteEnd(_ context.Context, d commands.TraceExecuteEndData) {
+func (m *commandsMetrics) TraceExecuteEnd(_ context.Context, d commands.TraceExecuteData) {
 	typ := d.Type
 	if d.Result == commands.ResultInvalid && query.ValidateType(typ) != nil {
 		typ = "invalid" // a label value the caller cannot make unbounded

@@ -22,20 +22,20 @@ import (
 // attempts records what an effects.Tracer receives.
 type attempts struct {
 	mu     sync.Mutex
-	starts []effects.TraceAttemptStartData
-	ends   []effects.TraceAttemptEndData
+	starts []effects.TraceAttemptData
+	ends   []effects.TraceAttemptData
 }
 
 type attemptKey struct{}
 
-func (a *attempts) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptStartData) context.Context {
+func (a *attempts) TraceAttemptStart(ctx context.Context, d effects.TraceAttemptData) context.Context {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.starts = append(a.starts, d)
 	return context.WithValue(ctx, attemptKey{}, d.EffectID)
 }
 
-func (a *attempts) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEndData) {
+func (a *attempts) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptData) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if ctx.Value(attemptKey{}) != d.EffectID {
@@ -44,7 +44,7 @@ func (a *attempts) TraceAttemptEnd(ctx context.Context, d effects.TraceAttemptEn
 	a.ends = append(a.ends, d)
 }
 
-func (a *attempts) snapshot() ([]effects.TraceAttemptStartData, []effects.TraceAttemptEndData) {
+func (a *attempts) snapshot() ([]effects.TraceAttemptData, []effects.TraceAttemptData) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return slices.Clone(a.starts), slices.Clone(a.ends)

@@ -44,7 +44,7 @@ func ExampleMetrics() {
 	// exec, err := commands.New(store, &commands.Config{Tracer: metrics})
 	// Here, what the executor reports when a command commits at its second
 	// decision:
-	metrics.TraceExecuteEnd(context.Background(), commands.TraceExecuteEndData{
+	metrics.TraceExecuteEnd(context.Background(), commands.TraceExecuteData{
 		Type: "Deposit", Result: commands.ResultExecuted, Attempts: 2, Retries: 1, Duration: time.Millisecond})
 
 	families, _ := registry.Gather()

@@ -42,13 +42,13 @@ func newOutboxMetrics() *outboxMetrics {
 }
 
 // TraceDeliveryStart implements outbox.Tracer.
-func (m *outboxMetrics) TraceDeliveryStart(ctx context.Context, _ outbox.TraceDeliveryStartData) context.Context {
+func (m *outboxMetrics) TraceDeliveryStart(ctx context.Context, _ outbox.TraceDeliveryData) context.Context {
 	return ctx
 }
 
 // TraceDeliveryEnd implements outbox.Tracer. The gauges are read from the
 // relays at scrape time.
-func (m *outboxMetrics) TraceDeliveryEnd(context.Context, outbox.TraceDeliveryEndData) {}
+func (m *outboxMetrics) TraceDeliveryEnd(context.Context, outbox.TraceDeliveryData) {}
 
 // TraceRelayStart implements outbox.RelayTracer.
 func (m *outboxMetrics) TraceRelayStart(r *outbox.Relay) {

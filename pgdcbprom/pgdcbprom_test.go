@@ -124,7 +124,7 @@ func TestMetricsExportOnlyWhatReports(t *testing.T) {
 	require.NoError(t, reg.Register(m))
 	require.Empty(t, gather(t, reg))
 
-	m.TraceExecuteEnd(t.Context(), commands.TraceExecuteEndData{Type: "Open", Result: commands.ResultExecuted, Attempts: 1})
+	m.TraceExecuteEnd(t.Context(), commands.TraceExecuteData{Type: "Open", Result: commands.ResultExecuted, Attempts: 1})
 	for name := range gather(t, reg) {
 		require.True(t, strings.HasPrefix(name, "pgdcb_commands_"), name)
 	}

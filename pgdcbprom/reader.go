@@ -71,13 +71,13 @@ func newReaderMetrics() *readerMetrics {
 func (m *readerMetrics) collectors() []prometheus.Collector { return m.all }
 
 // TraceBatchStart implements subscription.Tracer.
-func (m *readerMetrics) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+func (m *readerMetrics) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchData) context.Context {
 	return ctx
 }
 
 // TraceBatchEnd implements subscription.Tracer: a committed batch and its
 // events.
-func (m *readerMetrics) TraceBatchEnd(_ context.Context, d subscription.TraceBatchEndData) {
+func (m *readerMetrics) TraceBatchEnd(_ context.Context, d subscription.TraceBatchData) {
 	if !d.Committed || d.Events == 0 {
 		return
 	}

@@ -46,12 +46,12 @@ type stepTracer struct {
 	starts, ends, events atomic.Int64
 }
 
-func (st *stepTracer) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchStartData) context.Context {
+func (st *stepTracer) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchData) context.Context {
 	st.starts.Add(1)
 	return ctx
 }
 
-func (st *stepTracer) TraceBatchEnd(_ context.Context, d subscription.TraceBatchEndData) {
+func (st *stepTracer) TraceBatchEnd(_ context.Context, d subscription.TraceBatchData) {
 	st.ends.Add(1)
 	if d.Committed {
 		st.events.Add(int64(d.Events))

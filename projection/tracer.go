@@ -35,7 +35,7 @@ func (tr tracing) start(ctx context.Context, name string, res *batchResult, afte
 	if tr.t == nil || res.n == 0 {
 		return ctx
 	}
-	ctx = tr.t.TraceBatchStart(ctx, subscription.TraceBatchStartData{Name: name, Kind: subscription.KindProjection,
+	ctx = tr.t.TraceBatchStart(ctx, subscription.TraceBatchData{Name: name, Kind: subscription.KindProjection,
 		Events: res.n, After: after})
 	res.trace = &batchTrace{ctx: ctx, start: time.Now()}
 	return ctx
@@ -50,7 +50,7 @@ func (tr tracing) end(name string, res batchResult, err error) {
 	if errors.Is(err, errFenced) {
 		err = nil
 	}
-	tr.t.TraceBatchEnd(res.trace.ctx, subscription.TraceBatchEndData{Name: name, Kind: subscription.KindProjection,
+	tr.t.TraceBatchEnd(res.trace.ctx, subscription.TraceBatchData{Name: name, Kind: subscription.KindProjection,
 		Events: res.n, Committed: res.wrote, Duration: time.Since(res.trace.start), Err: err})
 }
 

@@ -27,10 +27,10 @@ type Tracer interface {
 	// TraceBatchStart is called when a batch of events was read, before
 	// the handler gets it. Batches without events (a projection's idle
 	// checkpoint write, a logical reader's position move) are not traced.
-	TraceBatchStart(ctx context.Context, data TraceBatchStartData) context.Context
+	TraceBatchStart(ctx context.Context, data TraceBatchData) context.Context
 	// TraceBatchEnd is called when the batch was handled (for a
 	// projection: when its transaction ended).
-	TraceBatchEnd(ctx context.Context, data TraceBatchEndData)
+	TraceBatchEnd(ctx context.Context, data TraceBatchData)
 }
 
 // Reader kinds in the trace data.
@@ -39,25 +39,19 @@ const (
 	KindProjection   = "projection" // outbox relays too: they run as projections
 )
 
-// TraceBatchStartData is what TraceBatchStart receives.
-type TraceBatchStartData struct {
-	Name   string        // the reader's name: Config.Name, the projection's or relay's checkpoint name
-	Kind   string        // KindSubscription or KindProjection
-	Events int           // events in the batch
-	After  cursor.Cursor // where the batch starts (exclusive)
-}
-
-// TraceBatchEndData is what TraceBatchEnd receives.
-type TraceBatchEndData struct {
-	Name   string
-	Kind   string
-	Events int
+// TraceBatchData is what TraceBatchStart (Name, Kind, Events, After) and
+// TraceBatchEnd receive.
+type TraceBatchData struct {
+	Name   string // the reader's name: Config.Name, the projection's or relay's checkpoint name
+	Kind   string // KindSubscription or KindProjection
+	Events int    // events in the batch
 	// Committed is true when the batch counts as delivered: the handler
 	// returned nil (for a projection: and the checkpoint moved with it in
 	// one committed transaction).
 	Committed bool
 	Duration  time.Duration // from TraceBatchStart
 	Err       error         // the handler's or the commit's error; nil if none
+	After     cursor.Cursor // TraceBatchStart only: where the batch starts (exclusive)
 }
 
 // StatusTracer is an optional interface of a Tracer: the readers' state
@@ -96,11 +90,11 @@ type multiTracer []Tracer
 
 var _ StatusTracer = multiTracer(nil)
 
-func (m multiTracer) TraceBatchStart(ctx context.Context, d TraceBatchStartData) context.Context {
+func (m multiTracer) TraceBatchStart(ctx context.Context, d TraceBatchData) context.Context {
 	return multitrace.Start(m, ctx, d, Tracer.TraceBatchStart)
 }
 
-func (m multiTracer) TraceBatchEnd(ctx context.Context, d TraceBatchEndData) {
+func (m multiTracer) TraceBatchEnd(ctx context.Context, d TraceBatchData) {
 	multitrace.End(m, ctx, d, Tracer.TraceBatchEnd)
 }
 
@@ -142,9 +136,9 @@ func (tr tracing) batch(ctx context.Context, name string, n int, after cursor.Cu
 		return handle(ctx)
 	}
 	start := time.Now()
-	ctx = tr.t.TraceBatchStart(ctx, TraceBatchStartData{Name: name, Kind: KindSubscription, Events: n, After: after})
+	ctx = tr.t.TraceBatchStart(ctx, TraceBatchData{Name: name, Kind: KindSubscription, Events: n, After: after})
 	err := handle(ctx)
-	tr.t.TraceBatchEnd(ctx, TraceBatchEndData{Name: name, Kind: KindSubscription, Events: n,
+	tr.t.TraceBatchEnd(ctx, TraceBatchData{Name: name, Kind: KindSubscription, Events: n,
 		Committed: err == nil, Duration: time.Since(start), Err: err})
 	return err
 }
