@@ -57,31 +57,31 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 	ctx := context.Background()
 	es := pgdcbtest.NewStore(t, &pgdcbtest.Options{OwnPool: true})
 	pool := es.Pool()
-	ev := func(tg ...string) eventstore.Event {
-		return eventstore.MustEvent("Happened", map[string]int{"n": 1}, tg...)
+	ev := func(tg ...string) pgdcb.Event {
+		return pgdcb.MustEvent("Happened", map[string]int{"n": 1}, tg...)
 	}
 
 	// Appends.
 	withID := ev("k=1")
 	withID.ID = uuid.New()
-	_, err := es.Append(ctx, []eventstore.Event{withID})
+	_, err := es.Append(ctx, []pgdcb.Event{withID})
 	require.NoError(t, err)
-	_, err = es.Append(ctx, []eventstore.Event{withID})
+	_, err = es.Append(ctx, []pgdcb.Event{withID})
 	requireOnePrefix(t, "duplicate event id", err, pgdcb.ErrIdempotent)
 
 	idem := appendif.Condition{Idempotency: query.Tagged(nil, "k=1")}
-	_, err = es.AppendIf(ctx, []eventstore.Event{ev("k=1")}, idem)
+	_, err = es.AppendIf(ctx, []pgdcb.Event{ev("k=1")}, idem)
 	requireOnePrefix(t, "idempotency query", err, pgdcb.ErrIdempotent)
 
-	_, err = es.AppendIf(ctx, []eventstore.Event{ev("k=2")}, appendif.FailIf(query.Tagged(nil, "k=1"), &cursor.Start))
+	_, err = es.AppendIf(ctx, []pgdcb.Event{ev("k=2")}, appendif.FailIf(query.Tagged(nil, "k=1"), &cursor.Start))
 	requireOnePrefix(t, "condition failed", err, pgdcb.ErrConditionFailed)
 
-	_, err = es.Append(ctx, []eventstore.Event{{Type: "", Data: []byte(`{}`)}})
+	_, err = es.Append(ctx, []pgdcb.Event{{Type: "", Data: []byte(`{}`)}})
 	requireOnePrefix(t, "invalid event", err, pgdcb.ErrInvalidEvent)
 
 	tx, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.RepeatableRead})
 	require.NoError(t, err)
-	_, err = es.AppendTx(ctx, tx, []eventstore.Event{ev("k=3")})
+	_, err = es.AppendTx(ctx, tx, []pgdcb.Event{ev("k=3")})
 	requireOnePrefix(t, "transaction state", err, pgdcb.ErrTransactionState)
 	require.NoError(t, tx.Rollback(ctx))
 
@@ -97,7 +97,7 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 	// A store over a schema that was never migrated.
 	bare, err := eventstore.New(pool, &eventstore.Config{Schema: pgtest.Schema(t)})
 	require.NoError(t, err)
-	_, err = bare.Append(ctx, []eventstore.Event{ev("k=1")})
+	_, err = bare.Append(ctx, []pgdcb.Event{ev("k=1")})
 	requireOnePrefix(t, "append, not migrated", err, pgdcb.ErrNotMigrated)
 	_, _, err = bare.ReadAll(ctx, query.All(), nil)
 	requireOnePrefix(t, "read, not migrated", err, pgdcb.ErrNotMigrated)
@@ -107,7 +107,7 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 	requireOnePrefix(t, "migrate, invalid schema", err, pgdcb.ErrInvalidSchema)
 
 	// Projections.
-	_, err = projection.New(es, "p", query.All(), func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil },
+	_, err = projection.New(es, "p", query.All(), func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil },
 		&projection.Config{BatchSize: -1})
 	requireOnePrefix(t, "projection config", err, pgdcb.ErrInvalidArgument)
 	_, err = projection.GetStatus(ctx, es, "never-ran")
@@ -128,13 +128,13 @@ func TestErrorsHaveOnePrefix(t *testing.T) {
 	require.NoError(t, err)
 	_, err = ex.Execute(ctx, commands.Command{Type: "Nothing"})
 	requireOnePrefix(t, "command without handler", err, commands.ErrNoHandler)
-	conflict := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
-		return []eventstore.Event{ev("k=9")}, appendif.FailIf(query.Tagged(nil, "k=1"), &cursor.Start), nil
+	conflict := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
+		return []pgdcb.Event{ev("k=9")}, appendif.FailIf(query.Tagged(nil, "k=1"), &cursor.Start), nil
 	})
 	_, err = ex.Execute(ctx, commands.Command{Type: "Conflict", Handler: conflict})
 	requireOnePrefix(t, "command attempts exhausted", err, pgdcb.ErrConditionFailed)
 	_, err = ex.Execute(ctx, commands.Command{Type: "Reject", Handler: commands.HandlerFunc(
-		func(context.Context, *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+		func(context.Context, *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 			return nil, appendif.Condition{}, errors.New("insufficient funds")
 		})})
 	requireOnePrefix(t, "command rejected", err, nil)

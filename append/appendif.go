@@ -12,9 +12,9 @@ package appendif
 import (
 	"fmt"
 
-	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/errs"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -84,8 +84,8 @@ func (e *ConditionFailedError) Error() string {
 		e.ConflictPosition, clip.String(e.Query.String()), after)
 }
 
-// Is makes errors.Is(err, pgdcb.ErrConditionFailed) true.
-func (e *ConditionFailedError) Is(target error) bool { return target == pgdcb.ErrConditionFailed }
+// Is makes errors.Is(err, errs.ErrConditionFailed) true.
+func (e *ConditionFailedError) Is(target error) bool { return target == errs.ErrConditionFailed }
 
 // IdempotentError reports that the operation was already applied. Error()
 // cuts the query it repeats to a few hundred bytes; Query holds it whole.
@@ -107,5 +107,5 @@ func (e *IdempotentError) Error() string {
 		e.ExistingPosition, clip.String(e.Query.String()))
 }
 
-// Is makes errors.Is(err, pgdcb.ErrIdempotent) true.
-func (e *IdempotentError) Is(target error) bool { return target == pgdcb.ErrIdempotent }
+// Is makes errors.Is(err, errs.ErrIdempotent) true.
+func (e *IdempotentError) Is(target error) bool { return target == errs.ErrIdempotent }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 )
@@ -189,17 +189,17 @@ func TestPercentileAndMedian(t *testing.T) {
 // of log order and a short delivery.
 func TestOrderCheck(t *testing.T) {
 	t.Parallel()
-	ev := func(tx uint64, pos int64) eventstore.StoredEvent {
-		return eventstore.StoredEvent{TransactionID: tx, Position: pos}
+	ev := func(tx uint64, pos int64) pgdcb.StoredEvent {
+		return pgdcb.StoredEvent{TransactionID: tx, Position: pos}
 	}
 	var ok orderCheck
-	require.NoError(t, ok.add([]eventstore.StoredEvent{ev(5, 9), ev(6, 1), ev(6, 2)}))
+	require.NoError(t, ok.add([]pgdcb.StoredEvent{ev(5, 9), ev(6, 1), ev(6, 2)}))
 	require.NoError(t, ok.done(3))
 	require.ErrorContains(t, ok.done(4), "SELF-CHECK FAILED")
 	var dup orderCheck
-	require.ErrorContains(t, dup.add([]eventstore.StoredEvent{ev(5, 9), ev(5, 9)}), "SELF-CHECK FAILED")
+	require.ErrorContains(t, dup.add([]pgdcb.StoredEvent{ev(5, 9), ev(5, 9)}), "SELF-CHECK FAILED")
 	var back orderCheck
-	require.ErrorContains(t, back.add([]eventstore.StoredEvent{ev(6, 1), ev(5, 9)}), "SELF-CHECK FAILED")
+	require.ErrorContains(t, back.add([]pgdcb.StoredEvent{ev(6, 1), ev(5, 9)}), "SELF-CHECK FAILED")
 }
 
 // TestGroupWorkloads runs one group-commit workload of each kind with tiny

@@ -169,7 +169,7 @@ func prepareCycle(writers int) func(context.Context, *Env) (*Plan, error) {
 				if len(evs) != cycleEvents {
 					return 0, fmt.Errorf("SELF-CHECK FAILED: %s has %d events, want %d", entity, len(evs), cycleEvents)
 				}
-				_, err = st.AppendIf(ctx, []eventstore.Event{benchEvent(w, seq, entity)}, appendif.FailIf(q, &cur))
+				_, err = st.AppendIf(ctx, []pgdcb.Event{benchEvent(w, seq, entity)}, appendif.FailIf(q, &cur))
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
 					c.Conflicts.Add(1)
 					return 0, fmt.Errorf("%w: %v", errNoConflictExpected, err)

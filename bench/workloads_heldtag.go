@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
@@ -70,7 +71,7 @@ func (h *holder) hold(ctx context.Context) error {
 	// An idempotency item on (held=1, hold=<n>) takes held=1's key
 	// exclusively (its first tag) and matches nothing.
 	n := strconv.FormatInt(h.holds.Load(), 10)
-	if _, err := h.st.AppendIfTx(ctx, tx, []eventstore.Event{benchEvent(-1, h.holds.Load(), "held=1")},
+	if _, err := h.st.AppendIfTx(ctx, tx, []pgdcb.Event{benchEvent(-1, h.holds.Load(), "held=1")},
 		appendif.Condition{Idempotency: query.Tagged(nil, "held=1", "hold="+n)}); err != nil {
 		_ = tx.Rollback(ctx)
 		return fmt.Errorf("holding the tag: %w", err)
@@ -82,7 +83,7 @@ func (h *holder) hold(ctx context.Context) error {
 	var wg sync.WaitGroup
 	for i := range heldWaiters {
 		wg.Go(func() {
-			_, err := h.st.Append(bg, []eventstore.Event{benchEvent(-2-i, h.holds.Load(), "held=1")})
+			_, err := h.st.Append(bg, []pgdcb.Event{benchEvent(-2-i, h.holds.Load(), "held=1")})
 			if err != nil {
 				h.fail(err)
 				return

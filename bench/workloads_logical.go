@@ -12,8 +12,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
@@ -149,7 +149,7 @@ func prepareLogicalLive(rate int, logicalMode, held bool) func(context.Context, 
 			acks      = &ackMeter{first: map[[2]int64]ackMark{}}
 			runErr    = make(chan error, 1)
 		)
-		h := func(_ context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+		h := func(_ context.Context, _ pgx.Tx, evs []pgdcb.StoredEvent) error {
 			now := time.Now()
 			mu.Lock()
 			defer mu.Unlock()
@@ -213,7 +213,7 @@ func prepareLogicalLive(rate int, logicalMode, held bool) func(context.Context, 
 		}
 		// Delivering (logical: the slot exists; creating it waits for the
 		// running transactions, so the holder comes after).
-		if _, err := st.Append(ctx, []eventstore.Event{pacedEvent(pacedType, -1, 0)}); err != nil {
+		if _, err := st.Append(ctx, []pgdcb.Event{pacedEvent(pacedType, -1, 0)}); err != nil {
 			_ = stop()
 			return nil, err
 		}

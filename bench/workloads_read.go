@@ -9,7 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -82,8 +82,8 @@ func rawRows(ctx context.Context, env *Env, where string, arg any) (int, error) 
 func prepareProject(_ context.Context, env *Env) (*Plan, error) {
 	return &Plan{
 		Op: func(ctx context.Context, w int, seq int64, _ *Counters) (int, error) {
-			m := eventstore.NewModel(query.Tagged(nil, randomEntity(env, w, seq)), 0,
-				func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+			m := pgdcb.NewModel(query.Tagged(nil, randomEntity(env, w, seq)), 0,
+				func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 			if _, err := env.Store.Project(ctx, m); err != nil {
 				return 0, err
 			}

@@ -112,7 +112,7 @@ func prepareAppendEvent(newRun bool) func(context.Context, *Env) (*Plan, error) 
 				tag := "account=b" + strconv.Itoa(w) + "-" + strconv.FormatInt(seq, 10)
 				e := benchEvent(w, seq)
 				e.Tags = tags.MustParseSet(tag)
-				_, err := env.Store.AppendIf(ctx, []eventstore.Event{e}, appendif.FailIf(query.Tagged(nil, tag), nil))
+				_, err := env.Store.AppendIf(ctx, []pgdcb.Event{e}, appendif.FailIf(query.Tagged(nil, tag), nil))
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
 					return 0, fmt.Errorf("%w: %v", errNoConflictExpected, err)
 				}
@@ -197,7 +197,7 @@ func prepareFetchEvents(ctx context.Context, env *Env) (*Plan, error) {
 		// events_tags (GIN) for the run's 10,000 rows, sorted in log order,
 		// the first 1,000 decoded.
 		Floor: func(ctx context.Context, _ int, _ int64, _ *Counters) (int, error) {
-			evs, _, err := env.Store.ReadAll(ctx, runQ, &eventstore.ReadOptions{Limit: fetchPage})
+			evs, _, err := env.Store.ReadAll(ctx, runQ, &pgdcb.ReadOptions{Limit: fetchPage})
 			if err != nil {
 				return 0, err
 			}
@@ -409,7 +409,7 @@ func prepareSnapshotLag(held bool) func(context.Context, *Env) (*Plan, error) {
 				tag := "account=lag" + strconv.Itoa(w) + "-" + strconv.FormatInt(seq, 10)
 				e := benchEvent(w, seq)
 				e.Tags = tags.MustParseSet(tag)
-				if _, err := env.Store.AppendIf(ctx, []eventstore.Event{e}, appendif.FailIf(query.Tagged(nil, tag), nil)); err != nil {
+				if _, err := env.Store.AppendIf(ctx, []pgdcb.Event{e}, appendif.FailIf(query.Tagged(nil, tag), nil)); err != nil {
 					return 0, err
 				}
 				return 1, nil

@@ -10,8 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/horizon"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -66,7 +66,7 @@ type orderCheck struct {
 	n    int
 }
 
-func (o *orderCheck) add(evs []eventstore.StoredEvent) error {
+func (o *orderCheck) add(evs []pgdcb.StoredEvent) error {
 	for _, e := range evs {
 		tx, pos := e.TransactionID, e.Position
 		if o.n > 0 && (tx < o.last.TransactionID || tx == o.last.TransactionID && pos <= o.last.Position) {
@@ -186,8 +186,8 @@ const (
 
 // liveEvent is the event of one live call: its seq in the data, so the
 // handler can say which call it belongs to.
-func liveEvent(typ string, seq int64) eventstore.Event {
-	return eventstore.Event{Type: typ, Tags: tags.MustParseSet("live=1"),
+func liveEvent(typ string, seq int64) pgdcb.Event {
+	return pgdcb.Event{Type: typ, Tags: tags.MustParseSet("live=1"),
 		Data: json.RawMessage(`{"seq":` + strconv.FormatInt(seq, 10) + `,"note":"benchmark payload"}`)}
 }
 
@@ -246,7 +246,7 @@ func prepareLive(pollOnly bool, poll time.Duration) func(context.Context, *Env) 
 		// Deliver a first event before measuring (the warm-up then lets the
 		// LISTEN connection settle).
 		first := int64(-1)
-		if _, err := env.Store.Append(ctx, []eventstore.Event{liveEvent(liveType, first)}); err != nil {
+		if _, err := env.Store.Append(ctx, []pgdcb.Event{liveEvent(liveType, first)}); err != nil {
 			_ = stop()
 			return nil, err
 		}
@@ -271,7 +271,7 @@ func prepareLive(pollOnly bool, poll time.Duration) func(context.Context, *Env) 
 		}
 		return &Plan{
 			Op: func(ctx context.Context, _ int, seq int64, c *Counters) (int, error) {
-				if _, err := env.Store.Append(ctx, []eventstore.Event{liveEvent(liveType, seq)}); err != nil {
+				if _, err := env.Store.Append(ctx, []pgdcb.Event{liveEvent(liveType, seq)}); err != nil {
 					return fail(err)
 				}
 				nappend.Add(1)
@@ -294,7 +294,7 @@ func prepareLive(pollOnly bool, poll time.Duration) func(context.Context, *Env) 
 				return 1, nil
 			},
 			Floor: func(ctx context.Context, _ int, seq int64, _ *Counters) (int, error) {
-				if _, err := env.Store.Append(ctx, []eventstore.Event{liveEvent(liveFloorType, seq)}); err != nil {
+				if _, err := env.Store.Append(ctx, []pgdcb.Event{liveEvent(liveFloorType, seq)}); err != nil {
 					return fail(err)
 				}
 				return 1, nil

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
@@ -60,8 +61,8 @@ const (
 )
 
 // pacedEvent carries the time just before its Append call.
-func pacedEvent(typ string, w int, seq int64) eventstore.Event {
-	return eventstore.Event{Type: typ, Tags: tags.MustParseSet("paced=" + strconv.Itoa(w)),
+func pacedEvent(typ string, w int, seq int64) pgdcb.Event {
+	return pgdcb.Event{Type: typ, Tags: tags.MustParseSet("paced=" + strconv.Itoa(w)),
 		Data: json.RawMessage(`{"t0":` + strconv.FormatInt(time.Now().UnixNano(), 10) + `,"w":` + strconv.Itoa(w) +
 			`,"seq":` + strconv.FormatInt(seq, 10) + `}`)}
 }
@@ -244,7 +245,7 @@ func pacedAppends(rate int, store *eventstore.Store, acks *ackMeter, measuring *
 			return 0, err
 		}
 		t0 := time.Now()
-		if _, err := store.Append(ctx, []eventstore.Event{pacedEvent(pacedType, w, seq)}); err != nil {
+		if _, err := store.Append(ctx, []pgdcb.Event{pacedEvent(pacedType, w, seq)}); err != nil {
 			_ = stop()
 			return 0, err
 		}
@@ -261,7 +262,7 @@ func pacedAppends(rate int, store *eventstore.Store, acks *ackMeter, measuring *
 		if err := floorPace.wait(ctx); err != nil {
 			return 0, err
 		}
-		if _, err := store.Append(ctx, []eventstore.Event{pacedEvent(pacedFloorType, w, seq)}); err != nil {
+		if _, err := store.Append(ctx, []pgdcb.Event{pacedEvent(pacedFloorType, w, seq)}); err != nil {
 			_ = stop()
 			return 0, err
 		}

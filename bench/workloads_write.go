@@ -66,10 +66,10 @@ const appendedType = "BenchAppended"
 
 // benchEvent is the event every write workload appends (and every floor
 // inserts): two tags, a small JSON payload of about 60 bytes.
-func benchEvent(w int, seq int64, extraTags ...string) eventstore.Event {
+func benchEvent(w int, seq int64, extraTags ...string) pgdcb.Event {
 	ts := append([]string{"account=" + strconv.Itoa(w) + "-" + strconv.FormatInt(seq%100, 10), "writer=" + strconv.Itoa(w)}, extraTags...)
 	data := `{"n":` + strconv.FormatInt(seq, 10) + `,"amount":42,"note":"benchmark payload"}`
-	return eventstore.Event{Type: appendedType, Tags: tags.MustParseSet(ts...), Data: json.RawMessage(data)}
+	return pgdcb.Event{Type: appendedType, Tags: tags.MustParseSet(ts...), Data: json.RawMessage(data)}
 }
 
 // floorInsert1 is the floor of one-event writes: an autocommit single-row
@@ -122,7 +122,7 @@ func insertBatch(env *Env, table string, size int) OpFunc {
 // appendOp is Append of size bench events on st.
 func appendOp(st *eventstore.Store, size int) OpFunc {
 	return func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
-		evs := make([]eventstore.Event, size)
+		evs := make([]pgdcb.Event, size)
 		for i := range evs {
 			evs[i] = benchEvent(w, seq*int64(size)+int64(i))
 		}
@@ -210,7 +210,7 @@ func appendIfDistinctOp(st *eventstore.Store, writers, base int) OpFunc {
 		if seq == 0 {
 			s.q = query.Tagged([]string{appendedType}, "writer="+strconv.Itoa(base+w))
 		}
-		res, err := st.AppendIf(ctx, []eventstore.Event{benchEvent(base+w, seq)}, appendif.FailIf(s.q, s.cur))
+		res, err := st.AppendIf(ctx, []pgdcb.Event{benchEvent(base+w, seq)}, appendif.FailIf(s.q, s.cur))
 		if errors.Is(err, pgdcb.ErrConditionFailed) {
 			c.Conflicts.Add(1)
 			return 0, fmt.Errorf("%w: %v", errNoConflictExpected, err)
@@ -255,9 +255,9 @@ func prepareContended(_ context.Context, env *Env) (*Plan, error) {
 				}
 				next = d.N + 1
 			}
-			ev := eventstore.Event{Type: countedType, Tags: tags.MustParseSet("counter=1", "writer="+strconv.Itoa(w)),
+			ev := pgdcb.Event{Type: countedType, Tags: tags.MustParseSet("counter=1", "writer="+strconv.Itoa(w)),
 				Data: json.RawMessage(`{"n":` + strconv.FormatInt(next, 10) + `}`)}
-			_, err = env.Store.AppendIf(ctx, []eventstore.Event{ev}, appendif.FailIf(q, &cur))
+			_, err = env.Store.AppendIf(ctx, []pgdcb.Event{ev}, appendif.FailIf(q, &cur))
 			if errors.Is(err, pgdcb.ErrConditionFailed) {
 				c.Conflicts.Add(1)
 				c.Retries.Add(1)
@@ -331,7 +331,7 @@ func prepareIdempotentNew(_ context.Context, env *Env) (*Plan, error) {
 	return &Plan{
 		Op: func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
 			key := idemKey(w, seq)
-			_, err := env.Store.AppendIf(ctx, []eventstore.Event{benchEvent(w, seq, key)},
+			_, err := env.Store.AppendIf(ctx, []pgdcb.Event{benchEvent(w, seq, key)},
 				appendif.Condition{Idempotency: query.Tagged(nil, key)})
 			if errors.Is(err, pgdcb.ErrIdempotent) {
 				c.Idempotent.Add(1)
@@ -355,7 +355,7 @@ const dupKeys = 1000
 // prepareIdempotentDup: every append re-sends a key already in the log; every
 // one must be refused with ErrIdempotent. Its rate counts refused appends.
 func prepareIdempotentDup(ctx context.Context, env *Env) (*Plan, error) {
-	evs := make([]eventstore.Event, 0, dupKeys)
+	evs := make([]pgdcb.Event, 0, dupKeys)
 	for i := range dupKeys {
 		evs = append(evs, benchEvent(0, int64(i), idemKey(0, int64(i))))
 	}
@@ -365,7 +365,7 @@ func prepareIdempotentDup(ctx context.Context, env *Env) (*Plan, error) {
 	return &Plan{
 		Op: func(ctx context.Context, w int, seq int64, c *Counters) (int, error) {
 			key := idemKey(0, seq%dupKeys)
-			_, err := env.Store.AppendIf(ctx, []eventstore.Event{benchEvent(w, seq, key)},
+			_, err := env.Store.AppendIf(ctx, []pgdcb.Event{benchEvent(w, seq, key)},
 				appendif.Condition{Idempotency: query.Tagged(nil, key)})
 			if err == nil {
 				return 0, errors.New("SELF-CHECK FAILED: a duplicate idempotency key was appended")

@@ -6,8 +6,8 @@ import (
 
 	"github.com/google/uuid"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 )
 
 // CommandIDTagKey is the tag key the executor adds to every event of a command:
@@ -39,14 +39,14 @@ type Command struct {
 // without events. Decide may run several times for one Execute (once per
 // attempt), so it must not have side effects outside the store.
 type Handler interface {
-	Decide(ctx context.Context, dc *DecideContext) ([]eventstore.Event, appendif.Condition, error)
+	Decide(ctx context.Context, dc *DecideContext) ([]pgdcb.Event, appendif.Condition, error)
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, dc *DecideContext) ([]eventstore.Event, appendif.Condition, error)
+type HandlerFunc func(ctx context.Context, dc *DecideContext) ([]pgdcb.Event, appendif.Condition, error)
 
 // Decide implements Handler.
-func (f HandlerFunc) Decide(ctx context.Context, dc *DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+func (f HandlerFunc) Decide(ctx context.Context, dc *DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 	return f(ctx, dc)
 }
 
@@ -57,7 +57,7 @@ type Outcome struct {
 	// TransactionID is the xid8 of the transaction that recorded the command.
 	TransactionID uint64
 	// Events are the events the command appended, in log order, as stored.
-	Events []eventstore.StoredEvent
+	Events []pgdcb.StoredEvent
 	// Attempts is how many decisions this call made (0 for a Duplicate found
 	// before deciding). It is also set, with CommandID, on the Outcome
 	// returned with a *RejectedError or an *AttemptsExhaustedError.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -30,9 +31,9 @@ type DecideContext struct {
 // reader is what a DecideContext reads through: the attempt's transaction
 // on PostgreSQL (txReader), the store itself on others.
 type reader interface {
-	Project(ctx context.Context, projectors ...eventstore.Projector) (appendif.Condition, error)
-	ReadAll(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error)
-	ReadLast(ctx context.Context, q query.Query) (*eventstore.StoredEvent, cursor.Cursor, error)
+	Project(ctx context.Context, projectors ...pgdcb.Projector) (appendif.Condition, error)
+	ReadAll(ctx context.Context, q query.Query, opts *pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, error)
+	ReadLast(ctx context.Context, q query.Query) (*pgdcb.StoredEvent, cursor.Cursor, error)
 	Head(ctx context.Context) (cursor.Cursor, error)
 }
 
@@ -42,15 +43,15 @@ type txReader struct {
 	tx    pgx.Tx
 }
 
-func (r txReader) Project(ctx context.Context, projectors ...eventstore.Projector) (appendif.Condition, error) {
+func (r txReader) Project(ctx context.Context, projectors ...pgdcb.Projector) (appendif.Condition, error) {
 	return r.store.ProjectTx(ctx, r.tx, projectors...)
 }
 
-func (r txReader) ReadAll(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error) {
+func (r txReader) ReadAll(ctx context.Context, q query.Query, opts *pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, error) {
 	return r.store.ReadAllTx(ctx, r.tx, q, opts)
 }
 
-func (r txReader) ReadLast(ctx context.Context, q query.Query) (*eventstore.StoredEvent, cursor.Cursor, error) {
+func (r txReader) ReadLast(ctx context.Context, q query.Query) (*pgdcb.StoredEvent, cursor.Cursor, error) {
 	return r.store.ReadLastTx(ctx, r.tx, q)
 }
 
@@ -66,21 +67,21 @@ func (d *DecideContext) read(err error) error {
 
 // Project folds the events of the projectors' queries, in one snapshot, and
 // returns the condition to append with (see eventstore.Store.Project).
-func (d *DecideContext) Project(ctx context.Context, projectors ...eventstore.Projector) (appendif.Condition, error) {
+func (d *DecideContext) Project(ctx context.Context, projectors ...pgdcb.Projector) (appendif.Condition, error) {
 	c, err := d.r.Project(ctx, projectors...)
 	return c, d.read(err)
 }
 
 // ReadAll reads the matching events and the decision cursor (see
 // eventstore.Store.ReadAll).
-func (d *DecideContext) ReadAll(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error) {
+func (d *DecideContext) ReadAll(ctx context.Context, q query.Query, opts *pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, error) {
 	evs, c, err := d.r.ReadAll(ctx, q, opts)
 	return evs, c, d.read(err)
 }
 
 // ReadLast returns the last matching event and the decision cursor (see
 // eventstore.Store.ReadLast).
-func (d *DecideContext) ReadLast(ctx context.Context, q query.Query) (*eventstore.StoredEvent, cursor.Cursor, error) {
+func (d *DecideContext) ReadLast(ctx context.Context, q query.Query) (*pgdcb.StoredEvent, cursor.Cursor, error) {
 	ev, c, err := d.r.ReadLast(ctx, q)
 	return ev, c, d.read(err)
 }

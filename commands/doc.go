@@ -31,7 +31,7 @@
 // which is what makes commands that decide zero events idempotent too: they are
 // recorded (a commands row without events), not refused.
 //
-// New also takes any other eventstore.Interface, such as the in-memory store
+// New also takes any other pgdcb.Store, such as the in-memory store
 // of package memstore for tests: an attempt is then Decide (reading straight
 // from the store) and AppendIf, with the same tag, idempotency query,
 // retries, errors and Duplicate outcomes, but no commands table (see New for

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -36,9 +37,9 @@ func Example() {
 	store, _ := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	ex, _ := commands.New(store, nil)
 
-	reserve := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
-		taken := eventstore.NewModel(query.Tagged([]string{"SeatReserved"}, "seat=12A"), false,
-			func(bool, eventstore.StoredEvent) bool { return true })
+	reserve := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
+		taken := pgdcb.NewModel(query.Tagged([]string{"SeatReserved"}, "seat=12A"), false,
+			func(bool, pgdcb.StoredEvent) bool { return true })
 		cond, err := dc.Project(ctx, taken)
 		if err != nil {
 			return nil, cond, err
@@ -46,8 +47,8 @@ func Example() {
 		if taken.State {
 			return nil, cond, fmt.Errorf("seat 12A is taken")
 		}
-		ev, err := eventstore.NewEvent("SeatReserved", map[string]string{"by": "ann"}, "seat=12A")
-		return []eventstore.Event{ev}, cond, err
+		ev, err := pgdcb.NewEvent("SeatReserved", map[string]string{"by": "ann"}, "seat=12A")
+		return []pgdcb.Event{ev}, cond, err
 	})
 
 	id := uuid.New()

@@ -29,7 +29,7 @@ import (
 
 // Executor runs commands against a store. It is safe for concurrent use.
 type Executor struct {
-	store eventstore.Interface
+	store pgdcb.Store
 	pg    *eventstore.Store // store, when it is the PostgreSQL store; else nil
 	cfg   Config
 	stats stats
@@ -44,14 +44,14 @@ type Executor struct {
 // On the PostgreSQL store (*eventstore.Store) every attempt runs in a
 // transaction that also records the command in the commands table; the
 // store's schema must be migrated (the table comes with the core
-// migrations). Any other eventstore.Interface (the in-memory store of
+// migrations). Any other pgdcb.Store (the in-memory store of
 // package memstore, for tests) gets the same Execute — the command_id tag
 // and idempotency query, retries on conflicts, the same errors, Duplicate
 // outcomes — with two differences, since there is no commands table: a
 // command that decides no events is not recorded (executing its id again
 // runs the handler again), and the tracing helpers (Command,
 // CommandOfEvent, EventsOfCommand) return an error matching errors.ErrUnsupported.
-func New(store eventstore.Interface, cfg *Config) (*Executor, error) {
+func New(store pgdcb.Store, cfg *Config) (*Executor, error) {
 	pg, isPG := store.(*eventstore.Store)
 	if store == nil || (isPG && pg == nil) {
 		return nil, fmt.Errorf("%w: nil store", ErrInvalidCommand)
@@ -395,7 +395,7 @@ func (e *Executor) firstOutcome(ctx context.Context, id uuid.UUID) (Outcome, boo
 
 // decide runs the handler on r; a handler's own error is a *RejectedError,
 // a failure of the store or the context is returned as it is.
-func decide(ctx context.Context, cmd Command, h Handler, attempt int, r reader) ([]eventstore.Event, appendif.Condition, error) {
+func decide(ctx context.Context, cmd Command, h Handler, attempt int, r reader) ([]pgdcb.Event, appendif.Condition, error) {
 	dc := &DecideContext{Command: cmd, Attempt: attempt, r: r}
 	events, cond, err := h.Decide(ctx, dc)
 	if err != nil {
@@ -409,12 +409,12 @@ func decide(ctx context.Context, cmd Command, h Handler, attempt int, r reader) 
 
 // tagCommand tags every event with command_id=<id> and adds "any event so
 // tagged" to the condition's idempotency query.
-func tagCommand(cmd Command, events []eventstore.Event, cond appendif.Condition) ([]eventstore.Event, appendif.Condition, error) {
+func tagCommand(cmd Command, events []pgdcb.Event, cond appendif.Condition) ([]pgdcb.Event, appendif.Condition, error) {
 	idTag, err := tags.New(CommandIDTagKey, cmd.ID.String())
 	if err != nil {
 		return nil, cond, errfmt.Errorf("pgdcb: commands: %w", err)
 	}
-	tagged := make([]eventstore.Event, len(events))
+	tagged := make([]pgdcb.Event, len(events))
 	for i, ev := range events {
 		set, err := tags.NewSet(append(ev.Tags.Tags(), idTag)...)
 		if err != nil {
@@ -429,10 +429,10 @@ func tagCommand(cmd Command, events []eventstore.Event, cond appendif.Condition)
 }
 
 // stored are the appended events as the append stored them.
-func stored(tagged []eventstore.Event, res eventstore.AppendResult) []eventstore.StoredEvent {
-	out := make([]eventstore.StoredEvent, len(tagged))
+func stored(tagged []pgdcb.Event, res pgdcb.AppendResult) []pgdcb.StoredEvent {
+	out := make([]pgdcb.StoredEvent, len(tagged))
 	for i, ev := range tagged {
-		out[i] = eventstore.StoredEvent{Event: ev, Position: res.Positions[i], TransactionID: res.TransactionID}
+		out[i] = pgdcb.StoredEvent{Event: ev, Position: res.Positions[i], TransactionID: res.TransactionID}
 	}
 	return out
 }

@@ -15,7 +15,6 @@ import (
 	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -72,7 +71,7 @@ func TestExecuteAppendsAndRecordsTheCommand(t *testing.T) {
 		require.ErrorIs(t, err, commands.ErrCommandNotFound)
 
 		// An event appended outside the executor has no command.
-		res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", map[string]int{}, "x=1")})
+		res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", map[string]int{}, "x=1")})
 		require.NoError(t, err)
 		_, err = ex.CommandOfEvent(ctx, res.Positions[0])
 		require.ErrorIs(t, err, commands.ErrCommandNotFound)
@@ -92,13 +91,13 @@ func TestExecuteAssignsAnIDWhenNoneGiven(t *testing.T) {
 // conflicting returns a handler that decides like increment, then, on the
 // attempts listed, appends a conflicting event from another transaction before
 // returning its decision, so the executor's append must fail its condition.
-func conflicting(s eventstore.Interface, id string, conflictOn func(attempt int) bool, calls *atomic.Int32) commands.HandlerFunc {
+func conflicting(s pgdcb.Store, id string, conflictOn func(attempt int) bool, calls *atomic.Int32) commands.HandlerFunc {
 	inc := increment(id, 1000)
-	return func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	return func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		calls.Add(1)
 		evs, cond, err := inc(ctx, dc)
 		if err == nil && conflictOn(dc.Attempt) {
-			_, aerr := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Incremented", map[string]int{}, "counter="+id)})
+			_, aerr := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Incremented", map[string]int{}, "counter="+id)})
 			if aerr != nil {
 				return nil, cond, aerr
 			}
@@ -163,7 +162,7 @@ func TestExecuteNeverRetriesARejection(t *testing.T) {
 		ctx := context.Background()
 		ex, s := b.newExecutor(t, nil)
 		var calls atomic.Int32
-		h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+		h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 			calls.Add(1)
 			return increment("a", 0)(ctx, dc)
 		})
@@ -280,7 +279,7 @@ func TestExecuteSameIDConcurrently(t *testing.T) {
 }
 
 func noop(calls *atomic.Int32) commands.HandlerFunc {
-	return func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	return func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		if calls != nil {
 			calls.Add(1)
 		}
@@ -367,14 +366,14 @@ func TestExecuteRefusesInvalidCommands(t *testing.T) {
 	require.ErrorIs(t, err, commands.ErrNoHandler)
 
 	// An event that already carries another command_id tag.
-	bad := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
-		return []eventstore.Event{eventstore.MustEvent("E", map[string]int{}, "command_id=other")}, appendif.Condition{}, nil
+	bad := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
+		return []pgdcb.Event{pgdcb.MustEvent("E", map[string]int{}, "command_id=other")}, appendif.Condition{}, nil
 	})
 	_, err = ex.Execute(ctx, cmd("Bad", bad))
 	require.ErrorIs(t, err, commands.ErrInvalidCommand)
 	// An invalid event from the handler: the store's error, nothing written.
-	inv := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
-		return []eventstore.Event{{Type: "", Data: json.RawMessage(`{}`)}}, appendif.Condition{}, nil
+	inv := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
+		return []pgdcb.Event{{Type: "", Data: json.RawMessage(`{}`)}}, appendif.Condition{}, nil
 	})
 	_, err = ex.Execute(ctx, cmd("Inv", inv))
 	require.ErrorIs(t, err, pgdcb.ErrInvalidEvent)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -37,14 +38,14 @@ type backend struct {
 	// postgres is true for eventstore.Store, which has the commands table
 	// (tracing, zero-event commands remembered).
 	postgres    bool
-	newExecutor func(t testing.TB, cfg *commands.Config) (*commands.Executor, eventstore.Interface)
+	newExecutor func(t testing.TB, cfg *commands.Config) (*commands.Executor, pgdcb.Store)
 }
 
 var backends = []backend{
-	{"memory", false, func(t testing.TB, cfg *commands.Config) (*commands.Executor, eventstore.Interface) {
+	{"memory", false, func(t testing.TB, cfg *commands.Config) (*commands.Executor, pgdcb.Store) {
 		return newMemExecutor(t, cfg)
 	}},
-	{"postgres", true, func(t testing.TB, cfg *commands.Config) (*commands.Executor, eventstore.Interface) {
+	{"postgres", true, func(t testing.TB, cfg *commands.Config) (*commands.Executor, pgdcb.Store) {
 		return newExecutor(t, cfg)
 	}},
 }
@@ -66,8 +67,8 @@ func counterQuery(id string) query.Query {
 
 // increment is a handler: add one to a counter unless it reached limit.
 func increment(id string, limit int) commands.HandlerFunc {
-	return func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
-		m := eventstore.NewModel(counterQuery(id), 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+	return func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
+		m := pgdcb.NewModel(counterQuery(id), 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 		cond, err := dc.Project(ctx, m)
 		if err != nil {
 			return nil, cond, err
@@ -75,12 +76,12 @@ func increment(id string, limit int) commands.HandlerFunc {
 		if m.State >= limit {
 			return nil, cond, errLimit
 		}
-		ev, err := eventstore.NewEvent("Incremented", map[string]int{"n": m.State + 1}, "counter="+id)
-		return []eventstore.Event{ev}, cond, err
+		ev, err := pgdcb.NewEvent("Incremented", map[string]int{"n": m.State + 1}, "counter="+id)
+		return []pgdcb.Event{ev}, cond, err
 	}
 }
 
-func countEvents(t testing.TB, s eventstore.Interface, q query.Query) int {
+func countEvents(t testing.TB, s pgdcb.Store, q query.Query) int {
 	t.Helper()
 	evs, _, err := s.ReadAll(context.Background(), q, nil)
 	require.NoError(t, err)

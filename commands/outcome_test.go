@@ -111,7 +111,7 @@ func TestDecideInfrastructureErrorsAreNotRejections(t *testing.T) {
 	t.Parallel()
 	ex, _ := newExecutor(t, nil)
 	var calls atomic.Int32
-	readFails := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	readFails := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		calls.Add(1)
 		gone, cancel := context.WithCancel(ctx)
 		cancel() // the read's own context has ended: the store fails it
@@ -128,7 +128,7 @@ func TestDecideInfrastructureErrorsAreNotRejections(t *testing.T) {
 
 	// A handler's own I/O failing (connection-level errors) is not a
 	// rejection either.
-	ioFails := commands.HandlerFunc(func(context.Context, *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	ioFails := commands.HandlerFunc(func(context.Context, *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		return nil, appendif.Condition{}, fmt.Errorf("call pricing service: %w", io.ErrUnexpectedEOF)
 	})
 	_, err = ex.Execute(context.Background(), cmd("Inc", ioFails))

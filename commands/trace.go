@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
@@ -95,7 +95,7 @@ func (e *Executor) unsupported(op string) error {
 // EventsOfCommand returns a command's row and the events its transaction
 // appended, in log order; ErrCommandNotFound if the id was never executed.
 // It needs the PostgreSQL store (errors.ErrUnsupported otherwise).
-func (e *Executor) EventsOfCommand(ctx context.Context, id uuid.UUID) (Record, []eventstore.StoredEvent, error) {
+func (e *Executor) EventsOfCommand(ctx context.Context, id uuid.UUID) (Record, []pgdcb.StoredEvent, error) {
 	rec, err := e.Command(ctx, id)
 	if err != nil {
 		return Record{}, nil, err
@@ -106,7 +106,7 @@ func (e *Executor) EventsOfCommand(ctx context.Context, id uuid.UUID) (Record, [
 
 // eventsOfCommand reads the command's events through the store (every event
 // the executor appends carries the command_id tag), in log order.
-func (e *Executor) eventsOfCommand(ctx context.Context, id uuid.UUID) ([]eventstore.StoredEvent, error) {
+func (e *Executor) eventsOfCommand(ctx context.Context, id uuid.UUID) ([]pgdcb.StoredEvent, error) {
 	idTag, err := tags.New(CommandIDTagKey, id.String())
 	if err != nil {
 		return nil, errfmt.Errorf("pgdcb: commands: read events: %w", err)

@@ -17,8 +17,8 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/errs"
 )
 
 // Snapshot is a PostgreSQL pg_snapshot: transactions with id < Xmin are finished,
@@ -146,8 +146,8 @@ func (e *invalidCursorError) Error() string {
 	return "pgdcb: invalid cursor " + clip.Quote(e.Input) + ": " + clip.Reason(e.Reason)
 }
 
-// Is makes errors.Is(err, pgdcb.ErrInvalidCursor) true.
-func (e *invalidCursorError) Is(target error) bool { return target == pgdcb.ErrInvalidCursor }
+// Is makes errors.Is(err, errs.ErrInvalidCursor) true.
+func (e *invalidCursorError) Is(target error) bool { return target == errs.ErrInvalidCursor }
 
 // The encodings: version 1 is (flags, transaction id, position, snapshot);
 // version 2 adds, after the position, EventTime as a signed varint of its
@@ -207,7 +207,7 @@ func (c *Cursor) UnmarshalText(text []byte) error {
 }
 
 // Parse decodes a cursor string made by Cursor.String. Its errors match
-// pgdcb.ErrInvalidCursor.
+// errs.ErrInvalidCursor.
 func Parse(s string) (Cursor, error) {
 	bad := func(reason string) (Cursor, error) {
 		return Cursor{}, &invalidCursorError{Input: s, Reason: reason}

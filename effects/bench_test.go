@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/effects"
-	"github.com/pgdcb/pgdcb/eventstore"
 )
 
 // BenchmarkEffects measures effects executed per second (claim, a handler
@@ -22,10 +22,10 @@ func BenchmarkEffects(b *testing.B) {
 	b.Run("append-one", func(b *testing.B) {
 		s := newStore(b)
 		ctx := context.Background()
-		ev := eventstore.MustEvent("Baseline", map[string]int{"n": 1}, "effect_session=s")
+		ev := pgdcb.MustEvent("Baseline", map[string]int{"n": 1}, "effect_session=s")
 		b.ResetTimer()
 		for range b.N {
-			if _, err := s.Append(ctx, []eventstore.Event{ev}); err != nil {
+			if _, err := s.Append(ctx, []pgdcb.Event{ev}); err != nil {
 				b.Fatal(err)
 			}
 		}

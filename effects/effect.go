@@ -5,8 +5,8 @@ import (
 	"encoding/json"
 	"time"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -122,13 +122,13 @@ func mustSet(ts ...tags.Tag) tags.Set {
 	return s
 }
 
-func tagValue(ev eventstore.StoredEvent, key string) string {
+func tagValue(ev pgdcb.StoredEvent, key string) string {
 	v, _ := ev.Tags.Get(key)
 	return v
 }
 
 // newEffect builds an effect from its effect_requested event.
-func newEffect(ev eventstore.StoredEvent) *Effect {
+func newEffect(ev pgdcb.StoredEvent) *Effect {
 	var d requestedData
 	if err := json.Unmarshal(ev.Data, &d); err != nil {
 		return nil
@@ -142,7 +142,7 @@ func newEffect(ev eventstore.StoredEvent) *Effect {
 
 // apply folds one later event of the effect (not effect_requested).
 // Malformed events are ignored.
-func (e *Effect) apply(ev eventstore.StoredEvent) {
+func (e *Effect) apply(ev pgdcb.StoredEvent) {
 	switch ev.Type {
 	case typeStarted:
 		var d startedData
@@ -186,7 +186,7 @@ func newEffects() *effects {
 	return &effects{byID: map[string]*Effect{}, session: map[string][]*Effect{}}
 }
 
-func (f *effects) apply(ev eventstore.StoredEvent) {
+func (f *effects) apply(ev pgdcb.StoredEvent) {
 	if ev.Type == typeRequested {
 		e := newEffect(ev)
 		if e == nil || e.ID == "" {
@@ -231,7 +231,7 @@ func (f *effects) head(session string) *Effect {
 	return nil
 }
 
-func foldEffects(f *effects, ev eventstore.StoredEvent) *effects {
+func foldEffects(f *effects, ev pgdcb.StoredEvent) *effects {
 	f.apply(ev)
 	return f
 }

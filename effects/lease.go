@@ -7,7 +7,6 @@ import (
 	"time"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 )
 
@@ -85,7 +84,7 @@ func (w *Worker) keepLease(ctx context.Context, cancel context.CancelCauseFunc, 
 // extend appends effect_lease_extended if the claim is still ours; ours is
 // false when it is not.
 func (w *Worker) extend(ctx context.Context, claimed Effect, until time.Time) (ours bool, err error) {
-	m := eventstore.NewModel(effectQuery(claimed.ID), newEffects(), foldEffects)
+	m := pgdcb.NewModel(effectQuery(claimed.ID), newEffects(), foldEffects)
 	cond, err := w.store.Project(ctx, m)
 	if err != nil {
 		return false, errfmt.Errorf("pgdcb: effects: reading effect %s to extend its lease: %w", claimed.ID, err)
@@ -95,7 +94,7 @@ func (w *Worker) extend(ctx context.Context, claimed Effect, until time.Time) (o
 		return false, nil
 	}
 	ev := eventFor(e, typeLeaseExtended, leaseExtendedData{Attempt: e.Attempts, Worker: w.cfg.Identity, LeaseUntil: until})
-	_, err = w.store.AppendIf(ctx, []eventstore.Event{ev}, cond)
+	_, err = w.store.AppendIf(ctx, []pgdcb.Event{ev}, cond)
 	if errors.Is(err, pgdcb.ErrConditionFailed) {
 		return w.extend(ctx, claimed, until) // read again: a takeover, or nothing of ours
 	}

@@ -3,7 +3,7 @@ package effects
 import (
 	"context"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -36,7 +36,7 @@ func (q *Queue) Pending(ctx context.Context, session string) ([]Effect, error) {
 	if _, err := tags.New(tagSession, session); err != nil {
 		return nil, invalid("session", err.Error())
 	}
-	m := eventstore.NewModel(sessionQuery(session), newEffects(), foldEffects)
+	m := pgdcb.NewModel(sessionQuery(session), newEffects(), foldEffects)
 	if _, err := q.store.Project(ctx, m); err != nil {
 		return nil, errfmt.Errorf("pgdcb: effects: pending of session %q: %w", session, err)
 	}

@@ -87,12 +87,12 @@ func (q *Queue) Request(ctx context.Context, r Request) (id string, created bool
 	if err != nil {
 		return "", false, invalid("Request.Payload", err.Error())
 	}
-	ev := eventstore.Event{Type: typeRequested, Data: data,
+	ev := pgdcb.Event{Type: typeRequested, Data: data,
 		Tags: mustSet(idTag(id), sessionTag(r.Session), tags.Must(tagDedupe, r.DedupeKey))}
 	dq := dedupeQuery(r.DedupeKey)
 	cond := appendif.Condition{Idempotency: dq}
 	for {
-		_, err = q.store.AppendIf(ctx, []eventstore.Event{ev}, cond)
+		_, err = q.store.AppendIf(ctx, []pgdcb.Event{ev}, cond)
 		switch {
 		case err == nil:
 			return id, true, nil

@@ -157,7 +157,7 @@ func (w *Worker) step(ctx context.Context) (time.Duration, error) {
 // decision reads of tryRun do not depend on that order).
 func (w *Worker) catchUp(ctx context.Context) error {
 	for {
-		evs, c, err := w.store.ReadAll(ctx, allQuery(), &eventstore.ReadOptions{After: &w.after, Limit: w.cfg.BatchSize})
+		evs, c, err := w.store.ReadAll(ctx, allQuery(), &pgdcb.ReadOptions{After: &w.after, Limit: w.cfg.BatchSize})
 		if err != nil {
 			return errfmt.Errorf("pgdcb: effects: reading effect events: %w", err)
 		}
@@ -183,7 +183,7 @@ func dueAt(e *Effect) time.Time {
 // claims it with a conditional append and runs it. ran is false when there
 // was nothing to do or another worker claimed first.
 func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err error) {
-	m := eventstore.NewModel(sessionQuery(session), newEffects(), foldEffects)
+	m := pgdcb.NewModel(sessionQuery(session), newEffects(), foldEffects)
 	cond, err := w.store.Project(ctx, m)
 	if err != nil {
 		return false, errfmt.Errorf("pgdcb: effects: reading session %q: %w", session, err)
@@ -199,7 +199,7 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 	if takeover && e.Attempts >= w.cfg.MaxAttempts {
 		// The last attempt's lease ran out: the effect is failed for good.
 		ev := failedEvent(e, failedData{Attempt: e.Attempts, Worker: e.Worker, Error: errLeaseExpired.Error(), Final: true})
-		if _, err := w.store.AppendIf(ctx, []eventstore.Event{ev}, cond); err != nil {
+		if _, err := w.store.AppendIf(ctx, []pgdcb.Event{ev}, cond); err != nil {
 			return false, w.claimError(ctx, e, err)
 		}
 		w.stats.leaseTakeovers.Add(1)
@@ -209,7 +209,7 @@ func (w *Worker) tryRun(ctx context.Context, session string) (ran bool, err erro
 	}
 	leaseUntil := now.Add(w.cfg.Lease)
 	ev := eventFor(e, typeStarted, startedData{Attempt: attempt, Worker: w.cfg.Identity, LeaseUntil: leaseUntil})
-	if _, err := w.store.AppendIf(ctx, []eventstore.Event{ev}, cond); err != nil {
+	if _, err := w.store.AppendIf(ctx, []pgdcb.Event{ev}, cond); err != nil {
 		return false, w.claimError(ctx, e, err)
 	}
 	w.stats.claims.Add(1)
@@ -284,7 +284,7 @@ func (w *Worker) runHandler(ctx context.Context, leaseUntil time.Time, e Effect)
 // worker whose lease was taken over records nothing.
 func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 	for try := 1; ; try++ {
-		m := eventstore.NewModel(effectQuery(claimed.ID), newEffects(), foldEffects)
+		m := pgdcb.NewModel(effectQuery(claimed.ID), newEffects(), foldEffects)
 		cond, err := w.store.Project(ctx, m)
 		if err != nil {
 			return errfmt.Errorf("pgdcb: effects: reading effect %s to record attempt %d: %w", claimed.ID, claimed.Attempts, err)
@@ -299,7 +299,7 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 		if e.State != StateExecuting {
 			return nil // recorded by an earlier try whose outcome was unknown
 		}
-		var ev eventstore.Event
+		var ev pgdcb.Event
 		final := false
 		if herr == nil {
 			ev = eventFor(e, typeCompleted, completedData{Attempt: e.Attempts, Worker: w.cfg.Identity})
@@ -311,7 +311,7 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 			}
 			ev = failedEvent(e, d)
 		}
-		_, err = w.store.AppendIf(ctx, []eventstore.Event{ev}, cond)
+		_, err = w.store.AppendIf(ctx, []pgdcb.Event{ev}, cond)
 		switch {
 		case err == nil:
 			switch {
@@ -332,12 +332,12 @@ func (w *Worker) record(ctx context.Context, claimed Effect, herr error) error {
 	}
 }
 
-func eventFor(e *Effect, typ string, data any) eventstore.Event {
-	ev, err := eventstore.NewEvent(typ, data, idTag(e.ID).String(), sessionTag(e.Session).String())
+func eventFor(e *Effect, typ string, data any) pgdcb.Event {
+	ev, err := pgdcb.NewEvent(typ, data, idTag(e.ID).String(), sessionTag(e.Session).String())
 	if err != nil {
 		panic(err) // validated tags, marshalable data
 	}
 	return ev
 }
 
-func failedEvent(e *Effect, d failedData) eventstore.Event { return eventFor(e, typeFailed, d) }
+func failedEvent(e *Effect, d failedData) pgdcb.Event { return eventFor(e, typeFailed, d) }

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/connpeek"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
@@ -72,7 +73,7 @@ func TestDeadPooledConnectionsAreNotSentOn(t *testing.T) {
 			ctx := context.Background()
 			for i := range killed + 1 {
 				tag := "dead=" + strconv.Itoa(i)
-				res, err := s.Append(ctx, evs(eventstore.MustEvent("AfterKill", i, tag)))
+				res, err := s.Append(ctx, evs(pgdcb.MustEvent("AfterKill", i, tag)))
 				require.NoError(t, err, "append %d", i)
 				require.Equal(t, positionsOf(t, s, tag), res.Positions, "append %d stored once", i)
 			}
@@ -147,7 +148,7 @@ func hookedStore(t *testing.T, hook func(conn *pgxpool.Conn)) *eventstore.Store 
 // returns the settling counters.
 func appendStoredOnce(t *testing.T, s *eventstore.Store, tag string) eventstore.SettleStats {
 	t.Helper()
-	res, err := s.Append(context.Background(), evs(eventstore.MustEvent("Once", 1, tag)))
+	res, err := s.Append(context.Background(), evs(pgdcb.MustEvent("Once", 1, tag)))
 	require.NoError(t, err)
 	require.Equal(t, positionsOf(t, s, tag), res.Positions, "stored once")
 	return s.SettleStats()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
@@ -65,17 +66,17 @@ func BenchmarkAloneCPU(b *testing.B) {
 				writer := "writer=" + strconv.Itoa(boundary)
 				var after *cursor.Cursor
 				one := func(i int) {
-					ev := Event{Type: "BenchAppended", Tags: tags.MustParseSet("account="+strconv.Itoa(i%100), writer),
+					ev := pgdcb.Event{Type: "BenchAppended", Tags: tags.MustParseSet("account="+strconv.Itoa(i%100), writer),
 						Data: json.RawMessage(`{"n":` + strconv.Itoa(i) + `,"amount":42,"note":"benchmark payload"}`)}
 					var cond *appendif.Condition
 					if check == "appendif" {
 						c := appendif.FailIf(query.Tagged([]string{"BenchAppended"}, writer), after)
 						cond = &c
 					}
-					r := &groupReq{ctx: ctx, events: []Event{ev}, cond: cond, id: s.callID([]Event{ev}),
-						locks: locksFor(schema, []Event{ev}, cond, s.cfg.MaxLockKeys)}
+					r := &groupReq{ctx: ctx, events: []pgdcb.Event{ev}, cond: cond, id: s.callID([]pgdcb.Event{ev}),
+						locks: locksFor(schema, []pgdcb.Event{ev}, cond, s.cfg.MaxLockKeys)}
 					var out []groupResult
-					var res AppendResult
+					var res pgdcb.AppendResult
 					switch way {
 					case "events":
 						res, err = s.appendEvents(ctx, conn, r.events, cond, true, r.id)

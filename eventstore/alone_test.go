@@ -29,18 +29,18 @@ func TestAloneBusyKeyRunsNothing(t *testing.T) {
 	defer conn.Release()
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	_, busy, err := eventstore.TryAppendAlone(cctx, s, conn, []eventstore.Event{eventstore.MustEvent("Alone", 1, "k=held")}, nil)
+	_, busy, err := eventstore.TryAppendAlone(cctx, s, conn, []pgdcb.Event{pgdcb.MustEvent("Alone", 1, "k=held")}, nil)
 	require.NoError(t, err, "the call waited for the held key")
 	require.Len(t, busy, 1)
 	require.Equal(t, byte('I'), conn.Conn().PgConn().TxStatus(), "the call left a transaction open")
 
-	res, busy, err := eventstore.TryAppendAlone(cctx, s, conn, []eventstore.Event{eventstore.MustEvent("Alone", 2, "k=free")}, nil)
+	res, busy, err := eventstore.TryAppendAlone(cctx, s, conn, []pgdcb.Event{pgdcb.MustEvent("Alone", 2, "k=free")}, nil)
 	require.NoError(t, err)
 	require.Empty(t, busy)
 	require.Len(t, res.Positions, 1)
 	require.NotZero(t, res.TransactionID)
 
-	_, _, err = eventstore.TryAppendAlone(cctx, s, conn, []eventstore.Event{eventstore.MustEvent("Alone", 3, "k=free")},
+	_, _, err = eventstore.TryAppendAlone(cctx, s, conn, []pgdcb.Event{pgdcb.MustEvent("Alone", 3, "k=free")},
 		&appendif.Condition{FailIfEventsMatch: query.Tagged(nil, "k=free")})
 	var cf *appendif.ConditionFailedError
 	require.ErrorAs(t, err, &cf)

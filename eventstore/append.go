@@ -15,31 +15,6 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 )
 
-// AppendResult says where an append's events landed.
-type AppendResult struct {
-	// TransactionID is the appending transaction's xid8.
-	TransactionID uint64
-	// Positions of the events, in batch order.
-	Positions []int64
-	// eventTime is the events' recorded time (occurred_at, microseconds
-	// since the Unix epoch; 0 when unknown), which Cursor carries.
-	eventTime int64
-}
-
-// Cursor is the log point of the append's last event: a tailing reader whose
-// cursor is at or after it has delivered the append's events and every event
-// before them. It names that event by its recorded time too
-// (cursor.Cursor.EventTime). Pass it to projection.Runner.WaitFor or
-// subscription.Subscription.WaitFor to read your own writes. It carries no
-// snapshot (it is not a decision cursor).
-func (r AppendResult) Cursor() cursor.Cursor {
-	c := cursor.Cursor{TransactionID: r.TransactionID, EventTime: r.eventTime}
-	if n := len(r.Positions); n > 0 {
-		c.Position = r.Positions[n-1]
-	}
-	return c
-}
-
 // Append appends events unconditionally, in one transaction. It still takes the
 // events' keys in shared mode, so concurrent conditional appends see it.
 //
@@ -54,7 +29,7 @@ func (r AppendResult) Cursor() cursor.Cursor {
 // events may or may not be stored, and retrying is safe only for events
 // that carry ids (Event.ID: a retry of a stored batch then fails with
 // pgdcb.ErrIdempotent). Every other error means nothing was stored.
-func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error) {
+func (s *Store) Append(ctx context.Context, events []pgdcb.Event) (pgdcb.AppendResult, error) {
 	ctx, t := s.startAppend(ctx, events, nil, false)
 	res, err := s.appendPool(ctx, events, nil)
 	t.endAppend(len(events), res, err)
@@ -63,12 +38,12 @@ func (s *Store) Append(ctx context.Context, events []Event) (AppendResult, error
 
 // appendPool runs one append as its own (implicit) transaction on a pooled
 // connection and tells a certain failure from an unknown outcome.
-func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
+func (s *Store) appendPool(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
 	if err := s.validate(events); err != nil {
-		return AppendResult{}, err
+		return pgdcb.AppendResult{}, err
 	}
 	if !s.bg.enter(true) {
-		return AppendResult{}, fmt.Errorf("pgdcb: append: %w", pgdcb.ErrClosed)
+		return pgdcb.AppendResult{}, fmt.Errorf("pgdcb: append: %w", pgdcb.ErrClosed)
 	}
 	defer s.bg.leave()
 	if !s.cfg.GroupCommitDisabled {
@@ -91,11 +66,11 @@ func (s *Store) appendPool(ctx context.Context, events []Event, cond *appendif.C
 // the transaction may have written other tables): give the events ids
 // (Event.ID) and, after an unknown commit, run the transaction again; the
 // append then fails with pgdcb.ErrIdempotent if the first one committed.
-func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (res AppendResult, err error) {
+func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event) (res pgdcb.AppendResult, err error) {
 	ctx, t := s.startAppend(ctx, events, nil, true)
 	defer func() { t.endAppend(len(events), res, err) }()
 	if err := s.validate(events); err != nil {
-		return AppendResult{}, err
+		return pgdcb.AppendResult{}, err
 	}
 	return s.appendEvents(ctx, tx, events, nil, false, uuid.Nil)
 }
@@ -115,11 +90,11 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []Event) (res Ap
 // same AppendIf is safe when cond carries an idempotency query that the
 // events match (or the events carry ids): a retry of a committed append then
 // fails with pgdcb.ErrIdempotent.
-func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Condition) (res AppendResult, err error) {
+func (s *Store) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendif.Condition) (res pgdcb.AppendResult, err error) {
 	ctx, t := s.startAppend(ctx, events, &cond, false)
 	defer func() { t.endAppend(len(events), res, err) }()
 	if err := cond.Validate(); err != nil {
-		return AppendResult{}, err
+		return pgdcb.AppendResult{}, err
 	}
 	return s.appendPool(ctx, events, &cond)
 }
@@ -127,14 +102,14 @@ func (s *Store) AppendIf(ctx context.Context, events []Event, cond appendif.Cond
 // AppendIfTx is AppendIf in the caller's transaction, with AppendTx's rules. A
 // failed condition does not abort the transaction, but the caller should roll
 // it back: nothing was appended.
-func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond appendif.Condition) (res AppendResult, err error) {
+func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event, cond appendif.Condition) (res pgdcb.AppendResult, err error) {
 	ctx, t := s.startAppend(ctx, events, &cond, true)
 	defer func() { t.endAppend(len(events), res, err) }()
 	if err := cond.Validate(); err != nil {
-		return AppendResult{}, err
+		return pgdcb.AppendResult{}, err
 	}
 	if err := s.validate(events); err != nil {
-		return AppendResult{}, err
+		return pgdcb.AppendResult{}, err
 	}
 	return s.appendEvents(ctx, tx, events, &cond, false, uuid.Nil)
 }
@@ -145,7 +120,7 @@ func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []Event, cond 
 //
 // id, unless uuid.Nil, is the call's id (see callID): the first event's
 // event_id when the caller gave it none.
-func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond *appendif.Condition, autocommit bool, id uuid.UUID) (AppendResult, error) {
+func (s *Store) appendEvents(ctx context.Context, db dbtx, events []pgdcb.Event, cond *appendif.Condition, autocommit bool, id uuid.UUID) (pgdcb.AppendResult, error) {
 	var (
 		status   string
 		txID     *uint64
@@ -177,9 +152,9 @@ func (s *Store) appendEvents(ctx context.Context, db dbtx, events []Event, cond 
 	}
 	if err != nil {
 		if autocommit {
-			return AppendResult{}, errOutcome("append", err)
+			return pgdcb.AppendResult{}, errOutcome("append", err)
 		}
-		return AppendResult{}, errf("append", err)
+		return pgdcb.AppendResult{}, errf("append", err)
 	}
 	return appendOutcome(cond, status, txID, pos, conflict, at)
 }
@@ -191,6 +166,14 @@ func unixMicros(t pgtype.Timestamptz) int64 {
 		return 0
 	}
 	return t.Time.UnixMicro()
+}
+
+// recordedAt is the time unixMicros read (the zero time for 0).
+func recordedAt(us int64) time.Time {
+	if us == 0 {
+		return time.Time{}
+	}
+	return time.UnixMicro(us)
 }
 
 // eventTime is a StoredEvent's OccurredAt as cursor.Cursor.EventTime holds
@@ -214,7 +197,7 @@ func afterTime(c *cursor.Cursor) *time.Time {
 
 // appendEventsArgs are append_events' arguments ($1 to $17) for one append
 // (validated events) whose keys are locks; id as for appendEvents.
-func appendEventsArgs(events []Event, cond *appendif.Condition, locks lockSet, id uuid.UUID) []any {
+func appendEventsArgs(events []pgdcb.Event, cond *appendif.Condition, locks lockSet, id uuid.UUID) []any {
 	n := len(events)
 	types := make([]string, n)
 	tagCounts := make([]int32, n)
@@ -267,14 +250,14 @@ func afterOf(cond *appendif.Condition) *cursor.Cursor {
 
 // appendOutcome is the result of an append_events call that returned; at is
 // its occurred_at (unixMicros).
-func appendOutcome(cond *appendif.Condition, status string, txID *uint64, pos []int64, conflict *int64, at int64) (AppendResult, error) {
+func appendOutcome(cond *appendif.Condition, status string, txID *uint64, pos []int64, conflict *int64, at int64) (pgdcb.AppendResult, error) {
 	switch {
 	case status == "ok" && txID != nil:
-		return AppendResult{TransactionID: *txID, Positions: pos, eventTime: at}, nil
+		return pgdcb.AppendResult{TransactionID: *txID, Positions: pos, OccurredAt: recordedAt(at)}, nil
 	case status == "idempotent" && cond != nil && conflict != nil:
-		return AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: *conflict}
+		return pgdcb.AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: *conflict}
 	case status == "condition" && cond != nil && conflict != nil:
-		return AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: *conflict}
+		return pgdcb.AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: *conflict}
 	}
-	return AppendResult{}, fmt.Errorf("pgdcb: append: unexpected status %q from append_events", status)
+	return pgdcb.AppendResult{}, fmt.Errorf("pgdcb: append: unexpected status %q from append_events", status)
 }

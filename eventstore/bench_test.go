@@ -22,6 +22,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
@@ -97,7 +98,7 @@ func BenchmarkAppendOne(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("Append/writers=%d", writers), func(b *testing.B) {
 			benchWriters(b, writers, func(ctx context.Context, n int64) error {
-				_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=a%d", n))})
+				_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=a%d", n))})
 				return err
 			})
 			reportRate(b, int64(b.N))
@@ -105,7 +106,7 @@ func BenchmarkAppendOne(b *testing.B) {
 		b.Run(fmt.Sprintf("AppendIf/writers=%d", writers), func(b *testing.B) {
 			benchWriters(b, writers, func(ctx context.Context, n int64) error {
 				tag := fmt.Sprintf("account=b%d", n)
-				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
+				_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
 					appendif.FailIf(query.Tagged(nil, tag), nil))
 				return err
 			})
@@ -141,11 +142,11 @@ func BenchmarkAppendBatch100(b *testing.B) {
 	}
 	b.Run("Append", func(b *testing.B) {
 		ctx := context.Background()
-		batch := make([]eventstore.Event, size)
+		batch := make([]pgdcb.Event, size)
 		for b.Loop() {
 			n := seq.Add(1)
 			for i := range size {
-				batch[i] = eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=g%d-%d", n, i))
+				batch[i] = pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=g%d-%d", n, i))
 			}
 			_, err := s.Append(ctx, batch)
 			require.NoError(b, err)
@@ -230,9 +231,9 @@ func BenchmarkAppendIfLargeTable(b *testing.B) {
 	ctx := context.Background()
 	for b.Loop() {
 		q := query.Tagged(nil, fmt.Sprintf("account=%d", seq.Add(1)%20000))
-		_, cur, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Backwards: true, Limit: 1})
+		_, cur, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Backwards: true, Limit: 1})
 		require.NoError(b, err)
-		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, q.Items()[0].Tags.Strings()...)}, appendif.FailIf(q, &cur))
+		_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, q.Items()[0].Tags.Strings()...)}, appendif.FailIf(q, &cur))
 		require.NoError(b, err)
 	}
 	reportRate(b, int64(b.N))
@@ -261,12 +262,12 @@ func BenchmarkDecisionCycle(b *testing.B) {
 		b.Run(fmt.Sprintf("cycle/writers=%d", writers), func(b *testing.B) {
 			benchWriters(b, writers, func(ctx context.Context, n int64) error {
 				tag := fmt.Sprintf("account=%d", n%entities)
-				balance := eventstore.NewModel(query.Tagged(nil, tag), 0, func(sum int, ev eventstore.StoredEvent) int { return sum + len(ev.Data) })
+				balance := pgdcb.NewModel(query.Tagged(nil, tag), 0, func(sum int, ev pgdcb.StoredEvent) int { return sum + len(ev.Data) })
 				cond, err := s.Project(ctx, balance)
 				if err != nil {
 					return err
 				}
-				_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": balance.State % 100}, tag)}, cond)
+				_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": balance.State % 100}, tag)}, cond)
 				return err
 			})
 			reportRate(b, int64(b.N))

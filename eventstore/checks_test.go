@@ -10,7 +10,6 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -63,9 +62,9 @@ func TestCheckItemShapes(t *testing.T) {
 		t.Run(path, func(t *testing.T) {
 			ctx := context.Background()
 			s, _ := newStore(t, nil)
-			var noise []eventstore.Event
+			var noise []pgdcb.Event
 			for i := range 1000 {
-				noise = append(noise, eventstore.MustEvent("Noise", i, fmt.Sprintf("n=%d", i)))
+				noise = append(noise, pgdcb.MustEvent("Noise", i, fmt.Sprintf("n=%d", i)))
 			}
 			for p := range len(probes(0)) {
 				pr := probes(p)[p]
@@ -82,10 +81,10 @@ func TestCheckItemShapes(t *testing.T) {
 							require.NoError(t, err)
 						}
 					}
-					_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent(pr.typ, 1, pr.tags...)})
+					_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent(pr.typ, 1, pr.tags...)})
 					require.NoError(t, err)
 					c := appendif.FailIf(cond(p), after).WithIdempotency(idem(p))
-					_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Probe", 1, fmt.Sprintf("probe=%d", p))}, c)
+					_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Probe", 1, fmt.Sprintf("probe=%d", p))}, c)
 					if pr.want == nil {
 						require.NoError(t, err, pr.name)
 					} else {

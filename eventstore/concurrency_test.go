@@ -53,8 +53,8 @@ func TestRaceUniqueUsername(t *testing.T) {
 				return func() error { return fmt.Errorf("decision read: %v, %d events", err, len(evs)) }
 			}
 			return func() error {
-				_, err := s.AppendIf(ctx, []eventstore.Event{
-					eventstore.MustEvent("AccountRegistered", map[string]int{"racer": i}, name, fmt.Sprintf("account=a%d-%d", r, i)),
+				_, err := s.AppendIf(ctx, []pgdcb.Event{
+					pgdcb.MustEvent("AccountRegistered", map[string]int{"racer": i}, name, fmt.Sprintf("account=a%d-%d", r, i)),
 				}, appendif.FailIf(q, &cur))
 				return err
 			}
@@ -78,9 +78,9 @@ func TestRaceCourseCapacityAndStudentLimit(t *testing.T) {
 	s, _ := newStore(t, nil)
 	const rounds, courses, students, racers = 20, 4, 4, 16
 	for r := range rounds {
-		var defs []eventstore.Event
+		var defs []pgdcb.Event
 		for c := range courses {
-			defs = append(defs, eventstore.MustEvent("CourseDefined", map[string]int{"capacity": 1}, fmt.Sprintf("course=r%dc%d", r, c)))
+			defs = append(defs, pgdcb.MustEvent("CourseDefined", map[string]int{"capacity": 1}, fmt.Sprintf("course=r%dc%d", r, c)))
 		}
 		_, err := s.Append(ctx, defs)
 		require.NoError(t, err)
@@ -88,8 +88,8 @@ func TestRaceCourseCapacityAndStudentLimit(t *testing.T) {
 		errs := race(racers, func(i int) func() error {
 			courseTag := fmt.Sprintf("course=r%dc%d", r, rand.IntN(courses))
 			studentTag := fmt.Sprintf("student=r%ds%d", r, rand.IntN(students))
-			cm := eventstore.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, courseTag), course{},
-				func(st course, ev eventstore.StoredEvent) course {
+			cm := pgdcb.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, courseTag), course{},
+				func(st course, ev pgdcb.StoredEvent) course {
 					if ev.Type == "CourseDefined" {
 						st.capacity = 1
 					} else {
@@ -97,8 +97,8 @@ func TestRaceCourseCapacityAndStudentLimit(t *testing.T) {
 					}
 					return st
 				})
-			sm := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, studentTag), 0,
-				func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+			sm := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, studentTag), 0,
+				func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 			cond, err := s.Project(ctx, cm, sm)
 			if err != nil {
 				return func() error { return err }
@@ -107,8 +107,8 @@ func TestRaceCourseCapacityAndStudentLimit(t *testing.T) {
 				return func() error { return nil } // rejected by the decision itself
 			}
 			return func() error {
-				_, err := s.AppendIf(ctx, []eventstore.Event{
-					eventstore.MustEvent("StudentSubscribed", map[string]int{}, courseTag, studentTag),
+				_, err := s.AppendIf(ctx, []pgdcb.Event{
+					pgdcb.MustEvent("StudentSubscribed", map[string]int{}, courseTag, studentTag),
 				}, cond)
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
 					return nil
@@ -144,7 +144,7 @@ func TestRaceCourseCapacityOne(t *testing.T) {
 	s, _ := newStore(t, nil)
 	for r := range 30 {
 		courseTag := fmt.Sprintf("course=c%d", r)
-		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseDefined", map[string]int{"capacity": 1}, courseTag)})
+		_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("CourseDefined", map[string]int{"capacity": 1}, courseTag)})
 		require.NoError(t, err)
 		q := query.Tagged([]string{"StudentSubscribed"}, courseTag)
 		errs := race(16, func(i int) func() error {
@@ -153,8 +153,8 @@ func TestRaceCourseCapacityOne(t *testing.T) {
 				return func() error { return fmt.Errorf("decision read: %v, %d events", err, len(evs)) }
 			}
 			return func() error {
-				_, err := s.AppendIf(ctx, []eventstore.Event{
-					eventstore.MustEvent("StudentSubscribed", map[string]int{}, courseTag, fmt.Sprintf("student=s%d", i)),
+				_, err := s.AppendIf(ctx, []pgdcb.Event{
+					pgdcb.MustEvent("StudentSubscribed", map[string]int{}, courseTag, fmt.Sprintf("student=s%d", i)),
 				}, appendif.FailIf(q, &cur))
 				return err
 			}
@@ -179,16 +179,16 @@ func TestConditionItemsAreORed(t *testing.T) {
 	cur, err := s.Head(ctx)
 	require.NoError(t, err)
 	// Matches neither item: type A but only tag y=1.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("A", 1, "y=1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("A", 1, "y=1")})
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("C", 1, "z=1")}, appendif.FailIf(q, &cur))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("C", 1, "z=1")}, appendif.FailIf(q, &cur))
 	require.NoError(t, err, "an event matching no item must not conflict")
 
 	cur, err = s.Head(ctx)
 	require.NoError(t, err)
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", 1, "y=1", "w=2")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("B", 1, "y=1", "w=2")})
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("C", 1, "z=1")}, appendif.FailIf(q, &cur))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("C", 1, "z=1")}, appendif.FailIf(q, &cur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "an event matching only the second item must conflict")
 	var cfe *appendif.ConditionFailedError
 	require.ErrorAs(t, err, &cfe)
@@ -201,7 +201,7 @@ func TestUnrelatedOpenTransaction(t *testing.T) {
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
 	q := query.Tagged(nil, "account=1")
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", 1, "account=1")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", 1, "account=1")})
 	require.NoError(t, err)
 
 	// Another connection holds a transaction with an xid open throughout.
@@ -216,16 +216,16 @@ func TestUnrelatedOpenTransaction(t *testing.T) {
 	require.LessOrEqual(t, stale.Snapshot.Xmin, otherXid, "the open transaction holds the snapshot's xmin down")
 
 	// A conflicting event commits while the old transaction stays open.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 5, "account=1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 5, "account=1")})
 	require.NoError(t, err)
 
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 5, "account=1")}, appendif.FailIf(q, &stale))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Withdrawn", 5, "account=1")}, appendif.FailIf(q, &stale))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "a stale decision must fail")
 
 	evs, fresh, err := s.ReadAll(ctx, q, nil)
 	require.NoError(t, err)
 	require.Len(t, evs, 2)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 5, "account=1")}, appendif.FailIf(q, &fresh))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Withdrawn", 5, "account=1")}, appendif.FailIf(q, &fresh))
 	require.NoError(t, err, "a fresh decision must succeed while the old transaction is open")
 
 	// Tailing readers are held at the horizon (other tests' transactions may
@@ -242,9 +242,9 @@ func TestUnrelatedOpenTransaction(t *testing.T) {
 
 // tailUntil follows the log from after until it has n events; the horizon is
 // cluster-wide, so other tests' open transactions can delay it for a while.
-func tailUntil(t *testing.T, s *eventstore.Store, q query.Query, after cursor.Cursor, n int) []eventstore.StoredEvent {
+func tailUntil(t *testing.T, s *eventstore.Store, q query.Query, after cursor.Cursor, n int) []pgdcb.StoredEvent {
 	t.Helper()
-	var got []eventstore.StoredEvent
+	var got []pgdcb.StoredEvent
 	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(context.Background(), q, after, 100)
 		require.NoError(t, err)
@@ -268,9 +268,9 @@ func TestTailingReaderNeverSkipsLateCommit(t *testing.T) {
 
 		txA, err := pool.Begin(ctx)
 		require.NoError(t, err)
-		resA, err := s.AppendTx(ctx, txA, []eventstore.Event{eventstore.MustEvent("A", round, "w=a")})
+		resA, err := s.AppendTx(ctx, txA, []pgdcb.Event{pgdcb.MustEvent("A", round, "w=a")})
 		require.NoError(t, err)
-		resB, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", round, "w=b")})
+		resB, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("B", round, "w=b")})
 		require.NoError(t, err)
 		require.Less(t, resA.Positions[0], resB.Positions[0], "A took the lower position")
 
@@ -305,9 +305,9 @@ func TestRaceEscalatedBatch(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				var batch []eventstore.Event
+				var batch []pgdcb.Event
 				for k := range 10 { // 10 distinct tags: escalates
-					batch = append(batch, eventstore.MustEvent("Item", k, tag, fmt.Sprintf("item=r%di%dk%d", r, i, k)))
+					batch = append(batch, pgdcb.MustEvent("Item", k, tag, fmt.Sprintf("item=r%di%dk%d", r, i, k)))
 				}
 				_, err := s.AppendIf(ctx, batch, appendif.FailIf(q, &cur))
 				return err
@@ -329,10 +329,10 @@ func TestInProgressAtDecisionIsNotSeen(t *testing.T) {
 	txA, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer txA.Rollback(ctx)
-	resA, err := s.AppendTx(ctx, txA, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=9")})
+	resA, err := s.AppendTx(ctx, txA, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, "account=9")})
 	require.NoError(t, err)
 	// A later, committed event puts the cursor's position past A's.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Noise", 1, "other=1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Noise", 1, "other=1")})
 	require.NoError(t, err)
 
 	evs, cur, err := s.ReadAll(ctx, q, nil)
@@ -342,11 +342,11 @@ func TestInProgressAtDecisionIsNotSeen(t *testing.T) {
 	require.Greater(t, cur.Position, resA.Positions[0])
 	require.NoError(t, txA.Commit(ctx))
 
-	after, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{After: &cur})
+	after, _, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{After: &cur})
 	require.NoError(t, err)
 	require.Len(t, after, 1, "reading after the cursor returns A")
 	require.False(t, cur.Seen(after[0].TransactionID, after[0].Position))
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=9")}, appendif.FailIf(q, &cur))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Withdrawn", 1, "account=9")}, appendif.FailIf(q, &cur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "A was not seen by the decision")
 }
 
@@ -358,34 +358,34 @@ func TestOldDecisionIsCheckedToo(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	q := query.Tagged(nil, "account=old")
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", 1, "account=old")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", 1, "account=old")})
 	require.NoError(t, err)
 	_, cur, err := s.ReadAll(ctx, q, nil)
 	require.NoError(t, err)
-	var noise []eventstore.Event
+	var noise []pgdcb.Event
 	for i := range 1000 {
-		noise = append(noise, eventstore.MustEvent("Noise", i, fmt.Sprintf("n=%d", i)))
+		noise = append(noise, pgdcb.MustEvent("Noise", i, fmt.Sprintf("n=%d", i)))
 	}
 	for range 2 {
 		_, err = s.Append(ctx, noise)
 		require.NoError(t, err)
 	}
 	// Nothing matching since the decision: passes.
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", 1, "account=other")}, appendif.FailIf(q, &cur))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", 1, "account=other")}, appendif.FailIf(q, &cur))
 	require.NoError(t, err)
 	// A matching event since the decision, then more noise: fails.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=old")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, "account=old")})
 	require.NoError(t, err)
 	_, err = s.Append(ctx, noise)
 	require.NoError(t, err)
 	for _, typ := range [][]string{nil, {"Deposited"}} {
 		t.Run(fmt.Sprintf("types %v", typ), func(t *testing.T) {
-			_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=old")},
+			_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Withdrawn", 1, "account=old")},
 				appendif.FailIf(query.Tagged(typ, "account=old"), &cur))
 			require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "types %v", typ)
 		})
 	}
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", 1, "account=old")},
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Withdrawn", 1, "account=old")},
 		appendif.FailIf(query.New(query.Item{Types: []string{"Deposited"}}), &cur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "type-only item")
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore/conformance"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/query"
@@ -17,7 +17,7 @@ import (
 // each.
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	conformance.RunWithOptions(t, func(t *testing.T) eventstore.Interface {
+	conformance.RunWithOptions(t, func(t *testing.T) pgdcb.Store {
 		s, _ := newStore(t, nil)
 		return s
 	}, &conformance.Options{Rounds: 30})
@@ -29,10 +29,10 @@ func TestConformance(t *testing.T) {
 func BenchmarkStoresDecision(b *testing.B) {
 	stores := []struct {
 		name string
-		new  func(b *testing.B) eventstore.Interface
+		new  func(b *testing.B) pgdcb.Store
 	}{
-		{"postgres", func(b *testing.B) eventstore.Interface { s, _ := newStore(b, nil); return s }},
-		{"memstore", func(*testing.B) eventstore.Interface { return memstore.MustNew(nil) }},
+		{"postgres", func(b *testing.B) pgdcb.Store { s, _ := newStore(b, nil); return s }},
+		{"memstore", func(*testing.B) pgdcb.Store { return memstore.MustNew(nil) }},
 	}
 	for _, st := range stores {
 		b.Run(st.name, func(b *testing.B) {
@@ -40,19 +40,19 @@ func BenchmarkStoresDecision(b *testing.B) {
 			s := st.new(b)
 			q := query.Tagged([]string{"Deposited"}, "account=a1")
 			for i := range 10 {
-				_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, "account=a1")})
+				_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", i, "account=a1")})
 				if err != nil {
 					b.Fatal(err)
 				}
 			}
 			b.ResetTimer()
 			for i := 0; b.Loop(); i++ {
-				m := eventstore.NewModel(q, 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+				m := pgdcb.NewModel(q, 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 				cond, err := s.Project(ctx, m)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Withdrawn", i, fmt.Sprintf("account=b%d", i))}, cond); err != nil {
+				if _, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Withdrawn", i, fmt.Sprintf("account=b%d", i))}, cond); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,116 +1,17 @@
 package eventstore
 
 import (
-	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
-	"github.com/pgdcb/pgdcb/tags"
 )
 
-// Event is an event to append.
-type Event struct {
-	// Type names what happened: 1..64 bytes of UTF-8 without NUL.
-	Type string
-	// Tags identify what the event is about (the consistency boundary).
-	Tags tags.Set
-	// Data is the JSON payload, opaque to the store. Required. It must be
-	// JSON that PostgreSQL's jsonb accepts (no \u0000, no lone surrogate,
-	// valid UTF-8, numbers within numeric's range) and nest at most 512 deep;
-	// the append checks it before sending anything.
-	Data json.RawMessage
-	// Metadata is optional JSON (correlation id, causation id, …), with
-	// Data's rules.
-	Metadata json.RawMessage
-	// ID is an optional client-chosen id; appending an id that is already stored
-	// fails with ErrIdempotent, which makes blind retries safe. uuid.Nil: none.
-	//
-	// Append and AppendIf on the pool give the first event of a call that has
-	// none an id of their own (a UUIDv7), by which they settle a call whose
-	// connection is lost (docs/FAULTS.md, "Settled outcomes"): read back, the
-	// first event of each such call carries it. Not with
-	// Config.SettleDisabled, and never in AppendTx / AppendIfTx.
-	ID uuid.UUID
-}
-
-// NewEvent builds an event, marshalling data to JSON and parsing the tags.
-func NewEvent(eventType string, data any, tagStrings ...string) (Event, error) {
-	ts, err := tags.ParseSet(tagStrings...)
-	if err != nil {
-		return Event{}, err
-	}
-	raw, err := json.Marshal(data)
-	if err != nil {
-		return Event{}, &InvalidEventError{Type: eventType, Field: "data", Reason: err.Error()}
-	}
-	return Event{Type: eventType, Tags: ts, Data: raw}, nil
-}
-
-// MustEvent is NewEvent that panics on error; for tests and examples.
-func MustEvent(eventType string, data any, tagStrings ...string) Event {
-	e, err := NewEvent(eventType, data, tagStrings...)
-	if err != nil {
-		panic(err)
-	}
-	return e
-}
-
-// StoredEvent is an event read from the log.
-type StoredEvent struct {
-	Event
-	// Position is unique and increases within a transaction.
-	Position int64
-	// TransactionID is the xid8 of the transaction that appended the event. The
-	// log's order is (TransactionID, Position).
-	TransactionID uint64
-	OccurredAt    time.Time
-}
-
-// InvalidEventError names the event that was refused, the field and why.
-// Nothing of its batch was written. Error() cuts what it repeats of the
-// input to a few hundred bytes; the fields hold it whole.
-type InvalidEventError struct {
-	// Index is the event's place in the batch; -1 for the batch as a whole.
-	Index int
-	// Type is the event's type as given.
-	Type string
-	// Field names what was refused: "type", "size" (the event's bytes, see
-	// Config.MaxEventBytes), "data", "metadata" or "id"; for the batch
-	// (Index -1) "batch".
-	Field string
-	// Reason says what is wrong with it.
-	Reason string
-}
-
-func (e *InvalidEventError) Error() string {
-	field := ""
-	if e.Field != "" {
-		field = e.Field + ": "
-	}
-	if e.Index < 0 {
-		return "pgdcb: invalid batch: " + field + clip.Reason(e.Reason)
-	}
-	return fmt.Sprintf("pgdcb: invalid event %d (type %s): %s%s", e.Index, clip.Quote(e.Type), field, clip.Reason(e.Reason))
-}
-
-// Is makes errors.Is(err, pgdcb.ErrInvalidEvent) true.
-func (e *InvalidEventError) Is(target error) bool { return target == pgdcb.ErrInvalidEvent }
-
-// Size is what an event counts against Config.MaxEventBytes and
-// MaxBatchBytes: the bytes of its type, its tags (each `key=value`), its data
-// and its metadata.
-func (e Event) Size() int {
-	return len(e.Type) + e.Tags.Size() + len(e.Data) + len(e.Metadata)
-}
-
 // validate checks a batch in Go before anything is sent (see ValidateEvents).
-func (s *Store) validate(events []Event) error { return ValidateEvents(s.cfg, events) }
+func (s *Store) validate(events []pgdcb.Event) error { return ValidateEvents(s.cfg, events) }
 
 // ValidateEvents checks a batch as Append does before anything is sent: every
 // string the server would refuse (invalid UTF-8, NUL), every JSON text jsonb
@@ -119,12 +20,12 @@ func (s *Store) validate(events []Event) error { return ValidateEvents(s.cfg, ev
 // *InvalidEventError. For implementers of Interface, which must refuse what
 // the PostgreSQL store refuses (see the package documentation, "Implementing
 // Interface").
-func ValidateEvents(cfg Config, events []Event) error {
+func ValidateEvents(cfg Config, events []pgdcb.Event) error {
 	if len(events) == 0 {
-		return &InvalidEventError{Index: -1, Field: "batch", Reason: "no events"}
+		return &pgdcb.InvalidEventError{Index: -1, Field: "batch", Reason: "no events"}
 	}
 	if len(events) > cfg.MaxBatchSize {
-		return &InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf("%d events, more than MaxBatchSize %d", len(events), cfg.MaxBatchSize)}
+		return &pgdcb.InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf("%d events, more than MaxBatchSize %d", len(events), cfg.MaxBatchSize)}
 	}
 	// Sizes first: cheap, and a 50 MB payload is refused before it is read.
 	total := 0
@@ -134,16 +35,16 @@ func ValidateEvents(cfg Config, events []Event) error {
 			if te, ok := err.(*query.InvalidTypeError); ok {
 				reason = te.Reason
 			}
-			return &InvalidEventError{Index: i, Type: e.Type, Field: "type", Reason: reason}
+			return &pgdcb.InvalidEventError{Index: i, Type: e.Type, Field: "type", Reason: reason}
 		}
 		size := e.Size()
 		if size > cfg.MaxEventBytes {
-			return &InvalidEventError{Index: i, Type: e.Type, Field: "size", Reason: fmt.Sprintf(
+			return &pgdcb.InvalidEventError{Index: i, Type: e.Type, Field: "size", Reason: fmt.Sprintf(
 				"%d bytes (type, tags, data and metadata), more than MaxEventBytes %d", size, cfg.MaxEventBytes)}
 		}
 		total += size
 		if total > cfg.MaxBatchBytes {
-			return &InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf(
+			return &pgdcb.InvalidEventError{Index: -1, Field: "batch", Reason: fmt.Sprintf(
 				"more than MaxBatchBytes %d bytes (type, tags, data and metadata of its events; %d by event %d)",
 				cfg.MaxBatchBytes, total, i)}
 		}
@@ -151,14 +52,14 @@ func ValidateEvents(cfg Config, events []Event) error {
 	var seen map[uuid.UUID]int
 	for i, e := range events {
 		if len(e.Data) == 0 {
-			return &InvalidEventError{Index: i, Type: e.Type, Field: "data", Reason: "empty (use {} or null for no payload)"}
+			return &pgdcb.InvalidEventError{Index: i, Type: e.Type, Field: "data", Reason: "empty (use {} or null for no payload)"}
 		}
 		if err := pgjson.Validate(e.Data); err != nil {
-			return &InvalidEventError{Index: i, Type: e.Type, Field: "data", Reason: "not valid JSON for PostgreSQL's jsonb: " + err.Error()}
+			return &pgdcb.InvalidEventError{Index: i, Type: e.Type, Field: "data", Reason: "not valid JSON for PostgreSQL's jsonb: " + err.Error()}
 		}
 		if len(e.Metadata) > 0 {
 			if err := pgjson.Validate(e.Metadata); err != nil {
-				return &InvalidEventError{Index: i, Type: e.Type, Field: "metadata", Reason: "not valid JSON for PostgreSQL's jsonb: " + err.Error()}
+				return &pgdcb.InvalidEventError{Index: i, Type: e.Type, Field: "metadata", Reason: "not valid JSON for PostgreSQL's jsonb: " + err.Error()}
 			}
 		}
 		if e.ID != uuid.Nil {
@@ -166,7 +67,7 @@ func ValidateEvents(cfg Config, events []Event) error {
 				seen = make(map[uuid.UUID]int)
 			}
 			if j, dup := seen[e.ID]; dup {
-				return &InvalidEventError{Index: i, Type: e.Type, Field: "id", Reason: fmt.Sprintf("event id %s repeats event %d of the batch", e.ID, j)}
+				return &pgdcb.InvalidEventError{Index: i, Type: e.Type, Field: "id", Reason: fmt.Sprintf("event id %s repeats event %d of the batch", e.ID, j)}
 			}
 			seen[e.ID] = i
 		}

@@ -36,13 +36,13 @@ func Example() {
 		panic(err)
 	}
 
-	store.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseDefined", map[string]int{"capacity": 1}, "course=c1")})
+	store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("CourseDefined", map[string]int{"capacity": 1}, "course=c1")})
 
 	// A student's decision: how many seats are taken, and the condition under
 	// which that answer still holds.
 	decide := func() (int, appendif.Condition) {
-		subs := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, "course=c1"), 0,
-			func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+		subs := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, "course=c1"), 0,
+			func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 		cond, err := store.Project(ctx, subs)
 		if err != nil {
 			panic(err)
@@ -53,9 +53,9 @@ func Example() {
 	bobSeen, bobCond := decide()
 	fmt.Println("seats taken seen by alice:", aliceSeen, "by bob:", bobSeen)
 
-	_, err = store.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", nil, "course=c1", "student=alice")}, aliceCond)
+	_, err = store.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", nil, "course=c1", "student=alice")}, aliceCond)
 	fmt.Println("alice subscribes:", err)
-	_, err = store.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", nil, "course=c1", "student=bob")}, bobCond)
+	_, err = store.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", nil, "course=c1", "student=bob")}, bobCond)
 	fmt.Println("bob subscribes, condition failed:", errors.Is(err, pgdcb.ErrConditionFailed))
 
 	// Output:
@@ -88,7 +88,7 @@ func ExampleStore_Close() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a1")})
+	_, err = store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "account=a1")})
 	fmt.Println("append:", err)
 
 	closeCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
@@ -96,7 +96,7 @@ func ExampleStore_Close() {
 	fmt.Println("close:", store.Close(closeCtx))
 	pool.Close()
 
-	_, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a2")})
+	_, err = store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "account=a2")})
 	fmt.Println("append after close refused:", errors.Is(err, pgdcb.ErrClosed))
 
 	// Output:
@@ -135,7 +135,7 @@ func ExampleListenConn() {
 	}
 	// Registered and listening: read the log once here (what committed
 	// before was not notified), then wait.
-	if _, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Pinged", nil, "k=v")}); err != nil {
+	if _, err := store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Pinged", nil, "k=v")}); err != nil {
 		panic(err)
 	}
 	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
@@ -176,7 +176,7 @@ func ExampleStore_WaitFor() {
 	}
 	defer store.Close(ctx)
 
-	res, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 10, "account=a1")})
+	res, err := store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 10, "account=a1")})
 	if err != nil {
 		panic(err)
 	}

@@ -63,7 +63,7 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 	_, entityCur, err := s.ReadAll(ctx, rare, nil)
 	require.NoError(t, err)
 	// An old decision: its cursor is the log's first event.
-	_, old, err := s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{Limit: 1})
+	_, old, err := s.ReadAll(ctx, query.All(), &pgdcb.ReadOptions{Limit: 1})
 	require.NoError(t, err)
 	type checkCase struct {
 		name    string
@@ -106,7 +106,7 @@ func TestCheckPlansStayOnIndexes(t *testing.T) {
 				mu.Unlock()
 				tx, err := conn.Begin(ctx)
 				require.NoError(t, err)
-				_, err = c.store.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, c.tag)}, c.cond)
+				_, err = c.store.AppendIfTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, c.tag)}, c.cond)
 				if c.wantErr != nil {
 					require.ErrorIs(t, err, c.wantErr, c.name)
 				} else {
@@ -149,7 +149,7 @@ func TestReadLastPlanUsesTheTagIndex(t *testing.T) {
 	require.NoError(t, err)
 	_, err = pool.Exec(ctx, "ANALYZE "+ident.Schema(s)+".events")
 	require.NoError(t, err)
-	sql, a := eventstore.ReadSQL(s, query.Tagged(nil, "kind=old"), eventstore.ReadOptions{Backwards: true, Limit: 1})
+	sql, a := eventstore.ReadSQL(s, query.Tagged(nil, "kind=old"), pgdcb.ReadOptions{Backwards: true, Limit: 1})
 	// Reads are prepared statements: check the custom plan and the generic
 	// one PostgreSQL switches to after five runs.
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
@@ -186,14 +186,14 @@ func TestReadPlansAreGenericAndUseTheTagIndex(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		q    func(i int) query.Query
-		opts eventstore.ReadOptions
+		opts pgdcb.ReadOptions
 		want int
 	}{
 		{name: "entity", q: func(i int) query.Query { return query.Tagged(nil, fmt.Sprintf("account=%d", i)) }, want: 10},
 		{name: "two tags", q: func(i int) query.Query {
 			return query.Tagged(nil, fmt.Sprintf("account=%d", i), fmt.Sprintf("shard=%d", i*10%16))
 		}, want: 1},
-		{name: "ReadLast", q: func(i int) query.Query { return query.Tagged(nil, fmt.Sprintf("account=%d", i)) }, opts: eventstore.ReadOptions{Backwards: true, Limit: 1}, want: 1},
+		{name: "ReadLast", q: func(i int) query.Query { return query.Tagged(nil, fmt.Sprintf("account=%d", i)) }, opts: pgdcb.ReadOptions{Backwards: true, Limit: 1}, want: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for i := range 8 {
@@ -257,7 +257,7 @@ func TestCheckSkipsInProgressTransactionsAfterTheCursor(t *testing.T) {
 		mu.Unlock()
 		tx, err := conn.Begin(ctx)
 		require.NoError(t, err)
-		_, err = s.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))
+		_, err = s.AppendIfTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))
 		require.NoError(t, err)
 		require.NoError(t, tx.Rollback(ctx))
 	}
@@ -277,7 +277,7 @@ func TestCheckSkipsInProgressTransactionsAfterTheCursor(t *testing.T) {
 	_, err = other.Exec(ctx, `INSERT INTO `+ident.Schema(s)+`.events (type, tags, data) VALUES ('Deposited', '{account=7}', '1')`)
 	require.NoError(t, err)
 	require.NoError(t, other.Commit(ctx))
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, "account=7")}, appendif.FailIf(q, &cur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 }
 
@@ -332,7 +332,7 @@ func TestTypeStreamPlanUsesTheTypeIndex(t *testing.T) {
 	_, err = pool.Exec(ctx, "ANALYZE "+ident.Schema(s)+".events")
 	require.NoError(t, err)
 	q := query.New(query.Item{Types: []string{"Rare"}})
-	sql, a := eventstore.ReadSQL(s, q, eventstore.ReadOptions{})
+	sql, a := eventstore.ReadSQL(s, q, pgdcb.ReadOptions{})
 	for _, mode := range []string{"force_custom_plan", "force_generic_plan"} {
 		t.Run(mode, func(t *testing.T) {
 			conn, err := pool.Acquire(ctx)

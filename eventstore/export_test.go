@@ -1,9 +1,12 @@
 package eventstore
 
-import "github.com/pgdcb/pgdcb/query"
+import (
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/query"
+)
 
 // ReadSQL exposes the read statement to tests that EXPLAIN it.
-func ReadSQL(s *Store, q query.Query, opts ReadOptions) (string, []any) {
+func ReadSQL(s *Store, q query.Query, opts pgdcb.ReadOptions) (string, []any) {
 	sql, a := s.readSQL(q, opts, false, s.proved(nil))
 	return sql, a
 }

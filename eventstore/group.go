@@ -46,7 +46,7 @@ const (
 )
 
 type groupResult struct {
-	res AppendResult
+	res pgdcb.AppendResult
 	err error
 	// busy: nothing was sent for the append; it needs key busyKey, which
 	// was busy, and is to be sent by appendBehind.
@@ -70,7 +70,7 @@ func (r *groupReq) reply(out groupResult) {
 
 type groupReq struct {
 	ctx    context.Context
-	events []Event
+	events []pgdcb.Event
 	cond   *appendif.Condition
 	id     uuid.UUID        // identifies the call's writes (settle.go)
 	locks  lockSet          // the append's own keys (as append_events would take them)
@@ -131,7 +131,9 @@ func (g *groupCommitter) signalLocked() {
 	}
 }
 
-func (r *groupReq) finish(res AppendResult, err error) { r.done <- groupResult{res: res, err: err} }
+func (r *groupReq) finish(res pgdcb.AppendResult, err error) {
+	r.done <- groupResult{res: res, err: err}
+}
 
 type groupCommitter struct {
 	mu      sync.Mutex
@@ -287,15 +289,15 @@ func storeMax(m *atomic.Int64, v int64) {
 }
 
 // appendGrouped is appendPool with group commit on (events validated).
-func (s *Store) appendGrouped(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
+func (s *Store) appendGrouped(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
 	return s.appendGroupedAgain(ctx, events, cond, false)
 }
 
 // appendGroupedAgain is appendGrouped; again says the append found a key
 // busy before and came back from appendBehind (it will not twice).
-func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *appendif.Condition, again bool) (AppendResult, error) {
+func (s *Store) appendGroupedAgain(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, again bool) (pgdcb.AppendResult, error) {
 	if err := ctx.Err(); err != nil {
-		return AppendResult{}, errf("append", err) // nothing was sent
+		return pgdcb.AppendResult{}, errf("append", err) // nothing was sent
 	}
 	g := &s.group
 	maxSenders := s.cfg.GroupSenders
@@ -352,7 +354,7 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 			g.signalLocked()
 		}
 		g.mu.Unlock()
-		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
+		return pgdcb.AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
 	if !r.sent {
 		// Taken by a sender that has not sent it yet (an earlier member
@@ -361,19 +363,19 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []Event, cond *ap
 		r.abandoned = true
 		g.signalLocked()
 		g.mu.Unlock()
-		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
+		return pgdcb.AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
 	g.mu.Unlock()
 	// In flight: the sender settles it (settle.go); wait for its answer.
 	if out, ok := s.awaitSettled(r); ok {
 		return s.outcome(r, out)
 	}
-	return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: ctx.Err()}
+	return pgdcb.AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: ctx.Err()}
 }
 
 // outcome is the caller's answer for r: its result, or, when its group
 // found one of its keys busy (nothing was sent), appendBehind's.
-func (s *Store) outcome(r *groupReq, out groupResult) (AppendResult, error) {
+func (s *Store) outcome(r *groupReq, out groupResult) (pgdcb.AppendResult, error) {
 	if out.resend {
 		// Settled as absent (settle.go): sent again on the path without
 		// grouping, by the caller, waiting for its keys there.
@@ -406,7 +408,7 @@ func (s *Store) sendAlone(r *groupReq) groupResult {
 // pooled connection, waiting for its keys, telling a certain failure from an
 // unknown outcome: the path of every call without grouping, and of an
 // append that found a key busy.
-func (s *Store) appendOne(ctx context.Context, events []Event, cond *appendif.Condition) (AppendResult, error) {
+func (s *Store) appendOne(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
 	res, err := s.sendSettled(ctx, events, cond, s.callID(events))
 	if err == nil {
 		s.Notify(ctx)
@@ -435,7 +437,7 @@ type keyGate struct {
 // committer instead, once (again false), so that the appends that queued
 // up behind a held key are grouped again when it is released, rather than
 // sent one commit each.
-func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif.Condition, key int64, again bool) (AppendResult, error) {
+func (s *Store) appendBehind(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, key int64, again bool) (pgdcb.AppendResult, error) {
 	g := &s.group
 	g.behind.Add(1)
 	g.mu.Lock()
@@ -466,7 +468,7 @@ func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif
 	case gate.turn <- struct{}{}:
 	case <-ctx.Done():
 		leave()
-		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
+		return pgdcb.AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
 	g.mu.Lock()
 	back := !again && gate.sent != sent
@@ -481,7 +483,7 @@ func (s *Store) appendBehind(ctx context.Context, events []Event, cond *appendif
 	select {
 	case lanes <- struct{}{}:
 	case <-ctx.Done():
-		return AppendResult{}, errf("append", ctx.Err()) // nothing was sent
+		return pgdcb.AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
 	defer func() { <-lanes }()
 	res, err := s.appendOne(ctx, events, cond)
@@ -538,7 +540,7 @@ func (s *Store) groupLoop(ctx context.Context) {
 		g.mu.Unlock()
 		if err != nil {
 			for _, r := range batch {
-				r.finish(AppendResult{}, errf("append: acquire a connection", err)) // nothing was sent
+				r.finish(pgdcb.AppendResult{}, errf("append: acquire a connection", err)) // nothing was sent
 			}
 		} else {
 			if len(batch) > 0 {
@@ -577,7 +579,7 @@ func (s *Store) takeGroupLocked() []*groupReq {
 		r := g.queue[n]
 		if err := r.ctx.Err(); err != nil {
 			r.taken = true
-			r.finish(AppendResult{}, errf("append", err))
+			r.finish(pgdcb.AppendResult{}, errf("append", err))
 			continue
 		}
 		if conflicts(g.inflight, r.locks) || (left != nil && conflicts(left, r.locks)) {
@@ -678,7 +680,7 @@ func (s *Store) claimGroup(batch []*groupReq) []*groupReq {
 		switch {
 		case r.abandoned:
 		case r.ctx.Err() != nil:
-			r.finish(AppendResult{}, errf("append", r.ctx.Err())) // nothing was sent
+			r.finish(pgdcb.AppendResult{}, errf("append", r.ctx.Err())) // nothing was sent
 		default:
 			kept = append(kept, r)
 		}
@@ -1020,7 +1022,7 @@ func (s *Store) tryCall(ctx context.Context, conn *pgxpool.Conn, batch []*groupR
 	for m, r := range batch {
 		switch st := statuses[m]; {
 		case st == "ok" && txID != nil && p+len(r.events) <= len(positions):
-			out[m].res = AppendResult{TransactionID: *txID, Positions: positions[p : p+len(r.events) : p+len(r.events)], eventTime: at}
+			out[m].res = pgdcb.AppendResult{TransactionID: *txID, Positions: positions[p : p+len(r.events) : p+len(r.events)], OccurredAt: recordedAt(at)}
 			p += len(r.events)
 		case st == "idempotent" && r.cond != nil && conflicts[m] != nil:
 			out[m].err = &appendif.IdempotentError{Query: r.cond.Idempotency, ExistingPosition: *conflicts[m]}

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
@@ -62,7 +63,7 @@ func BenchmarkGroup(b *testing.B) {
 			before := s.GroupStats()
 			b.Run(fmt.Sprintf("Append-%s/writers=%d", v.name, writers), func(b *testing.B) {
 				benchWriters(b, writers, func(ctx context.Context, n int64) error {
-					_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=a%d", n))})
+					_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=a%d", n))})
 					return err
 				})
 				reportRate(b, int64(b.N))
@@ -71,7 +72,7 @@ func BenchmarkGroup(b *testing.B) {
 			b.Run(fmt.Sprintf("AppendIf-%s/writers=%d", v.name, writers), func(b *testing.B) {
 				benchWriters(b, writers, func(ctx context.Context, n int64) error {
 					tag := fmt.Sprintf("account=b%d", n)
-					_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
+					_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
 						appendif.FailIf(query.Tagged(nil, tag), nil))
 					return err
 				})

@@ -59,7 +59,7 @@ func TestGroupHeldTagDelaysOnlyItsAppends(t *testing.T) {
 	heldErrs := make(chan error, held)
 	for i := range held {
 		go func() {
-			_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Held", i, "k=a0")})
+			_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Held", i, "k=a0")})
 			heldDone.Add(1)
 			heldErrs <- err
 		}()
@@ -74,7 +74,7 @@ func TestGroupHeldTagDelaysOnlyItsAppends(t *testing.T) {
 		go func() {
 			for i := range each {
 				tag := fmt.Sprintf("k=u%d-%d", w, i)
-				ev := []eventstore.Event{eventstore.MustEvent("Free", i, tag)}
+				ev := []pgdcb.Event{pgdcb.MustEvent("Free", i, tag)}
 				var err error
 				if i%2 == 0 {
 					_, err = s.AppendIf(ctx, ev, appendif.FailIf(query.Tagged(nil, tag), nil))
@@ -129,7 +129,7 @@ func TestGroupBusyKeyLeavesTheGroup(t *testing.T) {
 	before := s.GroupStats()
 	const n = 4
 	type out struct {
-		res eventstore.AppendResult
+		res pgdcb.AppendResult
 		err error
 	}
 	outs := make([]chan out, n)
@@ -140,7 +140,7 @@ func TestGroupBusyKeyLeavesTheGroup(t *testing.T) {
 			tag = "acct=held"
 		}
 		go func() {
-			res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, tag)})
+			res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", i, tag)})
 			outs[i] <- out{res, err}
 		}()
 		awaitGroup(t, s, "the call did not queue", func() bool { return eventstore.QueuedAppends(s) >= i+1 })
@@ -206,7 +206,7 @@ func TestGroupCancelDuringRetryLeavesOthersDefinite(t *testing.T) {
 		if i == 0 {
 			tag, c = "acct=held", cctx
 		}
-		wg.Go(func() { _, errs[i] = s.Append(c, []eventstore.Event{eventstore.MustEvent("Deposited", i, tag)}) })
+		wg.Go(func() { _, errs[i] = s.Append(c, []pgdcb.Event{pgdcb.MustEvent("Deposited", i, tag)}) })
 		awaitGroup(t, s, "the call did not queue", func() bool { return eventstore.QueuedAppends(s) >= i+1 })
 	}
 	conn.Release()
@@ -233,9 +233,9 @@ func TestGroupCancelDuringRetryLeavesOthersDefinite(t *testing.T) {
 func TestGroupRetryAfterLostConnectionRequeues(t *testing.T) {
 	ctx := context.Background()
 	s, pool := groupStore(t)
-	dup := eventstore.MustEvent("Stored", 0, "dup=1")
+	dup := pgdcb.MustEvent("Stored", 0, "dup=1")
 	dup.ID = uuid.New()
-	_, err := s.Append(ctx, []eventstore.Event{dup})
+	_, err := s.Append(ctx, []pgdcb.Event{dup})
 	require.NoError(t, err)
 	var closed atomic.Bool
 	eventstore.SetGroupRetryHook(s, func(conn *pgxpool.Conn, i int) {
@@ -244,11 +244,11 @@ func TestGroupRetryAfterLostConnectionRequeues(t *testing.T) {
 		}
 	})
 	before := s.GroupStats()
-	_, errs := inOneGroup(t, s, pool, 4, func(i int) (eventstore.AppendResult, error) {
+	_, errs := inOneGroup(t, s, pool, 4, func(i int) (pgdcb.AppendResult, error) {
 		if i == 1 {
-			return s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "m=x"), dup})
+			return s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", i, "m=x"), dup})
 		}
-		return s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, fmt.Sprintf("m=%d", i))})
+		return s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", i, fmt.Sprintf("m=%d", i))})
 	})
 	require.True(t, closed.Load(), "the connection was closed between two retries")
 	for i, err := range errs {
@@ -282,7 +282,7 @@ func TestGroupOwnSendsNeverBusy(t *testing.T) {
 		wg.Go(func() {
 			for i := range each {
 				id := fmt.Sprintf("id=%d-%d", w, i)
-				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Hot", i, "hot=1", id)},
+				_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Hot", i, "hot=1", id)},
 					appendif.Condition{Idempotency: query.Tagged(nil, "hot=1", id)})
 				errs <- err
 			}

@@ -9,7 +9,6 @@ import (
 
 	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -23,37 +22,37 @@ func TestGroupPlainMembersBeforeACheck(t *testing.T) {
 	s, pool := groupStore(t)
 	_, cur, err := s.ReadAll(ctx, query.Tagged(nil, "slot=p2"), nil)
 	require.NoError(t, err)
-	ev := func(member, i int, tags ...string) eventstore.Event {
-		return eventstore.MustEvent(fmt.Sprintf("M%d", member), map[string]int{"member": member, "i": i}, tags...)
+	ev := func(member, i int, tags ...string) pgdcb.Event {
+		return pgdcb.MustEvent(fmt.Sprintf("M%d", member), map[string]int{"member": member, "i": i}, tags...)
 	}
-	calls := []func() (eventstore.AppendResult, error){
+	calls := []func() (pgdcb.AppendResult, error){
 		// 0. plain, two events.
-		func() (eventstore.AppendResult, error) {
-			return s.Append(ctx, []eventstore.Event{ev(0, 0, "slot=p1", "m=0"), ev(0, 1, "m=0")})
+		func() (pgdcb.AppendResult, error) {
+			return s.Append(ctx, []pgdcb.Event{ev(0, 0, "slot=p1", "m=0"), ev(0, 1, "m=0")})
 		},
 		// 1. plain, on slot=p2: waits for the insert when 2 comes.
-		func() (eventstore.AppendResult, error) {
-			return s.Append(ctx, []eventstore.Event{ev(1, 0, "slot=p2", "m=1")})
+		func() (pgdcb.AppendResult, error) {
+			return s.Append(ctx, []pgdcb.Event{ev(1, 0, "slot=p2", "m=1")})
 		},
 		// 2. decides slot=p2 is empty: must see 1's event, still waiting.
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{ev(2, 0, "slot=p2", "m=2")}, appendif.FailIf(query.Tagged(nil, "slot=p2"), &cur))
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{ev(2, 0, "slot=p2", "m=2")}, appendif.FailIf(query.Tagged(nil, "slot=p2"), &cur))
 		},
 		// 3. plain, three events, no tags on the middle one.
-		func() (eventstore.AppendResult, error) {
-			return s.Append(ctx, []eventstore.Event{ev(3, 0, "slot=p3", "m=3"), ev(3, 1), ev(3, 2, "m=3", "x=y")})
+		func() (pgdcb.AppendResult, error) {
+			return s.Append(ctx, []pgdcb.Event{ev(3, 0, "slot=p3", "m=3"), ev(3, 1), ev(3, 2, "m=3", "x=y")})
 		},
 		// 4. an unrelated boundary: passes, and its event waits with 3's.
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{ev(4, 0, "slot=p9", "m=4")}, appendif.FailIf(query.Tagged(nil, "slot=p9"), &cur))
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{ev(4, 0, "slot=p9", "m=4")}, appendif.FailIf(query.Tagged(nil, "slot=p9"), &cur))
 		},
 		// 5. idempotency on 3's type, without tags: must see 3's events.
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{ev(5, 0, "m=5")}, appendif.Condition{Idempotency: query.Tagged([]string{"M3"})})
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{ev(5, 0, "m=5")}, appendif.Condition{Idempotency: query.Tagged([]string{"M3"})})
 		},
 		// 6. plain, last: inserted after the members loop.
-		func() (eventstore.AppendResult, error) {
-			return s.Append(ctx, []eventstore.Event{ev(6, 0, "slot=p1", "m=6")})
+		func() (pgdcb.AppendResult, error) {
+			return s.Append(ctx, []pgdcb.Event{ev(6, 0, "slot=p1", "m=6")})
 		},
 	}
 	conn, err := pool.Acquire(ctx)
@@ -87,11 +86,11 @@ func TestGroupPlainMembersBeforeACheck(t *testing.T) {
 	// Each stored event is the one given, at the position its member got.
 	all, _, err := s.ReadAll(ctx, query.All(), nil)
 	require.NoError(t, err)
-	byPos := map[int64]eventstore.StoredEvent{}
+	byPos := map[int64]pgdcb.StoredEvent{}
 	for _, e := range all {
 		byPos[e.Position] = e
 	}
-	want := map[int][]eventstore.Event{
+	want := map[int][]pgdcb.Event{
 		0: {ev(0, 0, "slot=p1", "m=0"), ev(0, 1, "m=0")},
 		1: {ev(1, 0, "slot=p2", "m=1")},
 		3: {ev(3, 0, "slot=p3", "m=3"), ev(3, 1), ev(3, 2, "m=3", "x=y")},

@@ -72,7 +72,7 @@ func startBlocker(t *testing.T, s *eventstore.Store) (wait func()) {
 	t.Helper()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Append(context.Background(), []eventstore.Event{eventstore.MustEvent("Blocker", 0, "blocker=1")})
+		_, err := s.Append(context.Background(), []pgdcb.Event{pgdcb.MustEvent("Blocker", 0, "blocker=1")})
 		done <- err
 	}()
 	awaitGroup(t, s, "the blocker did not start", func() bool { return eventstore.GroupSenders(s) >= 1 })
@@ -81,7 +81,7 @@ func startBlocker(t *testing.T, s *eventstore.Store) (wait func()) {
 
 // inOneGroup runs n calls with the store's only connection held until all n
 // are queued, so that they are sent as ONE group; it checks that they were.
-func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, call func(i int) (eventstore.AppendResult, error)) ([]eventstore.AppendResult, []error) {
+func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, call func(i int) (pgdcb.AppendResult, error)) ([]pgdcb.AppendResult, []error) {
 	t.Helper()
 	ctx := context.Background()
 	// The previous round's sender may still be ending (it leaves once it
@@ -93,7 +93,7 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 	blocker := startBlocker(t, s)
 	defer blocker()
 	before := s.GroupStats()
-	res := make([]eventstore.AppendResult, n)
+	res := make([]pgdcb.AppendResult, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
@@ -112,10 +112,10 @@ func inOneGroup(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, n int, ca
 // is queued, while conn (the store's only connection) is held and a blocker
 // holds the sender's place; then releases conn: the calls are sent as ONE
 // group, in this order, which it checks.
-func queueInOrder(t *testing.T, s *eventstore.Store, conn *pgxpool.Conn, calls []func() (eventstore.AppendResult, error)) ([]eventstore.AppendResult, []error) {
+func queueInOrder(t *testing.T, s *eventstore.Store, conn *pgxpool.Conn, calls []func() (pgdcb.AppendResult, error)) ([]pgdcb.AppendResult, []error) {
 	t.Helper()
 	errs := make([]error, len(calls))
-	res := make([]eventstore.AppendResult, len(calls))
+	res := make([]pgdcb.AppendResult, len(calls))
 	var wg sync.WaitGroup
 	before := s.GroupStats()
 	for i, call := range calls {
@@ -181,13 +181,13 @@ func TestGroupSameBoundaryOneGroup(t *testing.T) {
 	for r := range 5 {
 		tag := fmt.Sprintf("account=a%d", r)
 		q := query.Tagged(nil, tag)
-		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", 0, tag)})
+		_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", 0, tag)})
 		require.NoError(t, err)
 		_, cur, err := s.ReadAll(ctx, q, nil)
 		require.NoError(t, err)
-		_, errs := inOneGroup(t, s, pool, 8, func(i int) (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{
-				eventstore.MustEvent("Withdrawn", orDecision{Cursor: cur.String(), Tags: []string{tag}}, tag),
+		_, errs := inOneGroup(t, s, pool, 8, func(i int) (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{
+				pgdcb.MustEvent("Withdrawn", orDecision{Cursor: cur.String(), Tags: []string{tag}}, tag),
 			}, appendif.FailIf(q, &cur))
 		})
 		ok, conflict, dup := outcomes(t, errs)
@@ -206,9 +206,9 @@ func TestGroupIdempotencyOneGroup(t *testing.T) {
 	for r := range 5 {
 		token := fmt.Sprintf("idempotency_token=t%d", r)
 		idem := query.Tagged([]string{"OrderPlaced"}, token)
-		_, errs := inOneGroup(t, s, pool, 8, func(i int) (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{
-				eventstore.MustEvent("OrderPlaced", map[string]int{"racer": i}, token, fmt.Sprintf("order=o%d-%d", r, i)),
+		_, errs := inOneGroup(t, s, pool, 8, func(i int) (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{
+				pgdcb.MustEvent("OrderPlaced", map[string]int{"racer": i}, token, fmt.Sprintf("order=o%d-%d", r, i)),
 			}, appendif.Condition{Idempotency: idem})
 		})
 		ok, conflict, dup := outcomes(t, errs)
@@ -224,10 +224,10 @@ func TestGroupIdempotencyOneGroup(t *testing.T) {
 func TestGroupSharesTransaction(t *testing.T) {
 	ctx := context.Background()
 	s, pool := groupStore(t)
-	res, errs := inOneGroup(t, s, pool, 6, func(i int) (eventstore.AppendResult, error) {
-		evs := []eventstore.Event{eventstore.MustEvent("A", i, fmt.Sprintf("m=%d", i))}
+	res, errs := inOneGroup(t, s, pool, 6, func(i int) (pgdcb.AppendResult, error) {
+		evs := []pgdcb.Event{pgdcb.MustEvent("A", i, fmt.Sprintf("m=%d", i))}
 		if i%2 == 0 {
-			evs = append(evs, eventstore.MustEvent("B", i, fmt.Sprintf("m=%d", i)))
+			evs = append(evs, pgdcb.MustEvent("B", i, fmt.Sprintf("m=%d", i)))
 			return s.Append(ctx, evs)
 		}
 		return s.AppendIf(ctx, evs, appendif.FailIf(query.Tagged(nil, fmt.Sprintf("m=%d", i)), nil))
@@ -266,13 +266,13 @@ func TestGroupOverlappingOrMixed(t *testing.T) {
 		sets := [][]string{{a, b}, {b, c}, {c, a}, {a}, {c}}
 		_, cur, err := s.ReadAll(ctx, orQuery([]string{a, b, c}), nil)
 		require.NoError(t, err)
-		_, errs := inOneGroup(t, s, pool, 10, func(i int) (eventstore.AppendResult, error) {
+		_, errs := inOneGroup(t, s, pool, 10, func(i int) (pgdcb.AppendResult, error) {
 			if i%4 == 3 { // unconditional, on one tag
-				return s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Plain", i, []string{a, b, c}[i%3])})
+				return s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Plain", i, []string{a, b, c}[i%3])})
 			}
 			set := sets[i%len(sets)]
-			return s.AppendIf(ctx, []eventstore.Event{
-				eventstore.MustEvent("Decided", orDecision{Cursor: cur.String(), Tags: set}, set[0]),
+			return s.AppendIf(ctx, []pgdcb.Event{
+				pgdcb.MustEvent("Decided", orDecision{Cursor: cur.String(), Tags: set}, set[0]),
 			}, appendif.FailIf(orQuery(set), &cur))
 		})
 		for _, err := range errs {
@@ -292,7 +292,7 @@ func TestGroupOverlappingOrMixed(t *testing.T) {
 		errs := race(16, func(i int) func() error {
 			if i%4 == 3 {
 				return func() error {
-					_, err := fs.Append(ctx, []eventstore.Event{eventstore.MustEvent("Plain", i, []string{a, b, c}[i%3])})
+					_, err := fs.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Plain", i, []string{a, b, c}[i%3])})
 					return err
 				}
 			}
@@ -302,8 +302,8 @@ func TestGroupOverlappingOrMixed(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				_, err := fs.AppendIf(ctx, []eventstore.Event{
-					eventstore.MustEvent("Decided", orDecision{Cursor: cur.String(), Tags: set}, set[0]),
+				_, err := fs.AppendIf(ctx, []pgdcb.Event{
+					pgdcb.MustEvent("Decided", orDecision{Cursor: cur.String(), Tags: set}, set[0]),
 				}, appendif.FailIf(orQuery(set), &cur))
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
 					return nil
@@ -333,27 +333,27 @@ func TestGroupMembersSeeEarlierMembers(t *testing.T) {
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	defer startBlocker(t, s)()
-	calls := []func() (eventstore.AppendResult, error){
+	calls := []func() (pgdcb.AppendResult, error){
 		// 1. takes the slot (no conflict before it).
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Taken", 1, "slot=s1")}, appendif.FailIf(q, &cur))
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Taken", 1, "slot=s1")}, appendif.FailIf(q, &cur))
 		},
 		// 2. same decision: must see 1's event.
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Taken", 2, "slot=s1")}, appendif.FailIf(q, &cur))
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Taken", 2, "slot=s1")}, appendif.FailIf(q, &cur))
 		},
 		// 3. idempotency on 1's event type and tag, no cursor: must see it.
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Taken", 3, "slot=s2")},
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Taken", 3, "slot=s2")},
 				appendif.Condition{Idempotency: query.Tagged([]string{"Taken"}, "slot=s1")})
 		},
 		// 4. "no event at all with slot=s1" without cursor: must see it.
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Taken", 4, "slot=s3")}, appendif.FailIf(q, nil))
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Taken", 4, "slot=s3")}, appendif.FailIf(q, nil))
 		},
 		// 5. an unrelated boundary: commits.
-		func() (eventstore.AppendResult, error) {
-			return s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Taken", 5, "slot=s4")},
+		func() (pgdcb.AppendResult, error) {
+			return s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Taken", 5, "slot=s4")},
 				appendif.FailIf(query.Tagged(nil, "slot=s4"), &cur))
 		},
 	}
@@ -378,16 +378,16 @@ func TestGroupMembersSeeEarlierMembers(t *testing.T) {
 func TestGroupDuplicateIDDoesNotFailOthers(t *testing.T) {
 	ctx := context.Background()
 	s, pool := groupStore(t)
-	dup := eventstore.MustEvent("Stored", 0, "dup=1")
+	dup := pgdcb.MustEvent("Stored", 0, "dup=1")
 	dup.ID = uuid.New()
-	_, err := s.Append(ctx, []eventstore.Event{dup})
+	_, err := s.Append(ctx, []pgdcb.Event{dup})
 	require.NoError(t, err)
 	before := s.GroupStats()
-	_, errs := inOneGroup(t, s, pool, 6, func(i int) (eventstore.AppendResult, error) {
+	_, errs := inOneGroup(t, s, pool, 6, func(i int) (pgdcb.AppendResult, error) {
 		if i == 2 {
-			return s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "m=x"), dup})
+			return s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", i, "m=x"), dup})
 		}
-		return s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, fmt.Sprintf("m=%d", i))},
+		return s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", i, fmt.Sprintf("m=%d", i))},
 			appendif.FailIf(query.Tagged(nil, fmt.Sprintf("m=%d", i)), nil))
 	})
 	for i, err := range errs {
@@ -417,8 +417,8 @@ func TestGroupRaceSameBoundary(t *testing.T) {
 				if err != nil {
 					return err
 				}
-				_, err := s.AppendIf(ctx, []eventstore.Event{
-					eventstore.MustEvent("Decided", orDecision{Cursor: cur.String(), Tags: []string{tag}}, tag),
+				_, err := s.AppendIf(ctx, []pgdcb.Event{
+					pgdcb.MustEvent("Decided", orDecision{Cursor: cur.String(), Tags: []string{tag}}, tag),
 				}, appendif.FailIf(q, &cur))
 				return err
 			}
@@ -440,11 +440,11 @@ func TestGroupQueuedContextEnds(t *testing.T) {
 	defer startBlocker(t, s)()
 	cctx, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
 	defer cancel()
-	_, err = s.Append(cctx, []eventstore.Event{eventstore.MustEvent("Late", 0, "late=1")})
+	_, err = s.Append(cctx, []pgdcb.Event{pgdcb.MustEvent("Late", 0, "late=1")})
 	require.ErrorIs(t, err, context.DeadlineExceeded)
 	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
 	conn.Release()
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("OnTime", 0, "late=2")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("OnTime", 0, "late=2")})
 	require.NoError(t, err)
 	require.Equal(t, 0, countEvents(t, s, query.Tagged(nil, "late=1")))
 }
@@ -471,12 +471,12 @@ func testGroupTerminated(t *testing.T, settle bool) {
 	s, pool := groupStore(t, func(c *eventstore.Config) { c.SettleDisabled = !settle })
 	plain, err := eventstore.New(pgtest.Pool(t), &eventstore.Config{Schema: s.Schema()})
 	require.NoError(t, err)
-	dup := eventstore.MustEvent("Deposited", 0, "acct=9")
+	dup := pgdcb.MustEvent("Deposited", 0, "acct=9")
 	dup.ID = uuid.New()
 	tx, err := plain.Pool().Begin(ctx)
 	require.NoError(t, err)
 	defer func() { _ = tx.Rollback(ctx) }()
-	_, err = plain.AppendTx(ctx, tx, []eventstore.Event{dup})
+	_, err = plain.AppendTx(ctx, tx, []pgdcb.Event{dup})
 	require.NoError(t, err)
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
@@ -486,11 +486,11 @@ func testGroupTerminated(t *testing.T, settle bool) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			e := eventstore.MustEvent("Deposited", i, fmt.Sprintf("acct=x%d", i))
+			e := pgdcb.MustEvent("Deposited", i, fmt.Sprintf("acct=x%d", i))
 			if i == 0 {
 				e = dup
 			}
-			_, errs[i] = s.Append(ctx, []eventstore.Event{e})
+			_, errs[i] = s.Append(ctx, []pgdcb.Event{e})
 		})
 	}
 	awaitGroup(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
@@ -543,11 +543,11 @@ func TestGroupSplitsAtLimits(t *testing.T) {
 	defer startBlocker(t, s)()
 	const n = 6 // keys: global, type, one tag each: 2+4 fit in 6
 	errs := make([]error, n)
-	res := make([]eventstore.AppendResult, n)
+	res := make([]pgdcb.AppendResult, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			res[i], errs[i] = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("T", i, fmt.Sprintf("k=%d", i))})
+			res[i], errs[i] = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("T", i, fmt.Sprintf("k=%d", i))})
 		})
 	}
 	awaitGroup(t, s, "calls did not queue", func() bool { return eventstore.QueuedAppends(s) >= n })
@@ -565,8 +565,8 @@ func TestGroupSplitsAtLimits(t *testing.T) {
 	require.Len(t, txs, 2)
 
 	s2, pool2 := groupStore(t, func(c *eventstore.Config) { c.GroupMaxAppends = 3 })
-	_, _ = inOneGroup(t, s2, pool2, 3, func(i int) (eventstore.AppendResult, error) {
-		return s2.Append(ctx, []eventstore.Event{eventstore.MustEvent("T", i, fmt.Sprintf("k=%d", i))})
+	_, _ = inOneGroup(t, s2, pool2, 3, func(i int) (pgdcb.AppendResult, error) {
+		return s2.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("T", i, fmt.Sprintf("k=%d", i))})
 	})
 	require.Equal(t, int64(3), s2.GroupStats().MaxAppends)
 }
@@ -585,7 +585,7 @@ func TestGroupStatsQueueWait(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Queued", i, fmt.Sprintf("q=%d", i))})
+			_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Queued", i, fmt.Sprintf("q=%d", i))})
 			require.NoError(t, err)
 		})
 	}

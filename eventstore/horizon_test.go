@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
@@ -31,11 +31,11 @@ func TestTailIsNotHeldByAnotherDatabase(t *testing.T) {
 	pool, _ := pgtest.PoolOnOtherDatabase(t)
 	s := teststore.OnPool(t, pool, nil)
 	held := pgtest.HoldXID(t, pgtest.OtherDatabase(t))
-	res, err := s.Append(ctx, []eventstore.Event{{Type: "Happened", Data: []byte(`{}`)}})
+	res, err := s.Append(ctx, []pgdcb.Event{{Type: "Happened", Data: []byte(`{}`)}})
 	require.NoError(t, err)
 	require.Greater(t, res.TransactionID, held.XID, "the held transaction is older than the event")
 
-	var got eventstore.TailBatch
+	var got pgdcb.TailBatch
 	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, query.All(), cursor.Start, 0)
 		require.NoError(t, err)
@@ -68,7 +68,7 @@ func TestTailIsHeldBySameDatabaseTransaction(t *testing.T) {
 	b, err := s.ReadTail(ctx, query.All(), cursor.Start, 0)
 	require.NoError(t, err)
 	require.LessOrEqual(t, b.Horizon, held.XID, "empty log")
-	res, err := s.Append(ctx, []eventstore.Event{{Type: "Happened", Data: []byte(`{}`)}})
+	res, err := s.Append(ctx, []pgdcb.Event{{Type: "Happened", Data: []byte(`{}`)}})
 	require.NoError(t, err)
 
 	// While it runs the event is never delivered, and the holder is named.

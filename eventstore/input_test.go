@@ -30,21 +30,21 @@ func TestBadInputIsRefusedAndNothingWritten(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, &eventstore.Config{MaxBatchSize: 3})
-	good := eventstore.MustEvent("Ok", 1, "k=v")
+	good := pgdcb.MustEvent("Ok", 1, "k=v")
 	cases := []struct {
 		name   string
-		events []eventstore.Event
+		events []pgdcb.Event
 		want   error
 		names  string
 	}{
 		{"empty batch", nil, pgdcb.ErrInvalidEvent, "no events"},
-		{"over max", []eventstore.Event{good, good, good, good}, pgdcb.ErrInvalidEvent, "MaxBatchSize 3"},
-		{"empty type", []eventstore.Event{good, {Type: "", Data: json.RawMessage(`{}`)}}, pgdcb.ErrInvalidEvent, "event 1"},
-		{"long type", []eventstore.Event{{Type: strings.Repeat("t", 65), Data: json.RawMessage(`{}`)}}, pgdcb.ErrInvalidEvent, "longer than 64"},
-		{"data not JSON", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`{nope`)}}, pgdcb.ErrInvalidEvent, `event 1 (type "X"): data: not valid JSON`},
-		{"no data", []eventstore.Event{{Type: "X"}}, pgdcb.ErrInvalidEvent, "data: empty"},
-		{"metadata not JSON", []eventstore.Event{{Type: "X", Data: json.RawMessage(`1`), Metadata: json.RawMessage(`[`)}}, pgdcb.ErrInvalidEvent, "metadata"},
-		{"NUL escape jsonb refuses", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`"\u0000"`)}}, pgdcb.ErrInvalidEvent, `data: not valid JSON for PostgreSQL's jsonb: \u0000 escape`},
+		{"over max", []pgdcb.Event{good, good, good, good}, pgdcb.ErrInvalidEvent, "MaxBatchSize 3"},
+		{"empty type", []pgdcb.Event{good, {Type: "", Data: json.RawMessage(`{}`)}}, pgdcb.ErrInvalidEvent, "event 1"},
+		{"long type", []pgdcb.Event{{Type: strings.Repeat("t", 65), Data: json.RawMessage(`{}`)}}, pgdcb.ErrInvalidEvent, "longer than 64"},
+		{"data not JSON", []pgdcb.Event{good, {Type: "X", Data: json.RawMessage(`{nope`)}}, pgdcb.ErrInvalidEvent, `event 1 (type "X"): data: not valid JSON`},
+		{"no data", []pgdcb.Event{{Type: "X"}}, pgdcb.ErrInvalidEvent, "data: empty"},
+		{"metadata not JSON", []pgdcb.Event{{Type: "X", Data: json.RawMessage(`1`), Metadata: json.RawMessage(`[`)}}, pgdcb.ErrInvalidEvent, "metadata"},
+		{"NUL escape jsonb refuses", []pgdcb.Event{good, {Type: "X", Data: json.RawMessage(`"\u0000"`)}}, pgdcb.ErrInvalidEvent, `data: not valid JSON for PostgreSQL's jsonb: \u0000 escape`},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -62,21 +62,21 @@ func TestBadTagsAndQueries(t *testing.T) {
 	s, _ := newStore(t, nil)
 	for _, bad := range [][]string{{"no-equals"}, {"=v"}, {"Upper=v"}, {"k=1", "k=2"}} {
 		t.Run(strings.Join(bad, ","), func(t *testing.T) {
-			_, err := eventstore.NewEvent("X", 1, bad...)
+			_, err := pgdcb.NewEvent("X", 1, bad...)
 			require.ErrorIs(t, err, pgdcb.ErrInvalidTag, "%v", bad)
 			var te *tags.InvalidTagError
 			require.ErrorAs(t, err, &te)
 		})
 	}
 	// A condition must have something to check.
-	_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1)}, appendif.Condition{})
+	_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1)}, appendif.Condition{})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
 	cur, err := s.Head(ctx)
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1)},
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1)},
 		appendif.Condition{After: &cur, Idempotency: query.Tagged(nil, "a=b")})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1)},
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1)},
 		appendif.FailIf(query.New(query.Item{Types: []string{""}}), nil))
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
 	require.Contains(t, err.Error(), "item 0")
@@ -107,12 +107,12 @@ func TestEventIDMakesRetriesIdempotent(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	e := eventstore.MustEvent("Paid", 10, "invoice=1")
+	e := pgdcb.MustEvent("Paid", 10, "invoice=1")
 	e.ID = uuid.New()
-	_, err := s.Append(ctx, []eventstore.Event{e})
+	_, err := s.Append(ctx, []pgdcb.Event{e})
 	require.NoError(t, err)
-	other := eventstore.MustEvent("Other", 1)
-	_, err = s.Append(ctx, []eventstore.Event{other, e})
+	other := pgdcb.MustEvent("Other", 1)
+	_, err = s.Append(ctx, []pgdcb.Event{other, e})
 	require.ErrorIs(t, err, pgdcb.ErrIdempotent)
 	var ie *appendif.IdempotentError
 	require.ErrorAs(t, err, &ie)
@@ -129,7 +129,7 @@ func TestTransactionRules(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
-	ev := []eventstore.Event{eventstore.MustEvent("X", 1, "k=v")}
+	ev := []pgdcb.Event{pgdcb.MustEvent("X", 1, "k=v")}
 
 	for _, iso := range []pgx.TxIsoLevel{pgx.RepeatableRead, pgx.Serializable} {
 		t.Run(string(iso), func(t *testing.T) {
@@ -177,8 +177,8 @@ func TestAppendOnly(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
-	_, err := s.Append(ctx, []eventstore.Event{
-		eventstore.MustEvent("X", 1, "run_id=r1"), eventstore.MustEvent("X", 2, "run_id=r2"),
+	_, err := s.Append(ctx, []pgdcb.Event{
+		pgdcb.MustEvent("X", 1, "run_id=r1"), pgdcb.MustEvent("X", 2, "run_id=r2"),
 	})
 	require.NoError(t, err)
 	tbl := ident.Schema(s) + ".events"

@@ -30,10 +30,10 @@ func offlineStore(t *testing.T, cfg *eventstore.Config) *eventstore.Store {
 	return s
 }
 
-func requireInvalidEvent(t *testing.T, err error, index int, field string) *eventstore.InvalidEventError {
+func requireInvalidEvent(t *testing.T, err error, index int, field string) *pgdcb.InvalidEventError {
 	t.Helper()
 	require.ErrorIs(t, err, pgdcb.ErrInvalidEvent)
-	var ie *eventstore.InvalidEventError
+	var ie *pgdcb.InvalidEventError
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, index, ie.Index, err.Error())
 	require.Equal(t, field, ie.Field, err.Error())
@@ -49,32 +49,32 @@ func TestServerRefusedInputIsTypedBeforeSending(t *testing.T) {
 	ctx := context.Background()
 	live, _ := newStore(t, nil)
 	offline := offlineStore(t, nil)
-	good := eventstore.MustEvent("Ok", 1, "k=v")
+	good := pgdcb.MustEvent("Ok", 1, "k=v")
 	raw := func(s string) json.RawMessage { return json.RawMessage(s) }
 	cases := []struct {
 		name  string
-		ev    eventstore.Event
+		ev    pgdcb.Event
 		field string
 	}{
-		{"type invalid UTF-8", eventstore.Event{Type: "Bad\xff", Data: raw(`1`)}, "type"},
-		{"type NUL", eventstore.Event{Type: "Bad\x00", Data: raw(`1`)}, "type"},
-		{"data invalid UTF-8", eventstore.Event{Type: "X", Data: raw("\"\xff\"")}, "data"},
-		{"data 1e999999", eventstore.Event{Type: "X", Data: raw(`{"n":1e999999}`)}, "data"},
-		{"data 1e-20000", eventstore.Event{Type: "X", Data: raw(`[1e-20000]`)}, "data"},
-		{"data lone surrogate", eventstore.Event{Type: "X", Data: raw(`"\ud800"`)}, "data"},
-		{"data low surrogate first", eventstore.Event{Type: "X", Data: raw(`"\udc00\ud800"`)}, "data"},
-		{"data NUL escape", eventstore.Event{Type: "X", Data: raw(`{"a":"\u0000"}`)}, "data"},
-		{"data too deep", eventstore.Event{Type: "X", Data: raw(strings.Repeat("[", 513) + strings.Repeat("]", 513))}, "data"},
-		{"metadata invalid UTF-8", eventstore.Event{Type: "X", Data: raw(`1`), Metadata: raw("{\"a\":\"\xc3\"}")}, "metadata"},
-		{"metadata 1e999999", eventstore.Event{Type: "X", Data: raw(`1`), Metadata: raw(`1e999999`)}, "metadata"},
+		{"type invalid UTF-8", pgdcb.Event{Type: "Bad\xff", Data: raw(`1`)}, "type"},
+		{"type NUL", pgdcb.Event{Type: "Bad\x00", Data: raw(`1`)}, "type"},
+		{"data invalid UTF-8", pgdcb.Event{Type: "X", Data: raw("\"\xff\"")}, "data"},
+		{"data 1e999999", pgdcb.Event{Type: "X", Data: raw(`{"n":1e999999}`)}, "data"},
+		{"data 1e-20000", pgdcb.Event{Type: "X", Data: raw(`[1e-20000]`)}, "data"},
+		{"data lone surrogate", pgdcb.Event{Type: "X", Data: raw(`"\ud800"`)}, "data"},
+		{"data low surrogate first", pgdcb.Event{Type: "X", Data: raw(`"\udc00\ud800"`)}, "data"},
+		{"data NUL escape", pgdcb.Event{Type: "X", Data: raw(`{"a":"\u0000"}`)}, "data"},
+		{"data too deep", pgdcb.Event{Type: "X", Data: raw(strings.Repeat("[", 513) + strings.Repeat("]", 513))}, "data"},
+		{"metadata invalid UTF-8", pgdcb.Event{Type: "X", Data: raw(`1`), Metadata: raw("{\"a\":\"\xc3\"}")}, "metadata"},
+		{"metadata 1e999999", pgdcb.Event{Type: "X", Data: raw(`1`), Metadata: raw(`1e999999`)}, "metadata"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := offline.Append(ctx, []eventstore.Event{good, c.ev})
+			_, err := offline.Append(ctx, []pgdcb.Event{good, c.ev})
 			requireInvalidEvent(t, err, 1, c.field)
-			_, err = live.Append(ctx, []eventstore.Event{good, c.ev})
+			_, err = live.Append(ctx, []pgdcb.Event{good, c.ev})
 			requireInvalidEvent(t, err, 1, c.field)
-			_, err = live.AppendIf(ctx, []eventstore.Event{c.ev}, appendif.FailIf(query.Tagged(nil, "k=v"), nil))
+			_, err = live.AppendIf(ctx, []pgdcb.Event{c.ev}, appendif.FailIf(query.Tagged(nil, "k=v"), nil))
 			requireInvalidEvent(t, err, 0, c.field)
 			requireNoEvents(t, live)
 		})
@@ -88,7 +88,7 @@ func TestServerRefusedInputIsTypedBeforeSending(t *testing.T) {
 	ok := []string{`"\ud83d\ude00"`, `1e131071`, `1e-16383`, strings.Repeat("[", 512) + strings.Repeat("]", 512)}
 	for _, d := range ok {
 		t.Run(d[:min(len(d), 20)], func(t *testing.T) {
-			_, err := live.Append(ctx, []eventstore.Event{{Type: "X", Data: raw(d)}})
+			_, err := live.Append(ctx, []pgdcb.Event{{Type: "X", Data: raw(d)}})
 			require.NoError(t, err, d[:min(len(d), 20)])
 		})
 	}
@@ -103,22 +103,22 @@ func TestSizeLimits(t *testing.T) {
 	require.Equal(t, eventstore.DefaultMaxBatchBytes, cfg.MaxBatchBytes)
 
 	// payload builds an event of exactly size bytes (type, tag, data).
-	payload := func(size int) eventstore.Event {
-		e := eventstore.MustEvent("Big", nil, "k=v")
+	payload := func(size int) pgdcb.Event {
+		e := pgdcb.MustEvent("Big", nil, "k=v")
 		e.Data = json.RawMessage(`"` + strings.Repeat("x", size-len("Big")-len("k=v")-2) + `"`)
 		require.Equal(t, size, e.Size())
 		return e
 	}
-	_, err := s.Append(ctx, []eventstore.Event{payload(1 << 20)})
+	_, err := s.Append(ctx, []pgdcb.Event{payload(1 << 20)})
 	require.NoError(t, err, "an event of exactly MaxEventBytes is accepted")
 
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Ok", 1), payload(1<<20 + 1)})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Ok", 1), payload(1<<20 + 1)})
 	ie := requireInvalidEvent(t, err, 1, "size")
 	require.Contains(t, ie.Reason, "1048577 bytes")
 	require.Contains(t, ie.Reason, "MaxEventBytes 1048576")
 
 	// 17 events of 1 MiB: over MaxBatchBytes, refused as a batch.
-	batch := make([]eventstore.Event, 17)
+	batch := make([]pgdcb.Event, 17)
 	for i := range batch {
 		batch[i] = payload(1 << 20)
 	}
@@ -130,7 +130,7 @@ func TestSizeLimits(t *testing.T) {
 	// Metadata and tags count too.
 	e := payload(1 << 20)
 	e.Metadata = json.RawMessage(`{}`)
-	_, err = s.Append(ctx, []eventstore.Event{e})
+	_, err = s.Append(ctx, []pgdcb.Event{e})
 	requireInvalidEvent(t, err, 0, "size")
 
 	// A 50 MB payload is refused at once, without anything being sent (the
@@ -139,20 +139,20 @@ func TestSizeLimits(t *testing.T) {
 	// first would report that, not the size. (This was a timing, under
 	// 100 ms, which a loaded machine can break.)
 	offline := offlineStore(t, nil)
-	huge := eventstore.Event{Type: "Huge", Data: json.RawMessage(`"` + strings.Repeat("y", 50<<20))}
-	_, err = offline.Append(ctx, []eventstore.Event{huge})
+	huge := pgdcb.Event{Type: "Huge", Data: json.RawMessage(`"` + strings.Repeat("y", 50<<20))}
+	_, err = offline.Append(ctx, []pgdcb.Event{huge})
 	requireInvalidEvent(t, err, 0, "size")
-	_, err = s.Append(ctx, []eventstore.Event{huge})
+	_, err = s.Append(ctx, []pgdcb.Event{huge})
 	requireInvalidEvent(t, err, 0, "size")
 	require.Equal(t, 1, countEvents(t, s, query.All()))
 
 	// Configured limits.
 	small, _ := newStore(t, &eventstore.Config{MaxEventBytes: 100, MaxBatchBytes: 150})
-	_, err = small.Append(ctx, []eventstore.Event{payload(100)})
+	_, err = small.Append(ctx, []pgdcb.Event{payload(100)})
 	require.NoError(t, err)
-	_, err = small.Append(ctx, []eventstore.Event{payload(101)})
+	_, err = small.Append(ctx, []pgdcb.Event{payload(101)})
 	requireInvalidEvent(t, err, 0, "size")
-	_, err = small.Append(ctx, []eventstore.Event{payload(80), payload(80)})
+	_, err = small.Append(ctx, []pgdcb.Event{payload(80), payload(80)})
 	requireInvalidEvent(t, err, -1, "batch")
 
 	// A MaxEventBytes above the default batch limit raises it.
@@ -208,7 +208,7 @@ func TestErrorMessagesAreBounded(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", 1, "account=a1")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", 1, "account=a1")})
 	require.NoError(t, err)
 
 	// A 10,000-item query: the condition error and the idempotency error.
@@ -217,7 +217,7 @@ func TestErrorMessagesAreBounded(t *testing.T) {
 		items[i] = query.Item{Types: []string{"Opened"}, Tags: tags.MustParseSet(fmt.Sprintf("account=a%d", i+1))}
 	}
 	big := query.New(items...)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1)}, appendif.FailIf(big, nil))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1)}, appendif.FailIf(big, nil))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 	require.Less(t, len(err.Error()), 1024, "condition error: %d bytes", len(err.Error()))
 	require.Contains(t, err.Error(), "bytes)")
@@ -225,7 +225,7 @@ func TestErrorMessagesAreBounded(t *testing.T) {
 	require.ErrorAs(t, err, &ce)
 	require.Len(t, ce.Query.Items(), 10000, "the field keeps the whole query")
 
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1)}, appendif.Condition{Idempotency: big})
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1)}, appendif.Condition{Idempotency: big})
 	require.ErrorIs(t, err, pgdcb.ErrIdempotent)
 	require.Less(t, len(err.Error()), 1024, "idempotency error: %d bytes", len(err.Error()))
 	var ie *appendif.IdempotentError
@@ -234,7 +234,7 @@ func TestErrorMessagesAreBounded(t *testing.T) {
 
 	// A 1 MB tag.
 	long := "k=" + strings.Repeat("v", 1<<20)
-	_, err = eventstore.NewEvent("X", 1, long)
+	_, err = pgdcb.NewEvent("X", 1, long)
 	require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
 	require.Less(t, len(err.Error()), 1024, "tag error: %d bytes", len(err.Error()))
 	var te *tags.InvalidTagError
@@ -243,7 +243,7 @@ func TestErrorMessagesAreBounded(t *testing.T) {
 
 	// A 1 MB type.
 	longType := strings.Repeat("T", 1<<20)
-	_, err = s.Append(ctx, []eventstore.Event{{Type: longType, Data: json.RawMessage(`1`)}})
+	_, err = s.Append(ctx, []pgdcb.Event{{Type: longType, Data: json.RawMessage(`1`)}})
 	ev := requireInvalidEvent(t, err, 0, "type")
 	require.Less(t, len(err.Error()), 1024, "type error: %d bytes", len(err.Error()))
 	require.Equal(t, longType, ev.Type)

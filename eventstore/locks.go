@@ -3,6 +3,7 @@ package eventstore
 import (
 	"slices"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -58,7 +59,7 @@ type lockSet struct {
 // locksFor returns the keys an append must take, strictly ascending, each in its
 // strongest mode; escalated to the global key alone (exclusive) when there would
 // be more than maxKeys.
-func locksFor(schema string, events []Event, cond *appendif.Condition, maxKeys int) lockSet {
+func locksFor(schema string, events []pgdcb.Event, cond *appendif.Condition, maxKeys int) lockSet {
 	modes := make(map[int64]bool, 2+2*len(events))
 	add := func(k int64, exclusive bool) { modes[k] = modes[k] || exclusive }
 	global := lockKey(schema, kindGlobal, "")

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
@@ -34,11 +35,11 @@ func ExampleStore_ReadTailWith() {
 	if err != nil {
 		panic(err)
 	}
-	var last eventstore.AppendResult
+	var last pgdcb.AppendResult
 	for i, meta := range []string{`{"importer": "v1"}`, `{}`, `{"importer": "v1", "file": "b.csv"}`} {
-		ev := eventstore.MustEvent("Row", map[string]int{"n": i})
+		ev := pgdcb.MustEvent("Row", map[string]int{"n": i})
 		ev.Metadata = json.RawMessage(meta)
-		if last, err = store.Append(ctx, []eventstore.Event{ev}); err != nil {
+		if last, err = store.Append(ctx, []pgdcb.Event{ev}); err != nil {
 			panic(err)
 		}
 	}

@@ -26,16 +26,16 @@ func TestTailMetadataContains(t *testing.T) {
 	s, _ := newStore(t, nil)
 	ctx := context.Background()
 	marker := json.RawMessage(`{"src": "it's a \\ test"}`)
-	ev := func(typ string, meta json.RawMessage) eventstore.Event {
-		e := eventstore.MustEvent(typ, map[string]any{"n": 1})
+	ev := func(typ string, meta json.RawMessage) pgdcb.Event {
+		e := pgdcb.MustEvent(typ, map[string]any{"n": 1})
 		e.Metadata = meta
 		return e
 	}
-	_, err := s.Append(ctx, []eventstore.Event{ev("A", marker), ev("B", json.RawMessage(`{"src": "other"}`))})
+	_, err := s.Append(ctx, []pgdcb.Event{ev("A", marker), ev("B", json.RawMessage(`{"src": "other"}`))})
 	require.NoError(t, err)
-	_, err = s.Append(ctx, []eventstore.Event{ev("C", nil), ev("D", json.RawMessage(`{"src": "it's a \\ test", "more": 1}`))})
+	_, err = s.Append(ctx, []pgdcb.Event{ev("C", nil), ev("D", json.RawMessage(`{"src": "it's a \\ test", "more": 1}`))})
 	require.NoError(t, err)
-	last, err := s.Append(ctx, []eventstore.Event{ev("E", nil)})
+	last, err := s.Append(ctx, []pgdcb.Event{ev("E", nil)})
 	require.NoError(t, err)
 
 	var got []string
@@ -53,7 +53,7 @@ func TestTailMetadataContains(t *testing.T) {
 	require.Equal(t, []string{"A", "D"}, got)
 	require.Equal(t, last.Cursor().Position, after.Position, "a short page moves the cursor to the last event of the log")
 
-	all, _, err := s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{MetadataContains: marker})
+	all, _, err := s.ReadAll(ctx, query.All(), &pgdcb.ReadOptions{MetadataContains: marker})
 	require.NoError(t, err)
 	require.Len(t, all, 2)
 

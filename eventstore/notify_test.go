@@ -9,6 +9,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/query"
@@ -23,7 +24,7 @@ func TestAppendNotifiesAfterCommit(t *testing.T) {
 	defer conn.Close(ctx)
 	require.NoError(t, eventstore.ListenConn(ctx, conn, s.Schema()))
 
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "k=v")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1, "k=v")})
 	require.NoError(t, err)
 	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -34,7 +35,7 @@ func TestAppendNotifiesAfterCommit(t *testing.T) {
 	// Disabled: nothing is sent.
 	quiet, err := eventstore.New(s.Pool(), &eventstore.Config{Schema: s.Schema(), NotifyDisabled: true})
 	require.NoError(t, err)
-	_, err = quiet.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "k=v")})
+	_, err = quiet.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1, "k=v")})
 	require.NoError(t, err)
 	wctx2, cancel2 := context.WithTimeout(ctx, 300*time.Millisecond)
 	defer cancel2()
@@ -63,7 +64,7 @@ func TestNoNotifyWithoutListener(t *testing.T) {
 	appendAndDrain := func() {
 		st, err := eventstore.New(s0.Pool(), &eventstore.Config{Schema: s0.Schema()})
 		require.NoError(t, err)
-		_, err = st.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "k=v")})
+		_, err = st.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1, "k=v")})
 		require.NoError(t, err)
 		cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
@@ -140,7 +141,7 @@ func TestNotifyCheckIsCached(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s, _ := newStore(t, nil)
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "k=v")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1, "k=v")})
 	require.NoError(t, err)
 	require.Eventually(t, func() bool { return eventstore.NoListenerCached(s) }, 30*time.Second, 5*time.Millisecond,
 		"the first append's check found no listener")
@@ -165,7 +166,7 @@ func TestNotifyCheckIsCached(t *testing.T) {
 	// Appended at once, most likely while the store still trusts its last
 	// check: the second wake (or, if the window passed, the NOTIFY) must
 	// come.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 2, "k=v")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 2, "k=v")})
 	require.NoError(t, err)
 	for seen := 0; seen < 2; {
 		select {
@@ -176,7 +177,7 @@ func TestNotifyCheckIsCached(t *testing.T) {
 	}
 	// Past the window, appends notify again.
 	require.Eventually(t, func() bool {
-		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("X", 3, "k=v")})
+		_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 3, "k=v")})
 		require.NoError(t, err)
 		select {
 		case <-wakes:

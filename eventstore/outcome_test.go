@@ -29,7 +29,7 @@ func holdBoundary(t *testing.T, s *eventstore.Store, tag string) pgx.Tx {
 	ctx := context.Background()
 	tx, err := s.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	require.NoError(t, err)
-	_, err = s.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Holder", 1, "holder=1")},
+	_, err = s.AppendIfTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Holder", 1, "holder=1")},
 		appendif.FailIf(query.Tagged(nil, tag), nil))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
@@ -54,16 +54,16 @@ func TestAppendOutcomeUnknownWhenContextEndsMidCall(t *testing.T) {
 		t.Run(map[bool]string{false: "Append", true: "AppendIf"}[conditional], func(t *testing.T) {
 			s, _ := newStore(t, &eventstore.Config{SettleDisabled: true}) // settled: TestSettleAbsentWhenContextEndsMidCall
 			holder := holdBoundary(t, s, "acct=1")
-			ev := eventstore.MustEvent("Deposited", 1, "acct=1")
+			ev := pgdcb.MustEvent("Deposited", 1, "acct=1")
 			ev.ID = uuid.New()
 			appendOnce := func(ctx context.Context) error {
 				if conditional {
-					_, err := s.AppendIf(ctx, []eventstore.Event{ev},
+					_, err := s.AppendIf(ctx, []pgdcb.Event{ev},
 						appendif.FailIf(query.Tagged([]string{"Other"}, "acct=1"), nil).
 							WithIdempotency(query.Tagged([]string{"Deposited"}, "acct=1")))
 					return err
 				}
-				_, err := s.Append(ctx, []eventstore.Event{ev})
+				_, err := s.Append(ctx, []pgdcb.Event{ev})
 				return err
 			}
 
@@ -98,7 +98,7 @@ func TestAppendOutcomeUnknownWhenBackendTerminated(t *testing.T) {
 	ctx := context.Background()
 	done := make(chan error, 1)
 	go func() {
-		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, "acct=2")})
+		_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, "acct=2")})
 		done <- err
 	}()
 	// Find the waiting backend and terminate it.
@@ -122,23 +122,23 @@ func TestAppendDefiniteFailuresAreNotUnknown(t *testing.T) {
 	// A context that ended before the call: nothing was sent.
 	done, cancel := context.WithCancel(ctx)
 	cancel()
-	_, err := s.Append(done, []eventstore.Event{eventstore.MustEvent("E", 1, "a=1")})
+	_, err := s.Append(done, []pgdcb.Event{pgdcb.MustEvent("E", 1, "a=1")})
 	require.Error(t, err)
 	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
 	require.ErrorIs(t, err, context.Canceled)
 
 	// Server errors (the statement rolled back): a failed condition, a
 	// duplicate event id.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "a=1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("E", 1, "a=1")})
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("E", 2, "a=1")}, appendif.FailIf(query.Tagged(nil, "a=1"), nil))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("E", 2, "a=1")}, appendif.FailIf(query.Tagged(nil, "a=1"), nil))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
-	ev := eventstore.MustEvent("E", 3, "a=2")
+	ev := pgdcb.MustEvent("E", 3, "a=2")
 	ev.ID = uuid.New()
-	_, err = s.Append(ctx, []eventstore.Event{ev})
+	_, err = s.Append(ctx, []pgdcb.Event{ev})
 	require.NoError(t, err)
-	_, err = s.Append(ctx, []eventstore.Event{ev})
+	_, err = s.Append(ctx, []pgdcb.Event{ev})
 	require.ErrorIs(t, err, pgdcb.ErrIdempotent)
 	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
 
@@ -149,7 +149,7 @@ func TestAppendDefiniteFailuresAreNotUnknown(t *testing.T) {
 	cfg.ConnConfig.ConnectTimeout = time.Second
 	bad, err := eventstore.New(mustPool(t, cfg), &eventstore.Config{Schema: s.Schema()})
 	require.NoError(t, err)
-	_, err = bad.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "a=3")})
+	_, err = bad.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("E", 1, "a=3")})
 	require.Error(t, err)
 	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
 }
@@ -173,7 +173,7 @@ func TestMarkOutcomeUnknownClassifies(t *testing.T) {
 	ctx := context.Background()
 	tx, err := s.Pool().Begin(ctx)
 	require.NoError(t, err)
-	_, err = s.AppendTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("E", 1, "c=1")})
+	_, err = s.AppendTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("E", 1, "c=1")})
 	require.NoError(t, err)
 	require.NoError(t, eventstore.CommitTx(ctx, tx))
 	require.Equal(t, 1, countTagged(t, s, "c=1"))

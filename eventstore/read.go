@@ -2,7 +2,6 @@ package eventstore
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"iter"
@@ -18,27 +17,9 @@ import (
 	"github.com/pgdcb/pgdcb/tags"
 )
 
-// ReadOptions are Read's per-call options; nil means forward from the start,
-// no limit.
-type ReadOptions struct {
-	// After: read only events After has not seen (see cursor.Cursor.Seen).
-	After *cursor.Cursor
-	// Limit caps the number of events; 0 means none.
-	Limit int
-	// Backwards reads newest first.
-	Backwards bool
-	// MetadataContains, when set, narrows the read to events whose metadata
-	// contains this JSON object (jsonb @>), on top of the query. It is
-	// written into the statement as a literal, so a partial index with the
-	// same containment as its predicate can serve the read. A narrowed read
-	// saw only what it returned: do not use its cursor as After for a
-	// condition whose query matches events the filter left out.
-	MetadataContains json.RawMessage
-}
-
 // Events is the result of Read: iterate it once with All, then take Cursor.
-type Events struct {
-	seq     iter.Seq2[StoredEvent, error]
+type events struct {
+	seq     iter.Seq2[pgdcb.StoredEvent, error]
 	cursor  cursor.Cursor
 	head    cursor.Cursor // the last event in log order, with the snapshot
 	durable cursor.Cursor // tailing reads: the last event below the horizon
@@ -50,7 +31,7 @@ type Events struct {
 
 // All yields the events in log order (or reversed with Backwards), streaming
 // them from the server. Stop early by breaking out of the loop. Iterate once.
-func (e *Events) All() iter.Seq2[StoredEvent, error] { return e.seq }
+func (e *events) All() iter.Seq2[pgdcb.StoredEvent, error] { return e.seq }
 
 // Cursor is the decision cursor of the read, valid once All has run to the end
 // without error: it carries the read's snapshot, so an AppendIf with
@@ -62,34 +43,34 @@ func (e *Events) All() iter.Seq2[StoredEvent, error] { return e.seq }
 // forward read stopped by Limit has seen only up to its last event, and its
 // cursor says so. A backward read's decision is taken to cover every visible
 // event (it chose to look at the newest ones).
-func (e *Events) Cursor() (c cursor.Cursor, ok bool) { return e.cursor, e.done }
+func (e *events) Cursor() (c cursor.Cursor, ok bool) { return e.cursor, e.done }
 
 // Read streams the events matching q (see package query) in log order. All
 // events come from one snapshot. It runs on Config.ReadPool when set (a
 // standby: docs/REPLICAS.md), else on the store's pool.
-func (s *Store) Read(ctx context.Context, q query.Query, opts *ReadOptions) *Events {
+func (s *Store) Read(ctx context.Context, q query.Query, opts *pgdcb.ReadOptions) pgdcb.Events {
 	return s.tracedRead(ctx, s.ReadPool(), ReadOpRead, q, opts)
 }
 
 // ReadTx is Read in the caller's transaction (its snapshot rules apply: under
 // READ COMMITTED the read is one statement, so still one snapshot).
-func (s *Store) ReadTx(ctx context.Context, tx pgx.Tx, q query.Query, opts *ReadOptions) *Events {
+func (s *Store) ReadTx(ctx context.Context, tx pgx.Tx, q query.Query, opts *pgdcb.ReadOptions) pgdcb.Events {
 	return s.tracedRead(ctx, tx, ReadOpRead, q, opts)
 }
 
 // ReadAll reads every matching event into memory and returns them with the
 // decision cursor.
-func (s *Store) ReadAll(ctx context.Context, q query.Query, opts *ReadOptions) ([]StoredEvent, cursor.Cursor, error) {
+func (s *Store) ReadAll(ctx context.Context, q query.Query, opts *pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, error) {
 	return collect(s.Read(ctx, q, opts))
 }
 
 // ReadAllTx is ReadAll in the caller's transaction.
-func (s *Store) ReadAllTx(ctx context.Context, tx pgx.Tx, q query.Query, opts *ReadOptions) ([]StoredEvent, cursor.Cursor, error) {
+func (s *Store) ReadAllTx(ctx context.Context, tx pgx.Tx, q query.Query, opts *pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, error) {
 	return collect(s.ReadTx(ctx, tx, q, opts))
 }
 
-func collect(es *Events) ([]StoredEvent, cursor.Cursor, error) {
-	var out []StoredEvent
+func collect(es pgdcb.Events) ([]pgdcb.StoredEvent, cursor.Cursor, error) {
+	var out []pgdcb.StoredEvent
 	for ev, err := range es.All() {
 		if err != nil {
 			return nil, cursor.Cursor{}, err
@@ -103,16 +84,16 @@ func collect(es *Events) ([]StoredEvent, cursor.Cursor, error) {
 // ReadLast returns the last event matching q (nil if none) and the decision
 // cursor: an AppendIf with FailIf(q, &cursor) fails if a newer matching event
 // appears (the gapless-number pattern).
-func (s *Store) ReadLast(ctx context.Context, q query.Query) (*StoredEvent, cursor.Cursor, error) {
-	return readLast(s.tracedRead(ctx, s.ReadPool(), ReadOpReadLast, q, &ReadOptions{Limit: 1, Backwards: true}))
+func (s *Store) ReadLast(ctx context.Context, q query.Query) (*pgdcb.StoredEvent, cursor.Cursor, error) {
+	return readLast(s.tracedRead(ctx, s.ReadPool(), ReadOpReadLast, q, &pgdcb.ReadOptions{Limit: 1, Backwards: true}))
 }
 
 // ReadLastTx is ReadLast in the caller's transaction.
-func (s *Store) ReadLastTx(ctx context.Context, tx pgx.Tx, q query.Query) (*StoredEvent, cursor.Cursor, error) {
-	return readLast(s.tracedRead(ctx, tx, ReadOpReadLast, q, &ReadOptions{Limit: 1, Backwards: true}))
+func (s *Store) ReadLastTx(ctx context.Context, tx pgx.Tx, q query.Query) (*pgdcb.StoredEvent, cursor.Cursor, error) {
+	return readLast(s.tracedRead(ctx, tx, ReadOpReadLast, q, &pgdcb.ReadOptions{Limit: 1, Backwards: true}))
 }
 
-func readLast(es *Events) (*StoredEvent, cursor.Cursor, error) {
+func readLast(es pgdcb.Events) (*pgdcb.StoredEvent, cursor.Cursor, error) {
 	evs, c, err := collect(es)
 	if err != nil || len(evs) == 0 {
 		return nil, c, err
@@ -173,7 +154,7 @@ func (s *Store) head(ctx context.Context, db dbtx) (_ cursor.Cursor, err error) 
 // (internal/horizon: the least id the snapshot lists as running that is not
 // proven to run in another database): nothing can commit behind them. Its
 // header also carries the horizon and the transaction at it.
-func (s *Store) readSQL(q query.Query, opts ReadOptions, tail, proved bool) (string, args) {
+func (s *Store) readSQL(q query.Query, opts pgdcb.ReadOptions, tail, proved bool) (string, args) {
 	var a args
 	// A read from the start (a decision read, ReadLast) fixes its tag items'
 	// plan, and its typed items' too with Config.TypedReadsGeneric (see
@@ -247,32 +228,32 @@ func hasTagItem(q query.Query) bool {
 	return false
 }
 
-func (s *Store) read(ctx context.Context, db dbtx, q query.Query, opts *ReadOptions) *Events {
+func (s *Store) read(ctx context.Context, db dbtx, q query.Query, opts *pgdcb.ReadOptions) *events {
 	return s.readMode(ctx, db, q, opts, false)
 }
 
-func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *ReadOptions, tail bool) *Events {
-	var o ReadOptions
+func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *pgdcb.ReadOptions, tail bool) *events {
+	var o pgdcb.ReadOptions
 	if opts != nil {
 		o = *opts
 	}
-	es := &Events{}
-	es.seq = func(yield func(StoredEvent, error) bool) {
+	es := &events{}
+	es.seq = func(yield func(pgdcb.StoredEvent, error) bool) {
 		if err := q.Validate(); err != nil {
-			yield(StoredEvent{}, err)
+			yield(pgdcb.StoredEvent{}, err)
 			return
 		}
 		if o.Limit < 0 {
-			yield(StoredEvent{}, &pgdcb.InvalidArgumentError{Name: "ReadOptions.Limit",
+			yield(pgdcb.StoredEvent{}, &pgdcb.InvalidArgumentError{Name: "ReadOptions.Limit",
 				Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", o.Limit)})
 			return
 		}
 		if err := pgjson.ValidateObject("ReadOptions.MetadataContains", o.MetadataContains); err != nil {
-			yield(StoredEvent{}, err)
+			yield(pgdcb.StoredEvent{}, err)
 			return
 		}
 		if es.started {
-			yield(StoredEvent{}, errReadTwice)
+			yield(pgdcb.StoredEvent{}, errReadTwice)
 			return
 		}
 		es.started = true
@@ -290,8 +271,8 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *Read
 // reports that the read's proof is past its bounds (proof.exceeded), found
 // on the first row, before any event was yielded: the read must run again
 // on the primary.
-func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOptions, tail, proved bool,
-	es *Events, yield func(StoredEvent, error) bool) (again bool) {
+func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o pgdcb.ReadOptions, tail, proved bool,
+	es *events, yield func(pgdcb.StoredEvent, error) bool) (again bool) {
 	sql, a := s.readSQL(q, o, tail, proved)
 	var rows pgx.Rows
 	var err error
@@ -301,7 +282,7 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 		rows, err = db.Query(ctx, sql, a...)
 	}
 	if err != nil {
-		yield(StoredEvent{}, errf("read", err))
+		yield(pgdcb.StoredEvent{}, errf("read", err))
 		return false
 	}
 	defer rows.Close()
@@ -311,7 +292,7 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 		headAt   pgtype.Timestamptz
 		durAt    pgtype.Timestamptz
 		n        int
-		last     StoredEvent
+		last     pgdcb.StoredEvent
 		traced   = s.traceOf(ctx)
 		pf       = s.newProof(proved)
 	)
@@ -328,13 +309,13 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 		}
 		ev, ok, err := scanEventRow(rows, targets...)
 		if err != nil {
-			yield(StoredEvent{}, errf("read", err))
+			yield(pgdcb.StoredEvent{}, errf("read", err))
 			return false
 		}
 		if n == 0 {
 			head.EventTime, es.durable.EventTime = unixMicros(headAt), unixMicros(durAt)
 			if head.Snapshot, err = cursor.ParseSnapshot(snapText); err != nil {
-				yield(StoredEvent{}, errf("read", err))
+				yield(pgdcb.StoredEvent{}, errf("read", err))
 				return false
 			}
 			if pf.exceeded(head) {
@@ -352,11 +333,11 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o ReadOpti
 		}
 	}
 	if err := rows.Err(); err != nil {
-		yield(StoredEvent{}, errf("read", err))
+		yield(pgdcb.StoredEvent{}, errf("read", err))
 		return false
 	}
 	if head.Snapshot == nil {
-		yield(StoredEvent{}, errf("read", errors.New("no header row")))
+		yield(pgdcb.StoredEvent{}, errf("read", errors.New("no header row")))
 		return false
 	}
 	es.head = pf.cursor(head)
@@ -388,7 +369,7 @@ const eventColumnCount = 8
 // header (nil destinations discard them, as on every row after the first),
 // then the event's columns. ok is false for the header-only row of a read
 // that matched nothing.
-func scanEventRow(rows pgx.Rows, header ...any) (ev StoredEvent, ok bool, err error) {
+func scanEventRow(rows pgx.Rows, header ...any) (ev pgdcb.StoredEvent, ok bool, err error) {
 	var (
 		pos  *int64
 		txID *uint64
@@ -400,19 +381,22 @@ func scanEventRow(rows pgx.Rows, header ...any) (ev StoredEvent, ok bool, err er
 		at   pgtype.Timestamptz
 	)
 	if err := rows.Scan(append(header, &pos, &txID, &typ, &tgs, &data, &meta, &id, &at)...); err != nil {
-		return StoredEvent{}, false, err
+		return pgdcb.StoredEvent{}, false, err
 	}
 	if pos == nil {
-		return StoredEvent{}, false, nil
+		return pgdcb.StoredEvent{}, false, nil
 	}
 	set, err := tags.ParseSet(tgs...)
 	if err != nil {
-		return StoredEvent{}, false, fmt.Errorf("stored tags: %w", err)
+		return pgdcb.StoredEvent{}, false, fmt.Errorf("stored tags: %w", err)
 	}
-	return StoredEvent{
-		Event:         Event{Type: *typ, Tags: set, Data: data, Metadata: meta, ID: id.Bytes},
+	return pgdcb.StoredEvent{
+		Event:         pgdcb.Event{Type: *typ, Tags: set, Data: data, Metadata: meta, ID: id.Bytes},
 		Position:      *pos,
 		TransactionID: *txID,
 		OccurredAt:    at.Time,
 	}, true, nil
 }
+
+// errReadTwice is the error of a second iteration of Events.All.
+var errReadTwice = errors.New("pgdcb: read: Events.All iterated twice (read again instead)")

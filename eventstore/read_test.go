@@ -9,12 +9,11 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
-func positions(evs []eventstore.StoredEvent) []int64 {
+func positions(evs []pgdcb.StoredEvent) []int64 {
 	out := make([]int64, len(evs))
 	for i, e := range evs {
 		out[i] = e.Position
@@ -26,13 +25,13 @@ func TestReadOptions(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	var batch []eventstore.Event
+	var batch []pgdcb.Event
 	for i := range 10 {
-		batch = append(batch, eventstore.MustEvent("T", i, "e=1", fmt.Sprintf("n=%d", i%2)))
+		batch = append(batch, pgdcb.MustEvent("T", i, "e=1", fmt.Sprintf("n=%d", i%2)))
 	}
 	res, err := s.Append(ctx, batch)
 	require.NoError(t, err)
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", 0, "e=2")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", 0, "e=2")})
 	require.NoError(t, err)
 	q := query.Tagged(nil, "e=1")
 
@@ -41,15 +40,15 @@ func TestReadOptions(t *testing.T) {
 	require.Equal(t, res.Positions, positions(all), "batch order is log order")
 	require.Equal(t, res.Positions[0]+10, head.Position, "a full read's cursor is the head of the log")
 
-	evs, lim, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Limit: 3})
+	evs, lim, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, res.Positions[:3], positions(evs))
 	require.Equal(t, res.Positions[2], lim.Position, "a limited read has seen only up to its last event")
-	rest, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{After: &lim})
+	rest, _, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{After: &lim})
 	require.NoError(t, err)
 	require.Equal(t, res.Positions[3:], positions(rest), "reading after the cursor continues")
 
-	back, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Backwards: true, Limit: 2})
+	back, _, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Backwards: true, Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, []int64{res.Positions[9], res.Positions[8]}, positions(back))
 
@@ -94,13 +93,13 @@ func TestLimitedReadCursorConflicts(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("T", 1, "e=1"), eventstore.MustEvent("T", 2, "e=1")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("T", 1, "e=1"), pgdcb.MustEvent("T", 2, "e=1")})
 	require.NoError(t, err)
 	q := query.Tagged(nil, "e=1")
-	_, lim, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Limit: 1})
+	_, lim, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Limit: 1})
 	require.NoError(t, err)
 	// The decision saw only the first event: the second is a conflict.
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("T", 3, "e=1")}, appendif.FailIf(q, &lim))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("T", 3, "e=1")}, appendif.FailIf(q, &lim))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 }
 
@@ -108,16 +107,16 @@ func TestProjectDispatchesByItsOwnQuery(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	_, err := s.Append(ctx, []eventstore.Event{
-		eventstore.MustEvent("CourseDefined", 2, "course=c1"),
-		eventstore.MustEvent("StudentSubscribed", 0, "course=c1", "student=s1"),
-		eventstore.MustEvent("StudentSubscribed", 0, "course=c2", "student=s1"),
-		eventstore.MustEvent("StudentSubscribed", 0, "course=c1", "student=s2"),
+	_, err := s.Append(ctx, []pgdcb.Event{
+		pgdcb.MustEvent("CourseDefined", 2, "course=c1"),
+		pgdcb.MustEvent("StudentSubscribed", 0, "course=c1", "student=s1"),
+		pgdcb.MustEvent("StudentSubscribed", 0, "course=c2", "student=s1"),
+		pgdcb.MustEvent("StudentSubscribed", 0, "course=c1", "student=s2"),
 	})
 	require.NoError(t, err)
-	count := func(n int, _ eventstore.StoredEvent) int { return n + 1 }
-	courseSubs := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, "course=c1"), 0, count)
-	studentSubs := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, "student=s1"), 0, count)
+	count := func(n int, _ pgdcb.StoredEvent) int { return n + 1 }
+	courseSubs := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, "course=c1"), 0, count)
+	studentSubs := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, "student=s1"), 0, count)
 	cond, err := s.Project(ctx, courseSubs, studentSubs)
 	require.NoError(t, err)
 	require.Equal(t, 2, courseSubs.State)
@@ -125,8 +124,8 @@ func TestProjectDispatchesByItsOwnQuery(t *testing.T) {
 	require.Len(t, cond.FailIfEventsMatch.Items(), 2)
 
 	// An event matching only the student's query conflicts with the union.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", 0, "course=c3", "student=s1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", 0, "course=c3", "student=s1")})
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", 0, "course=c1", "student=s3")}, cond)
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", 0, "course=c1", "student=s3")}, cond)
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -45,8 +44,8 @@ func TestScenarioGaplessInvoiceNumbers(t *testing.T) {
 				}
 				next = inv.Number + 1
 			}
-			_, err = s.AppendIf(ctx, []eventstore.Event{
-				eventstore.MustEvent("InvoiceCreated", invoice{next}, fmt.Sprintf("invoice=%d", next)),
+			_, err = s.AppendIf(ctx, []pgdcb.Event{
+				pgdcb.MustEvent("InvoiceCreated", invoice{next}, fmt.Sprintf("invoice=%d", next)),
 			}, appendif.FailIf(q, &cur))
 			if !errors.Is(err, pgdcb.ErrConditionFailed) {
 				return err
@@ -95,8 +94,8 @@ func TestScenarioCourseSubscriptions(t *testing.T) {
 	}
 	subscribe := func(course, student string) error {
 		ct, st := "course="+course, "student="+student
-		cm := eventstore.NewModel(query.Tagged([]string{"CourseDefined", "CourseCapacityChanged", "StudentSubscribed"}, ct), courseState{},
-			func(c courseState, e eventstore.StoredEvent) courseState {
+		cm := pgdcb.NewModel(query.Tagged([]string{"CourseDefined", "CourseCapacityChanged", "StudentSubscribed"}, ct), courseState{},
+			func(c courseState, e pgdcb.StoredEvent) courseState {
 				switch e.Type {
 				case "CourseDefined", "CourseCapacityChanged":
 					c.exists = true
@@ -106,7 +105,7 @@ func TestScenarioCourseSubscriptions(t *testing.T) {
 				}
 				return c
 			})
-		sm := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, st), 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+		sm := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, st), 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 		cond, err := s.Project(ctx, cm, sm)
 		if err != nil {
 			return err
@@ -119,15 +118,15 @@ func TestScenarioCourseSubscriptions(t *testing.T) {
 		case sm.State >= 2:
 			return errors.New("student limit")
 		}
-		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", nil, ct, st)}, cond)
+		_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", nil, ct, st)}, cond)
 		return err
 	}
 	require.EqualError(t, subscribe("c1", "s1"), "no such course")
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseDefined", 1, "course=c1"), eventstore.MustEvent("CourseDefined", 5, "course=c2"), eventstore.MustEvent("CourseDefined", 5, "course=c3")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("CourseDefined", 1, "course=c1"), pgdcb.MustEvent("CourseDefined", 5, "course=c2"), pgdcb.MustEvent("CourseDefined", 5, "course=c3")})
 	require.NoError(t, err)
 	require.NoError(t, subscribe("c1", "s1"))
 	require.EqualError(t, subscribe("c1", "s2"), "course full")
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseCapacityChanged", 2, "course=c1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("CourseCapacityChanged", 2, "course=c1")})
 	require.NoError(t, err)
 	require.NoError(t, subscribe("c1", "s2"))
 	require.NoError(t, subscribe("c2", "s1"))
@@ -140,7 +139,7 @@ func TestScenarioOptInToken(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("SignUpInitiated", map[string]string{"email": "a@example.com"}, "otp=123456", "email=a@example.com")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("SignUpInitiated", map[string]string{"email": "a@example.com"}, "otp=123456", "email=a@example.com")})
 	require.NoError(t, err)
 	confirm := func(token string) error {
 		q := query.Tagged([]string{"SignUpInitiated", "SignUpConfirmed"}, "otp="+token)
@@ -148,15 +147,15 @@ func TestScenarioOptInToken(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		initiated := slices.ContainsFunc(evs, func(e eventstore.StoredEvent) bool { return e.Type == "SignUpInitiated" })
-		confirmed := slices.ContainsFunc(evs, func(e eventstore.StoredEvent) bool { return e.Type == "SignUpConfirmed" })
+		initiated := slices.ContainsFunc(evs, func(e pgdcb.StoredEvent) bool { return e.Type == "SignUpInitiated" })
+		confirmed := slices.ContainsFunc(evs, func(e pgdcb.StoredEvent) bool { return e.Type == "SignUpConfirmed" })
 		if !initiated {
 			return errors.New("unknown token")
 		}
 		if confirmed {
 			return errors.New("already confirmed")
 		}
-		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SignUpConfirmed", nil, "otp="+token, "email=a@example.com")}, appendif.FailIf(q, &cur))
+		_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SignUpConfirmed", nil, "otp="+token, "email=a@example.com")}, appendif.FailIf(q, &cur))
 		return err
 	}
 	require.EqualError(t, confirm("999999"), "unknown token")
@@ -182,7 +181,7 @@ func TestScenarioIdempotencyToken(t *testing.T) {
 	s, _ := newStore(t, nil)
 	q := query.Tagged([]string{"OrderPlaced"}, "customer=c1")
 	place := func(token, order string, cur cursor.Cursor) error {
-		_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("OrderPlaced", order, "customer=c1", "order="+order, "idempotency="+token)},
+		_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("OrderPlaced", order, "customer=c1", "order="+order, "idempotency="+token)},
 			appendif.FailIf(q, &cur).WithIdempotency(query.Tagged([]string{"OrderPlaced"}, "idempotency="+token)))
 		return err
 	}

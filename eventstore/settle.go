@@ -99,7 +99,7 @@ func (s *Store) SettleStats() SettleStats {
 // id when the caller gave one, else a fresh one (version 7: time-ordered,
 // so that its index entry goes to the right edge of events_event_id).
 // uuid.Nil when settling is off: nothing is added then.
-func (s *Store) callID(events []Event) uuid.UUID {
+func (s *Store) callID(events []pgdcb.Event) uuid.UUID {
 	if s.cfg.SettleDisabled {
 		return uuid.Nil
 	}
@@ -128,13 +128,13 @@ func backendOf(conn *pgxpool.Conn) backend {
 // settleCall is one call to look up: its id and its number of events.
 type settleCall struct {
 	id     uuid.UUID
-	events []Event
+	events []pgdcb.Event
 }
 
 // found is a call settled as present.
 type found struct {
 	ok  bool
-	res AppendResult
+	res pgdcb.AppendResult
 }
 
 // settle makes sure the backend b can no longer commit and looks the calls
@@ -237,7 +237,7 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 			// Absent: sent again, it gets ErrIdempotent.
 			continue
 		}
-		out[i-1] = found{ok: true, res: AppendResult{TransactionID: tx, Positions: pos, eventTime: unixMicros(at)}}
+		out[i-1] = found{ok: true, res: pgdcb.AppendResult{TransactionID: tx, Positions: pos, OccurredAt: recordedAt(unixMicros(at))}}
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
@@ -298,10 +298,10 @@ func (e *NotAppliedError) Unwrap() error { return e.Err }
 // whose send has an unknown outcome is discarded (dead, or in an unknown
 // state) before settling, so that the settling and a resend never wait for
 // its place in the pool.
-func (s *Store) sendSettled(ctx context.Context, events []Event, cond *appendif.Condition, id uuid.UUID) (AppendResult, error) {
+func (s *Store) sendSettled(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, id uuid.UUID) (pgdcb.AppendResult, error) {
 	for resend := 0; ; resend++ {
 		var (
-			res AppendResult
+			res pgdcb.AppendResult
 			b   backend
 			err error
 		)
@@ -325,21 +325,21 @@ func (s *Store) sendSettled(ctx context.Context, events []Event, cond *appendif.
 		switch {
 		case unsent != nil && resend > 0:
 			// Nothing was sent this time, and the call was absent before.
-			return AppendResult{}, &NotAppliedError{Err: unsent}
+			return pgdcb.AppendResult{}, &NotAppliedError{Err: unsent}
 		case unsent != nil:
-			return AppendResult{}, errf("append", unsent) // nothing was sent
+			return pgdcb.AppendResult{}, errf("append", unsent) // nothing was sent
 		case err == nil || !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled:
 			return res, err
 		}
 		out, serr := s.settle(ctx, b, []settleCall{{id: id, events: events}})
 		if serr != nil {
-			return AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)}
+			return pgdcb.AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)}
 		}
 		if out[0].ok {
 			return out[0].res, nil
 		}
 		if ctx.Err() != nil || resend == maxResends {
-			return AppendResult{}, &NotAppliedError{Err: withCtxErr(ctx, unwrapUnknown(err))}
+			return pgdcb.AppendResult{}, &NotAppliedError{Err: withCtxErr(ctx, unwrapUnknown(err))}
 		}
 		s.settleCount.resent.Add(1)
 	}
@@ -369,7 +369,7 @@ func unwrapUnknown(err error) error {
 func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, err error) {
 	if s.cfg.SettleDisabled {
 		for _, r := range batch {
-			r.finish(AppendResult{}, err)
+			r.finish(pgdcb.AppendResult{}, err)
 		}
 		return
 	}
@@ -382,12 +382,12 @@ func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, e
 	for i, r := range batch {
 		switch {
 		case serr != nil:
-			r.finish(AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)})
+			r.finish(pgdcb.AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)})
 		case out[i].ok:
 			notify = true
 			r.finish(out[i].res, nil)
 		case r.ctx.Err() != nil:
-			r.finish(AppendResult{}, &NotAppliedError{Err: withCtxErr(r.ctx, unwrapUnknown(err))})
+			r.finish(pgdcb.AppendResult{}, &NotAppliedError{Err: withCtxErr(r.ctx, unwrapUnknown(err))})
 		default:
 			// Absent, and its caller still waits: the caller sends it
 			// again (outcome, group.go), outside the sender's place,

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
@@ -72,14 +73,14 @@ func BenchmarkSettleCost(b *testing.B) {
 	for _, writers := range []int{1, 8, 32} {
 		b.Run(fmt.Sprintf("Append/writers=%d", writers), func(b *testing.B) {
 			paired(b, writers, func(ctx context.Context, s *eventstore.Store, n int64) error {
-				_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=s%d", n))})
+				_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=s%d", n))})
 				return err
 			})
 		})
 		b.Run(fmt.Sprintf("AppendIf/writers=%d", writers), func(b *testing.B) {
 			paired(b, writers, func(ctx context.Context, s *eventstore.Store, n int64) error {
 				tag := fmt.Sprintf("account=t%d", n)
-				_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
+				_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
 					appendif.FailIf(query.Tagged(nil, tag), nil))
 				return err
 			})
@@ -90,14 +91,14 @@ func BenchmarkSettleCost(b *testing.B) {
 	const size = 100
 	b.Run("Batch100", func(b *testing.B) {
 		var total [3]atomic.Int64
-		batch := make([]eventstore.Event, size)
+		batch := make([]pgdcb.Event, size)
 		ctx := context.Background()
 		for b.Loop() {
 			n := seq.Add(1)
 			for j := range 3 {
 				k := (int(n) + j) % 3 // the order rotates
 				for i := range size {
-					batch[i] = eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=u%d-%d", n, i))
+					batch[i] = pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, fmt.Sprintf("account=u%d-%d", n, i))
 					if k == 2 {
 						batch[i].ID, _ = uuid.NewV7()
 					}

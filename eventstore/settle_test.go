@@ -26,7 +26,7 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-func evs(e ...eventstore.Event) []eventstore.Event { return e }
+func evs(e ...pgdcb.Event) []pgdcb.Event { return e }
 
 // warnings is a slog.Handler that keeps the messages of Warn and above.
 type warnings struct {
@@ -193,18 +193,18 @@ func TestSettlePresentWhenAnswerLost(t *testing.T) {
 			t.Run(name, func(t *testing.T) {
 				s, p := lossyStore(t, "lost-answer", 2, &eventstore.Config{SettleDisabled: !settle})
 				ctx := context.Background()
-				_, err := s.Append(ctx, evs(eventstore.MustEvent("Warm", 1, "w=1")))
+				_, err := s.Append(ctx, evs(pgdcb.MustEvent("Warm", 1, "w=1")))
 				require.NoError(t, err)
 
 				p.armed.Store(true)
-				batch := []eventstore.Event{
-					eventstore.MustEvent("Lost", "lost-answer", "acct=1"),
-					eventstore.MustEvent("Lost", 2, "acct=1"),
-					eventstore.MustEvent("Lost", 3, "acct=1"),
+				batch := []pgdcb.Event{
+					pgdcb.MustEvent("Lost", "lost-answer", "acct=1"),
+					pgdcb.MustEvent("Lost", 2, "acct=1"),
+					pgdcb.MustEvent("Lost", 3, "acct=1"),
 				}
 				cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 				defer cancel()
-				var res eventstore.AppendResult
+				var res pgdcb.AppendResult
 				if conditional {
 					res, err = s.AppendIf(cctx, batch, appendif.FailIf(query.Tagged(nil, "acct=1"), nil))
 				} else {
@@ -238,7 +238,7 @@ func TestSettleGroupMembers(t *testing.T) {
 	s, err := eventstore.New(ls.Pool(), &eventstore.Config{Schema: ls.Schema(), GroupSenders: 1})
 	require.NoError(t, err)
 	ctx := context.Background()
-	_, err = s.Append(ctx, evs(eventstore.MustEvent("Taken", 1, "dup=1")))
+	_, err = s.Append(ctx, evs(pgdcb.MustEvent("Taken", 1, "dup=1")))
 	require.NoError(t, err)
 	// The store's connections are held and the only sender's place is taken
 	// by an append waiting for one: the next appends queue behind it and go
@@ -259,7 +259,7 @@ func TestSettleGroupMembers(t *testing.T) {
 	const members = 5
 	type out struct {
 		i   int
-		res eventstore.AppendResult
+		res pgdcb.AppendResult
 		err error
 	}
 	outs := make(chan out, members)
@@ -275,13 +275,13 @@ func TestSettleGroupMembers(t *testing.T) {
 				data = "lost-group"
 			}
 			tag := "m=" + strconv.Itoa(i)
-			var res eventstore.AppendResult
+			var res pgdcb.AppendResult
 			var err error
 			if i == 4 { // fails its condition inside the group
-				res, err = s.AppendIf(ctx, evs(eventstore.MustEvent("M", data, tag)),
+				res, err = s.AppendIf(ctx, evs(pgdcb.MustEvent("M", data, tag)),
 					appendif.FailIf(query.Tagged(nil, "dup=1"), nil))
 			} else {
-				res, err = s.Append(ctx, evs(eventstore.MustEvent("M", data, tag)))
+				res, err = s.Append(ctx, evs(pgdcb.MustEvent("M", data, tag)))
 			}
 			outs <- out{i, res, err}
 		}()
@@ -324,7 +324,7 @@ func TestSettleAbsentWhenContextEndsMidCall(t *testing.T) {
 			holder := holdBoundary(t, s, "acct=1")
 			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			defer cancel()
-			_, err := s.Append(ctx, evs(eventstore.MustEvent("Deposited", 1, "acct=1")))
+			_, err := s.Append(ctx, evs(pgdcb.MustEvent("Deposited", 1, "acct=1")))
 			require.ErrorIs(t, err, context.DeadlineExceeded, "the cause is kept")
 			if !settle {
 				require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
@@ -352,10 +352,10 @@ func TestSettleResendsWhenBackendTerminated(t *testing.T) {
 	holder := holdBoundary(t, s, "acct=2")
 	ctx := context.Background()
 	done := make(chan error, 1)
-	var res eventstore.AppendResult
+	var res pgdcb.AppendResult
 	go func() {
 		var err error
-		res, err = s.Append(ctx, evs(eventstore.MustEvent("Deposited", 1, "acct=2")))
+		res, err = s.Append(ctx, evs(pgdcb.MustEvent("Deposited", 1, "acct=2")))
 		done <- err
 	}()
 	require.Eventually(t, func() bool {
@@ -380,7 +380,7 @@ func TestSettleResendsWhenBackendTerminated(t *testing.T) {
 func TestSettleBudgetRunsOut(t *testing.T) {
 	s, p := lossyStore(t, "no-server", 1, &eventstore.Config{SettleTimeout: 200 * time.Millisecond, GroupCommitDisabled: true})
 	ctx := context.Background()
-	_, err := s.Append(ctx, evs(eventstore.MustEvent("Warm", 1, "w=1")))
+	_, err := s.Append(ctx, evs(pgdcb.MustEvent("Warm", 1, "w=1")))
 	require.NoError(t, err)
 	// The answer is lost, and then the proxy refuses new connections.
 	p.armed.Store(true)
@@ -390,7 +390,7 @@ func TestSettleBudgetRunsOut(t *testing.T) {
 		await.Within(time.Minute, func() (bool, string) { return p.hit.Load() != 0 || cctx.Err() != nil, "" })
 		_ = p.ln.Close()
 	}()
-	_, err = s.Append(cctx, evs(eventstore.MustEvent("E", "no-server", "b=1")))
+	_, err = s.Append(cctx, evs(pgdcb.MustEvent("E", "no-server", "b=1")))
 	require.ErrorIs(t, err, pgdcb.ErrOutcomeUnknown, "got %v", err)
 	require.EqualValues(t, 1, s.SettleStats().Unknown)
 }
@@ -407,7 +407,7 @@ func TestCloseWaitsAndRefuses(t *testing.T) {
 	for w := range 8 {
 		wg.Go(func() {
 			for i := range 10 {
-				_, err := s.Append(ctx, evs(eventstore.MustEvent("E", i, "c="+strconv.Itoa(w))))
+				_, err := s.Append(ctx, evs(pgdcb.MustEvent("E", i, "c="+strconv.Itoa(w))))
 				assert.NoError(t, err)
 			}
 		})
@@ -417,7 +417,7 @@ func TestCloseWaitsAndRefuses(t *testing.T) {
 	require.Zero(t, eventstore.BackgroundActive(s), "nothing runs after Close")
 	pool.Close()
 	require.Empty(t, logs.all(), "nothing met the closed pool")
-	_, err := s.Append(ctx, evs(eventstore.MustEvent("E", 1, "c=1")))
+	_, err := s.Append(ctx, evs(pgdcb.MustEvent("E", 1, "c=1")))
 	require.ErrorIs(t, err, pgdcb.ErrClosed)
 	s.Notify(ctx) // a no-op now
 	require.Zero(t, eventstore.BackgroundActive(s))
@@ -433,17 +433,17 @@ func TestSettleNeverTakesAnotherCallsEvents(t *testing.T) {
 	s, p := lossyStore(t, "reused-id", 2, nil)
 	ctx := context.Background()
 	id := uuid.New()
-	first := eventstore.MustEvent("X", 1, "r=1")
+	first := pgdcb.MustEvent("X", 1, "r=1")
 	first.ID = id
-	earlier, err := s.Append(ctx, evs(first, eventstore.MustEvent("Other", 2, "r=1")))
+	earlier, err := s.Append(ctx, evs(first, pgdcb.MustEvent("Other", 2, "r=1")))
 	require.NoError(t, err)
 
 	p.armed.Store(true)
-	reuse := eventstore.MustEvent("Z", "reused-id", "r=2")
+	reuse := pgdcb.MustEvent("Z", "reused-id", "r=2")
 	reuse.ID = id
 	cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	res, err := s.Append(cctx, evs(reuse, eventstore.MustEvent("Z2", 2, "r=2")))
+	res, err := s.Append(cctx, evs(reuse, pgdcb.MustEvent("Z2", 2, "r=2")))
 	require.EqualValues(t, 1, p.hit.Load(), "the answer was lost")
 	require.Error(t, err, "not the earlier call's result (positions %v)", res.Positions)
 	require.NotErrorIs(t, err, pgdcb.ErrOutcomeUnknown)
@@ -465,7 +465,7 @@ func TestSettleNeverTakesAnotherCallsEvents(t *testing.T) {
 func TestSettleTakenButUnsentIsDefinite(t *testing.T) {
 	ctx := context.Background()
 	s, pool := groupStore(t, func(c *eventstore.Config) { c.SettleTimeout = 100 * time.Millisecond })
-	dup := eventstore.MustEvent("Stored", 0, "dup=1")
+	dup := pgdcb.MustEvent("Stored", 0, "dup=1")
 	dup.ID = uuid.New()
 	_, err := s.Append(ctx, evs(dup))
 	require.NoError(t, err)
@@ -492,16 +492,16 @@ func TestSettleTakenButUnsentIsDefinite(t *testing.T) {
 	conn, err := pool.Acquire(ctx)
 	require.NoError(t, err)
 	wait := startBlocker(t, s)
-	_, errs := queueInOrder(t, s, conn, []func() (eventstore.AppendResult, error){
-		func() (eventstore.AppendResult, error) { // fails the group: its id is stored
-			return s.Append(ctx, evs(eventstore.MustEvent("Other", 0, "m=0"), dup))
+	_, errs := queueInOrder(t, s, conn, []func() (pgdcb.AppendResult, error){
+		func() (pgdcb.AppendResult, error) { // fails the group: its id is stored
+			return s.Append(ctx, evs(pgdcb.MustEvent("Other", 0, "m=0"), dup))
 		},
-		func() (eventstore.AppendResult, error) {
+		func() (pgdcb.AppendResult, error) {
 			defer close(returned)
-			return s.Append(mctx, evs(eventstore.MustEvent("Other", 1, "m=1")))
+			return s.Append(mctx, evs(pgdcb.MustEvent("Other", 1, "m=1")))
 		},
-		func() (eventstore.AppendResult, error) {
-			return s.Append(ctx, evs(eventstore.MustEvent("Other", 2, "m=2")))
+		func() (pgdcb.AppendResult, error) {
+			return s.Append(ctx, evs(pgdcb.MustEvent("Other", 2, "m=2")))
 		},
 	})
 	wait()

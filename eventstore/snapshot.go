@@ -12,77 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/query"
 )
-
-// Snapshottable is a Projector whose folded state the store may keep, so that
-// Project folds only the events after the newest usable snapshot instead of
-// the whole history (docs/SNAPSHOTS.md).
-type Snapshottable interface {
-	Projector
-	// SnapshotKey names the model and the version of its fold: change the
-	// version whenever Apply or the state's encoding changes. An empty name
-	// opts out (the projector is then read from the start, as any other).
-	SnapshotKey() (name string, version int)
-	// MarshalState encodes the current state.
-	MarshalState() ([]byte, error)
-	// UnmarshalState replaces the state with a decoded one. On error it must
-	// leave the state as it was: the snapshot is then ignored.
-	UnmarshalState([]byte) error
-}
-
-// Codec encodes a Model's state for snapshots.
-type Codec[S any] interface {
-	Marshal(S) ([]byte, error)
-	Unmarshal([]byte) (S, error)
-}
-
-// JSONCodec is the default Codec: encoding/json, decoding into a zero S.
-type JSONCodec[S any] struct{}
-
-// Marshal implements Codec.
-func (JSONCodec[S]) Marshal(s S) ([]byte, error) { return json.Marshal(s) }
-
-// Unmarshal implements Codec.
-func (JSONCodec[S]) Unmarshal(b []byte) (S, error) {
-	var s S
-	err := json.Unmarshal(b, &s)
-	return s, err
-}
-
-// WithSnapshots opts the model into snapshots under name and version (see
-// Snapshottable; Codec nil means JSONCodec) and returns it. The name must be
-// 1..MaxSnapshotNameBytes bytes of UTF-8 without NUL (ValidateSnapshotName):
-// Project refuses another with an *InvalidSnapshotNameError before running
-// any statement. The version is any int, stored whole (a timestamp such as
-// 202611251200 works).
-func (m *Model[S]) WithSnapshots(name string, version int) *Model[S] {
-	m.Name, m.Version = name, version
-	return m
-}
-
-// SnapshotKey implements Snapshottable: Name and Version ("" opts out).
-func (m *Model[S]) SnapshotKey() (string, int) { return m.Name, m.Version }
-
-func (m *Model[S]) codec() Codec[S] {
-	if m.Codec != nil {
-		return m.Codec
-	}
-	return JSONCodec[S]{}
-}
-
-// MarshalState implements Snapshottable.
-func (m *Model[S]) MarshalState() ([]byte, error) { return m.codec().Marshal(m.State) }
-
-// UnmarshalState implements Snapshottable; State is replaced only on success.
-func (m *Model[S]) UnmarshalState(b []byte) error {
-	s, err := m.codec().Unmarshal(b)
-	if err != nil {
-		return err
-	}
-	m.State = s
-	return nil
-}
 
 // Defaults of the snapshot settings of Config.
 const (
@@ -264,10 +196,10 @@ func (s *Store) waitSnapshotWrites() { s.snap.wg.Wait() }
 // every transaction has ended, synchronously; it returns the write's error,
 // if any. The model then holds the state of the whole read, as after
 // Project. It needs a model with a snapshot name (Snapshottable).
-func (s *Store) SaveSnapshot(ctx context.Context, model Snapshottable) error {
+func (s *Store) SaveSnapshot(ctx context.Context, model pgdcb.Snapshottable) error {
 	if name, _ := model.SnapshotKey(); name == "" {
 		return errors.New("pgdcb: save snapshot: the model has no snapshot name")
 	}
-	_, err := s.projectSnapshots(ctx, s.pool, []Projector{model}, projectOpts{save: true})
+	_, err := s.projectSnapshots(ctx, s.pool, []pgdcb.Projector{model}, projectOpts{save: true})
 	return err
 }

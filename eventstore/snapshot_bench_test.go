@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/query"
@@ -33,8 +34,8 @@ func BenchmarkDecisionRead(b *testing.B) {
 			ctx := context.Background()
 			q := query.Tagged(nil, "e=1")
 			// A state of constant size, as an entity's decision state is.
-			model := func() *eventstore.Model[benchState] {
-				m := eventstore.NewModel(q, benchState{}, func(st benchState, ev eventstore.StoredEvent) benchState {
+			model := func() *pgdcb.Model[benchState] {
+				m := pgdcb.NewModel(q, benchState{}, func(st benchState, ev pgdcb.StoredEvent) benchState {
 					st.N++
 					st.Last = ev.Position
 					return st

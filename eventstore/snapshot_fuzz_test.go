@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -34,8 +34,8 @@ func FuzzModelUnmarshalState(f *testing.F) {
 	}
 	initial := fuzzState{Seats: 7, Students: map[string]bool{"x": true}}
 	f.Fuzz(func(t *testing.T, b []byte) {
-		m := eventstore.NewModel(query.Tagged(nil, "course=c1"), initial,
-			func(s fuzzState, _ eventstore.StoredEvent) fuzzState { return s }).WithSnapshots("fuzz", 1)
+		m := pgdcb.NewModel(query.Tagged(nil, "course=c1"), initial,
+			func(s fuzzState, _ pgdcb.StoredEvent) fuzzState { return s }).WithSnapshots("fuzz", 1)
 		before, err := m.MarshalState()
 		if err != nil {
 			t.Fatal(err)
@@ -52,7 +52,7 @@ func FuzzModelUnmarshalState(f *testing.F) {
 		if err != nil {
 			t.Fatalf("state decoded from %q does not encode: %v", b, err)
 		}
-		m2 := eventstore.NewModel(m.Q, fuzzState{}, m.Fold).WithSnapshots("fuzz", 1)
+		m2 := pgdcb.NewModel(m.Q, fuzzState{}, m.Fold).WithSnapshots("fuzz", 1)
 		if err := m2.UnmarshalState(enc); err != nil {
 			t.Fatalf("its own encoding %s refused: %v", enc, err)
 		}

@@ -50,9 +50,9 @@ func ValidateSnapshotName(name string) error {
 
 // validateSnapshotKeys checks the snapshot name of every Snapshottable
 // projector.
-func validateSnapshotKeys(projectors []Projector) error {
+func validateSnapshotKeys(projectors []pgdcb.Projector) error {
 	for _, p := range projectors {
-		if sp, ok := p.(Snapshottable); ok {
+		if sp, ok := p.(pgdcb.Snapshottable); ok {
 			name, _ := sp.SnapshotKey()
 			if err := ValidateSnapshotName(name); err != nil {
 				return err

@@ -32,11 +32,11 @@ func TestSnapshotVersionsStoredWhole(t *testing.T) {
 	require.NoError(t, err)
 
 	// A different fold under the big version: its snapshot must not serve version 1.
-	big := eventstore.NewModel(q, foldState{}, func(st foldState, ev eventstore.StoredEvent) foldState {
+	big := pgdcb.NewModel(q, foldState{}, func(st foldState, ev pgdcb.StoredEvent) foldState {
 		st.Sum += 1000
 		return st
 	}).WithSnapshots("bigver", 1<<32+1)
-	saveCurrent(t, s, pool, q, func() eventstore.Snapshottable { return big }, "bigver", 1<<32+1)
+	saveCurrent(t, s, pool, q, func() pgdcb.Snapshottable { return big }, "bigver", 1<<32+1)
 	v1 := foldModel(q).WithSnapshots("bigver", 1)
 	before := s.SnapshotStats()
 	_, err = s.Project(ctx, v1)
@@ -47,7 +47,7 @@ func TestSnapshotVersionsStoredWhole(t *testing.T) {
 
 	// A timestamp-style version uses its own snapshot.
 	const stamp = 202611251200
-	saveCurrent(t, s, pool, q, func() eventstore.Snapshottable { return foldModel(q).WithSnapshots("stamped", stamp) }, "stamped", stamp)
+	saveCurrent(t, s, pool, q, func() pgdcb.Snapshottable { return foldModel(q).WithSnapshots("stamped", stamp) }, "stamped", stamp)
 	m := foldModel(q).WithSnapshots("stamped", stamp)
 	before = s.SnapshotStats()
 	_, err = s.Project(ctx, m)
@@ -91,7 +91,7 @@ func TestSnapshotNameValidated(t *testing.T) {
 // version) covers q's last event: a transaction of another test may hold
 // the horizon below it for a while (the snapshot's point is below the
 // horizon). It fails after a deadline.
-func saveCurrent(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, q query.Query, model func() eventstore.Snapshottable, name string, version int64) {
+func saveCurrent(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, q query.Query, model func() pgdcb.Snapshottable, name string, version int64) {
 	t.Helper()
 	ctx := context.Background()
 	last, _, err := s.ReadLast(ctx, q)

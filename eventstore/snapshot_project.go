@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/horizon"
@@ -20,9 +21,9 @@ type projectOpts struct {
 	noLoad bool // read from the start (after a stale load)
 }
 
-func anySnapshottable(projectors []Projector) bool {
+func anySnapshottable(projectors []pgdcb.Projector) bool {
 	for _, p := range projectors {
-		if sp, ok := p.(Snapshottable); ok {
+		if sp, ok := p.(pgdcb.Snapshottable); ok {
 			if name, _ := sp.SnapshotKey(); name != "" {
 				return true
 			}
@@ -33,7 +34,7 @@ func anySnapshottable(projectors []Projector) bool {
 
 // snapEntry is one snapshottable projector of a Project.
 type snapEntry struct {
-	p        Snapshottable
+	p        pgdcb.Snapshottable
 	name     string
 	version  int
 	qtext    string
@@ -104,7 +105,7 @@ func (s *Store) loadSnapshots(ctx context.Context, db dbtx, entries []*snapEntry
 }
 
 // projectSnapshots is Project when some projector is Snapshottable.
-func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []Projector, o projectOpts) (appendif.Condition, error) {
+func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []pgdcb.Projector, o projectOpts) (appendif.Condition, error) {
 	if err := validateSnapshotKeys(projectors); err != nil {
 		return appendif.Condition{}, err
 	}
@@ -115,7 +116,7 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []Proj
 	for i, p := range projectors {
 		queries[i] = p.Query()
 		union = union.Or(queries[i])
-		if sp, ok := p.(Snapshottable); ok {
+		if sp, ok := p.(pgdcb.Snapshottable); ok {
 			if name, version := sp.SnapshotKey(); name != "" {
 				text, key := canonicalQuery(queries[i])
 				e := &snapEntry{p: sp, name: name, version: version, qtext: text, qkey: key}
@@ -241,7 +242,7 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor, proved bool)
 // loaded snapshot's epoch is not the read's (nothing was folded then). It
 // returns errProofExceeded, having folded nothing, when the read is proved
 // and its proof is past its bounds (proof.exceeded).
-func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.Query, queries []query.Query, projectors []Projector,
+func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.Query, queries []query.Query, projectors []pgdcb.Projector,
 	entryOf []*snapEntry, entries []*snapEntry, after cursor.Cursor, every int, save bool) (c cursor.Cursor, writes []*snapshotWrite, stale bool, err error) {
 	sql, a := s.snapshotReadSQL(union, after, proved)
 	rows, err := horizon.Query(ctx, db, sql, a...)

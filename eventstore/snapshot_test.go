@@ -25,8 +25,8 @@ type foldState struct {
 	Sum       int     `json:"s"`
 }
 
-func foldModel(q query.Query) *eventstore.Model[foldState] {
-	return eventstore.NewModel(q, foldState{}, func(s foldState, ev eventstore.StoredEvent) foldState {
+func foldModel(q query.Query) *pgdcb.Model[foldState] {
+	return pgdcb.NewModel(q, foldState{}, func(s foldState, ev pgdcb.StoredEvent) foldState {
 		s.Positions = append(s.Positions, ev.Position)
 		s.Sum = s.Sum*31 + int(ev.Position%1000) + len(ev.Type)
 		s.Sum %= 1_000_000_007
@@ -34,7 +34,7 @@ func foldModel(q query.Query) *eventstore.Model[foldState] {
 	})
 }
 
-func snapModel(q query.Query, name string) *eventstore.Model[foldState] {
+func snapModel(q query.Query, name string) *pgdcb.Model[foldState] {
 	return foldModel(q).WithSnapshots(name, 1)
 }
 
@@ -42,13 +42,13 @@ func snapModel(q query.Query, name string) *eventstore.Model[foldState] {
 // transaction rolled back afterwards.
 func probe(t *testing.T, s *eventstore.Store, pool interface {
 	Begin(context.Context) (pgx.Tx, error)
-}, ev eventstore.Event, cond appendif.Condition) string {
+}, ev pgdcb.Event, cond appendif.Condition) string {
 	t.Helper()
 	ctx := context.Background()
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx)
-	_, err = s.AppendIfTx(ctx, tx, []eventstore.Event{ev}, cond)
+	_, err = s.AppendIfTx(ctx, tx, []pgdcb.Event{ev}, cond)
 	switch {
 	case err == nil:
 		return "ok"
@@ -64,13 +64,13 @@ func probe(t *testing.T, s *eventstore.Store, pool interface {
 var propEntities = []string{"a", "b", "c"}
 var propTypes = []string{"T1", "T2", "T3"}
 
-func randEvent(r *rand.Rand, extra ...string) eventstore.Event {
+func randEvent(r *rand.Rand, extra ...string) pgdcb.Event {
 	ent := propEntities[r.IntN(len(propEntities))]
 	tgs := append([]string{ent + "=x"}, extra...)
 	if other := propEntities[r.IntN(len(propEntities))]; other != ent && r.IntN(3) == 0 {
 		tgs = append(tgs, other+"=x")
 	}
-	return eventstore.MustEvent(propTypes[r.IntN(len(propTypes))], map[string]int{"n": r.IntN(100)}, tgs...)
+	return pgdcb.MustEvent(propTypes[r.IntN(len(propTypes))], map[string]int{"n": r.IntN(100)}, tgs...)
 }
 
 func propQueries() []query.Query {
@@ -113,7 +113,7 @@ func propertyRun(t *testing.T, seed uint64) {
 				for range 1 + wr.IntN(6) {
 					switch k := wr.IntN(10); {
 					case k < 4:
-						_, err := s.Append(ctx, []eventstore.Event{randEvent(wr), randEvent(wr)})
+						_, err := s.Append(ctx, []pgdcb.Event{randEvent(wr), randEvent(wr)})
 						require.NoError(t, err)
 					case k < 7: // decide on a snapshot model, then append if it holds
 						// Not on queries matching the held transaction's
@@ -126,22 +126,22 @@ func propertyRun(t *testing.T, seed uint64) {
 							cond = cond.WithIdempotency(query.Tagged(nil, fmt.Sprintf("idem=%d", wr.IntN(5))))
 						}
 						ev := randEvent(wr, fmt.Sprintf("idem=%d", wr.IntN(5)))
-						_, err = s.AppendIf(ctx, []eventstore.Event{ev}, cond)
+						_, err = s.AppendIf(ctx, []pgdcb.Event{ev}, cond)
 						if err != nil && !errors.Is(err, pgdcb.ErrConditionFailed) && !errors.Is(err, pgdcb.ErrIdempotent) {
 							require.NoError(t, err)
 						}
 					case k < 8: // rolled back
 						tx, err := pool.Begin(ctx)
 						require.NoError(t, err)
-						_, err = s.AppendTx(ctx, tx, []eventstore.Event{randEvent(wr)})
+						_, err = s.AppendTx(ctx, tx, []pgdcb.Event{randEvent(wr)})
 						require.NoError(t, err)
 						require.NoError(t, tx.Rollback(ctx))
 					default: // an event id retried
 						ev := randEvent(wr)
 						ev.ID = uuid.New()
-						_, err := s.Append(ctx, []eventstore.Event{ev})
+						_, err := s.Append(ctx, []pgdcb.Event{ev})
 						require.NoError(t, err)
-						_, err = s.Append(ctx, []eventstore.Event{ev})
+						_, err = s.Append(ctx, []pgdcb.Event{ev})
 						require.ErrorIs(t, err, pgdcb.ErrIdempotent)
 					}
 				}
@@ -152,7 +152,7 @@ func propertyRun(t *testing.T, seed uint64) {
 			// meanwhile and behind the reads snapshots were folded from.
 			tx, err := pool.Begin(ctx)
 			require.NoError(t, err)
-			_, err = s.AppendTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Held", 1, "h=x")})
+			_, err = s.AppendTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Held", 1, "h=x")})
 			require.NoError(t, err)
 			held, heldRounds = tx, 1+r.IntN(4)
 		}

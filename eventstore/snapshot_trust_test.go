@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
@@ -22,9 +23,9 @@ func appendN(t testing.TB, s *eventstore.Store, n int, tagStrings ...string) {
 	t.Helper()
 	for n > 0 {
 		k := min(n, 500)
-		evs := make([]eventstore.Event, k)
+		evs := make([]pgdcb.Event, k)
 		for i := range evs {
-			evs[i] = eventstore.MustEvent("Counted", map[string]int{"i": i}, tagStrings...)
+			evs[i] = pgdcb.MustEvent("Counted", map[string]int{"i": i}, tagStrings...)
 		}
 		_, err := s.Append(context.Background(), evs)
 		require.NoError(t, err)
@@ -92,7 +93,7 @@ func TestSnapshotUntrustedNeverUsed(t *testing.T) {
 
 	cases := []struct {
 		name, sql string
-		model     *eventstore.Model[foldState]
+		model     *pgdcb.Model[foldState]
 		counter   func(eventstore.SnapshotStats) int64
 	}{
 		{"other version", "", foldModel(q).WithSnapshots("u", 2),
@@ -177,7 +178,7 @@ func TestSnapshotWriteFailureDoesNotFailProject(t *testing.T) {
 			require.Len(t, m.State.Positions, 20)
 			eventstore.WaitSnapshotWrites(s)
 			if s.SnapshotStats().WriteFailures >= int64(round) {
-				_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("X", 1, "other=1")}, cond)
+				_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("X", 1, "other=1")}, cond)
 				require.NoError(t, err)
 				return true
 			}

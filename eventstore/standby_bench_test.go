@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -36,10 +37,10 @@ func BenchmarkStandbyDecision(b *testing.B) {
 		b.Run("reads="+reads, func(b *testing.B) {
 			ctx := context.Background()
 			onPrimary, onStandby, pp, _ := standbyStores(b, pair, nil)
-			var seed []eventstore.Event
+			var seed []pgdcb.Event
 			for e := range entities {
 				for h := range history {
-					seed = append(seed, eventstore.MustEvent("Changed", h, fmt.Sprintf("entity=e%d", e)))
+					seed = append(seed, pgdcb.MustEvent("Changed", h, fmt.Sprintf("entity=e%d", e)))
 				}
 			}
 			_, err := onPrimary.Append(ctx, seed)
@@ -59,7 +60,7 @@ func BenchmarkStandbyDecision(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Changed", i, fmt.Sprintf("entity=e%d", i%entities))},
+				_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Changed", i, fmt.Sprintf("entity=e%d", i%entities))},
 					appendif.FailIf(q, &cur))
 				if err != nil {
 					conflicts++
@@ -90,10 +91,10 @@ func BenchmarkStandbyProof(b *testing.B) {
 	ctx := context.Background()
 	onPrimary, onStandby, pp, sp := standbyStores(b, pair, &eventstore.Config{NotifyDisabled: true})
 	const entities, history = 50, 10
-	var seed []eventstore.Event
+	var seed []pgdcb.Event
 	for e := range entities {
 		for h := range history {
-			seed = append(seed, eventstore.MustEvent("Changed", h, fmt.Sprintf("entity=e%d", e)))
+			seed = append(seed, pgdcb.MustEvent("Changed", h, fmt.Sprintf("entity=e%d", e)))
 		}
 	}
 	_, err := onPrimary.Append(ctx, seed)
@@ -115,11 +116,11 @@ func BenchmarkStandbyProof(b *testing.B) {
 				spendXIDs(b, pp, onPrimary.Schema(), c.gaps-2)
 			}
 			for i := range c.txs {
-				_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o1")})
+				_, err := onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", i, "other=o1")})
 				require.NoError(b, err)
 			}
 		}
-		_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Changed", "head", "entity=e0")})
+		_, err := onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Changed", "head", "entity=e0")})
 		require.NoError(b, err)
 		require.NoError(b, pair.Sync(ctx))
 		var gaps int64
@@ -166,7 +167,7 @@ func BenchmarkStandbyProof(b *testing.B) {
 		cur := curs[k]
 		b.Run("appendif/"+c.name, func(b *testing.B) {
 			for i := range b.N {
-				_, err := onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o2")}, appendif.FailIf(none, &cur))
+				_, err := onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", i, "other=o2")}, appendif.FailIf(none, &cur))
 				if err != nil {
 					b.Fatal(err)
 				}

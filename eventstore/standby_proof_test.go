@@ -56,7 +56,7 @@ func spendXIDs(t testing.TB, pp *pgxpool.Pool, schema string, n int) {
 
 // requireAgree checks that a read's cursor counts as seen every event the
 // read returned: the state and the cursor agree.
-func requireAgree(t *testing.T, evs []eventstore.StoredEvent, c cursor.Cursor) {
+func requireAgree(t *testing.T, evs []pgdcb.StoredEvent, c cursor.Cursor) {
 	t.Helper()
 	for _, e := range evs {
 		require.True(t, c.Seen(e.TransactionID, e.Position),
@@ -78,7 +78,7 @@ func TestStandbyLongTransactionDecisions(t *testing.T) {
 	held := pgtest.HoldXID(t, pair.Primary.DSN())
 	spendXIDs(t, pp, onPrimary.Schema(), 1100)
 	q := query.Tagged(nil, "account=a1")
-	_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a1")})
+	_, err := onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "account=a1")})
 	require.NoError(t, err)
 	require.NoError(t, pair.Sync(ctx))
 
@@ -97,7 +97,7 @@ func TestStandbyLongTransactionDecisions(t *testing.T) {
 		require.Len(t, evs, i+1, "the standby read returns every event of a1")
 		requireAgree(t, evs, cur)
 		require.False(t, cur.Seen(held.XID, 1<<62), "the open transaction is not counted as seen")
-		res, err := onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, "account=a1")},
+		res, err := onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", i, "account=a1")},
 			appendif.FailIf(q, &cur))
 		require.NoError(t, err, "decision %d, read on the standby with cursor %d,%d snap %d:%d (%d in progress)",
 			i, cur.TransactionID, cur.Position, cur.Snapshot.Xmin, cur.Snapshot.Xmax, len(cur.Snapshot.Xip))
@@ -111,7 +111,7 @@ func TestStandbyLongTransactionDecisions(t *testing.T) {
 	// The reads ran on the standby: with its replay paused, a read does not
 	// show an event the primary committed since.
 	require.NoError(t, pair.Standby.PauseReplay(ctx))
-	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", "unreplayed", "account=a1")})
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", "unreplayed", "account=a1")})
 	require.NoError(t, err)
 	evs, _, err := onStandby.ReadAll(ctx, q, nil)
 	require.NoError(t, err)
@@ -140,11 +140,11 @@ func TestStandbyDecisionReadInCallersTransaction(t *testing.T) {
 	open, err := pp.Begin(ctx)
 	require.NoError(t, err)
 	defer open.Rollback(context.WithoutCancel(ctx))
-	_, err = onPrimary.AppendTx(ctx, open, []eventstore.Event{eventstore.MustEvent("SeatTaken", nil, "seat=s1")})
+	_, err = onPrimary.AppendTx(ctx, open, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", nil, "seat=s1")})
 	require.NoError(t, err)
 	var x uint64
 	require.NoError(t, open.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x))
-	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", nil, "other=o1")})
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", nil, "other=o1")})
 	require.NoError(t, err)
 	require.NoError(t, pair.Sync(ctx))
 
@@ -165,7 +165,7 @@ func TestStandbyDecisionReadInCallersTransaction(t *testing.T) {
 	}
 	require.NoError(t, open.Commit(ctx))
 	for i, c := range curs {
-		_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", i, "seat=s1")}, appendif.FailIf(q, &c))
+		_, err = onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", i, "seat=s1")}, appendif.FailIf(q, &c))
 		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "cursor %d: the append sees the event its read did not", i)
 	}
 }
@@ -191,16 +191,16 @@ func TestStandbyProofFallsBackToPrimary(t *testing.T) {
 				spendXIDs(t, pp, onPrimary.Schema(), eventstore.ProvenMaxGaps+100)
 			} else {
 				for i := range eventstore.ProvenMaxSteps + 1 {
-					_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", i, "other=o1")})
+					_, err := onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", i, "other=o1")})
 					require.NoError(t, err)
 				}
 			}
-			_, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, acct)})
+			_, err := onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", nil, acct)})
 			require.NoError(t, err)
 			require.NoError(t, pair.Sync(ctx))
 			require.NoError(t, pair.Standby.PauseReplay(ctx))
 			defer func() { require.NoError(t, pair.Standby.ResumeReplay(context.WithoutCancel(ctx))) }()
-			dep, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 1, acct)})
+			dep, err := onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 1, acct)})
 			require.NoError(t, err)
 
 			evs, cur, err := onStandby.ReadAll(ctx, q, nil)
@@ -213,7 +213,7 @@ func TestStandbyProofFallsBackToPrimary(t *testing.T) {
 
 			var cond appendif.Condition
 			for _, named := range []bool{false, true} { // Fold over Read; the decision snapshots' read
-				m := eventstore.NewModel(q, 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+				m := pgdcb.NewModel(q, 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 				if named {
 					m.Name, m.Version = "count", 1
 				}
@@ -227,9 +227,9 @@ func TestStandbyProofFallsBackToPrimary(t *testing.T) {
 			require.NoError(t, err)
 			require.True(t, hc.Seen(dep.TransactionID, dep.Positions[0]), "Head is the primary's")
 
-			_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 2, acct)}, appendif.FailIf(q, &cur))
+			_, err = onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 2, acct)}, appendif.FailIf(q, &cur))
 			require.NoError(t, err, "the decision after the read commits")
-			_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 3, acct)}, cond)
+			_, err = onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 3, acct)}, cond)
 			require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "the Project decision sees the one just committed")
 		})
 	}

@@ -83,12 +83,12 @@ func TestStandbySnapshotTrap(t *testing.T) {
 	open, err := pp.Begin(ctx)
 	require.NoError(t, err)
 	defer open.Rollback(context.WithoutCancel(ctx))
-	_, err = onPrimary.AppendTx(ctx, open, []eventstore.Event{eventstore.MustEvent("SeatTaken", nil, "seat=s1")})
+	_, err = onPrimary.AppendTx(ctx, open, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", nil, "seat=s1")})
 	require.NoError(t, err)
 	var x uint64
 	require.NoError(t, open.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x))
 	// A later, committed transaction: the standby's snapshot then spans x.
-	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Other", nil, "other=o1")})
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", nil, "other=o1")})
 	require.NoError(t, err)
 	require.NoError(t, pair.Sync(ctx))
 
@@ -126,11 +126,11 @@ func TestStandbySnapshotTrap(t *testing.T) {
 	require.False(t, hc.Seen(x, 1<<62), "nor does Head's")
 
 	require.NoError(t, open.Commit(ctx))
-	_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "ours", "seat=s1")}, appendif.FailIf(q, &ours))
+	_, err = onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", "ours", "seat=s1")}, appendif.FailIf(q, &ours))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "our standby cursor: the append sees the event it did not read")
-	_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "head", "seat=s1")}, appendif.FailIf(q, &hc))
+	_, err = onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", "head", "seat=s1")}, appendif.FailIf(q, &hc))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "Head on the standby: the same")
-	_, err = onPrimary.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "naive", "seat=s1")}, appendif.FailIf(q, &naive))
+	_, err = onPrimary.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", "naive", "seat=s1")}, appendif.FailIf(q, &naive))
 	require.NoError(t, err, "the naive cursor commits blind: this is the trap")
 	all, _, err := onPrimary.ReadAll(ctx, q, nil)
 	require.NoError(t, err)
@@ -198,7 +198,7 @@ func runCourseRace(t *testing.T, s *eventstore.Store, courses, capacity, student
 								return err
 							}
 							defer tx.Rollback(context.WithoutCancel(ctx))
-							if _, err := s.AppendTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Bumped", nil, "counter=c")}); err != nil {
+							if _, err := s.AppendTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Bumped", nil, "counter=c")}); err != nil {
 								return err
 							}
 							time.Sleep(time.Duration(rand.IntN(20)) * time.Millisecond)
@@ -213,15 +213,15 @@ func runCourseRace(t *testing.T, s *eventstore.Store, courses, capacity, student
 							rec.Read = append(rec.Read, e.Position)
 						}
 						count(func(n *standbyRaceCounts) { n.attempts++ })
-						_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Decided",
+						_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Decided",
 							rec, "counter=c", fmt.Sprintf("writer=w%d", w))},
 							appendif.FailIf(counter, &cur))
 						return countOutcome(count, err)
 					}
 					course := fmt.Sprintf("course=c%d", rand.IntN(courses))
 					student := fmt.Sprintf("student=s%d", rand.IntN(students))
-					cm := eventstore.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, course), courseState{},
-						func(st courseState, e eventstore.StoredEvent) courseState {
+					cm := pgdcb.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, course), courseState{},
+						func(st courseState, e pgdcb.StoredEvent) courseState {
 							if e.Type == "CourseDefined" {
 								st.Defined, st.Capacity = true, capacity
 							} else {
@@ -230,8 +230,8 @@ func runCourseRace(t *testing.T, s *eventstore.Store, courses, capacity, student
 							return st
 						})
 					cm.Name, cm.Version = "course", 1
-					sm := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, student), []string{},
-						func(st []string, e eventstore.StoredEvent) []string {
+					sm := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, student), []string{},
+						func(st []string, e pgdcb.StoredEvent) []string {
 							c, _ := e.Tags.Get("course")
 							return append(st, c)
 						})
@@ -248,7 +248,7 @@ func runCourseRace(t *testing.T, s *eventstore.Store, courses, capacity, student
 						return nil
 					}
 					count(func(n *standbyRaceCounts) { n.attempts++ })
-					_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed",
+					_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed",
 						racecheck.DecisionRecord{Cursor: cond.After.String()}, course, student)}, cond)
 					return countOutcome(count, err)
 				}(); err != nil {
@@ -391,9 +391,9 @@ func TestStandbyDecisionsExactUnderLag(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			onPrimary, onStandby, _, _ := standbyStores(t, pair, &eventstore.Config{SnapshotEvery: 2})
-			var defs []eventstore.Event
+			var defs []pgdcb.Event
 			for c := range courses {
-				defs = append(defs, eventstore.MustEvent("CourseDefined", nil, fmt.Sprintf("course=c%d", c)))
+				defs = append(defs, pgdcb.MustEvent("CourseDefined", nil, fmt.Sprintf("course=c%d", c)))
 			}
 			_, err := onPrimary.Append(context.Background(), defs)
 			require.NoError(t, err)
@@ -445,7 +445,7 @@ func TestStandbyFailoverCursors(t *testing.T) {
 	defer pair.Close()
 	onPrimary, onStandby, pp, _ := standbyStores(t, pair, &eventstore.Config{NotifyDisabled: true})
 	q := query.Tagged(nil, "seat=s1")
-	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("SeatOffered", nil, "seat=s1")})
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatOffered", nil, "seat=s1")})
 	require.NoError(t, err)
 	require.NoError(t, pair.Sync(ctx))
 	_, onStandbyCur, err := onStandby.ReadAll(ctx, q, nil)
@@ -464,10 +464,10 @@ func TestStandbyFailoverCursors(t *testing.T) {
 		return pp.QueryRow(ctx, `SELECT count(*) FROM pg_stat_replication`).Scan(&n) == nil && n == 0
 	}, time.Minute, 20*time.Millisecond, "the walsender is gone")
 	for i := range 20 {
-		_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Lost", i, "other=o1")})
+		_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Lost", i, "other=o1")})
 		require.NoError(t, err)
 	}
-	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "lost", "seat=s1")})
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", "lost", "seat=s1")})
 	require.NoError(t, err)
 	lostEvs, onOldPrimary, err := onPrimary.ReadAll(ctx, q, nil)
 	require.NoError(t, err)
@@ -487,21 +487,21 @@ func TestStandbyFailoverCursors(t *testing.T) {
 
 	// A new matching event on the new primary takes an id the old primary
 	// had used: it sorts before the old primary's cursor.
-	res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "new", "seat=s1")})
+	res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", "new", "seat=s1")})
 	require.NoError(t, err)
 	t.Logf("old primary's cursor at transaction %d; the new event got %d", onOldPrimary.TransactionID, res.TransactionID)
 	require.Less(t, res.TransactionID, onOldPrimary.TransactionID, "the failover hands out the old ids again (the test's premise)")
 
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "old-primary-cursor", "seat=s1")},
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", "old-primary-cursor", "seat=s1")},
 		appendif.FailIf(q, &onOldPrimary))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "a cursor naming a lost event proves nothing seen")
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatTaken", "standby-cursor", "seat=s1")},
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", "standby-cursor", "seat=s1")},
 		appendif.FailIf(q, &onStandbyCur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "a standby cursor from before the failover: the new event is unseen")
 	// A fresh decision on the new primary works.
 	_, cur, err := s.ReadAll(ctx, q, nil)
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("SeatReleased", nil, "seat=s1")}, appendif.FailIf(q, &cur))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("SeatReleased", nil, "seat=s1")}, appendif.FailIf(q, &cur))
 	require.NoError(t, err)
 }
 
@@ -515,7 +515,7 @@ func TestStandbyWaitForOwnWrite(t *testing.T) {
 	defer cancel()
 	q := query.Tagged(nil, "account=a1")
 	start := time.Now()
-	res, err := onStandby.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", 10, "account=a1")})
+	res, err := onStandby.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", 10, "account=a1")})
 	require.NoError(t, err)
 	evs, _, err := onStandby.ReadAll(ctx, q, nil)
 	require.NoError(t, err)
@@ -559,9 +559,9 @@ func TestStandbyFailoverSamePoint(t *testing.T) {
 	onPrimary, _, pp, _ := standbyStores(t, pair, &eventstore.Config{NotifyDisabled: true})
 	course := query.Tagged(nil, "course=c1")
 	seq := pgx.Identifier{onPrimary.Schema(), "events_position_seq"}.Sanitize()
-	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("CourseDefined", 3, "course=c1")})
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("CourseDefined", 3, "course=c1")})
 	require.NoError(t, err)
-	_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s1", "course=c1")})
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", "s1", "course=c1")})
 	require.NoError(t, err)
 	// 1. Append until the sequence's next value is WAL-logged anew (it logs
 	// 32 values ahead), and let the standby replay it.
@@ -572,7 +572,7 @@ func TestStandbyFailoverSamePoint(t *testing.T) {
 			break
 		}
 		require.Less(t, i, 200, "the position sequence's log_cnt never reached 0")
-		_, err = onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("Filler", i, "other=o1")})
+		_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Filler", i, "other=o1")})
 		require.NoError(t, err)
 	}
 	require.NoError(t, pair.Sync(ctx))
@@ -591,7 +591,7 @@ func TestStandbyFailoverSamePoint(t *testing.T) {
 	}, time.Minute, 20*time.Millisecond, "the walsender is gone")
 
 	// 3. On the old primary, the event that will be lost.
-	lost, err := onPrimary.Append(ctx, []eventstore.Event{eventstore.MustEvent("CapacityChanged", 2, "course=c1")})
+	lost, err := onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("CapacityChanged", 2, "course=c1")})
 	require.NoError(t, err)
 	// 4. Decisions and cursors on the old primary, after it.
 	_, oldDecision, err := onPrimary.ReadAll(ctx, course, nil)
@@ -620,7 +620,7 @@ func TestStandbyFailoverSamePoint(t *testing.T) {
 	evs, fresh, err := s.ReadAll(ctx, course, nil)
 	require.NoError(t, err)
 	require.Len(t, evs, 2, "the promoted standby lacks the lost event")
-	now, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s2", "course=c1")}, appendif.FailIf(course, &fresh))
+	now, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", "s2", "course=c1")}, appendif.FailIf(course, &fresh))
 	require.NoError(t, err)
 	if now.TransactionID != lost.TransactionID || now.Positions[0] != lost.Positions[0] {
 		t.Fatalf("premise not reached: the new primary's event is at (%d, %d), the lost one was at (%d, %d); "+
@@ -632,17 +632,17 @@ func TestStandbyFailoverSamePoint(t *testing.T) {
 	// decisions after them fail. AppendIf on the store's connections (the
 	// group commit path) and AppendIfTx (pgx's encoding) alike.
 	for name, c := range map[string]cursor.Cursor{"ReadAll": oldDecision, "Head": oldHead, "ReadTail": tail.Cursor, "Append": lost.Cursor()} {
-		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &c))
+		_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &c))
 		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "an AppendIf after the old primary's %s cursor commits blind", name)
 		tx, err := np.Begin(ctx)
 		require.NoError(t, err)
-		_, err = s.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &c))
+		_, err = s.AppendIfTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &c))
 		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "an AppendIfTx after the old primary's %s cursor commits blind", name)
 		require.NoError(t, tx.Rollback(ctx))
 		// The same cursor sent through its text form (an ETag, a client).
 		back, err := cursor.Parse(c.String())
 		require.NoError(t, err)
-		_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &back))
+		_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &back))
 		require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "%s cursor through its text", name)
 	}
 	// A cursor encoded before the event time existed (version 1) proves
@@ -650,6 +650,6 @@ func TestStandbyFailoverSamePoint(t *testing.T) {
 	// the negative control, it commits blind here.
 	v1 := oldDecision
 	v1.EventTime = 0
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &v1))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &v1))
 	require.NoError(t, err, "a version 1 cursor passes the probe on the event now at its point")
 }

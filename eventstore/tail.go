@@ -12,42 +12,6 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// TailBatch is one page of a tailing read.
-type TailBatch struct {
-	// Events matching the query after the cursor, in log order.
-	Events []StoredEvent
-	// Cursor to continue from. It always covers the batch it comes with, and
-	// it always names an event that exists (or the start of the log): the last
-	// event delivered when the limit was reached, else the last event of the
-	// whole log below the horizon (everything matching before it was
-	// delivered), else the cursor the read started from. It never points past
-	// the newest event, so no transaction id a crash can hand out again sorts
-	// at or before it. It carries no snapshot and is safe as an AppendIf After
-	// by plain log order.
-	Cursor cursor.Cursor
-	// Horizon is the oldest transaction id that was running when the page was
-	// read and is not proven to run in another database of the cluster (the
-	// read's snapshot xmax when there is none): no event at or above it was
-	// delivered. See docs/CONCURRENCY.md, "The tailing horizon".
-	Horizon uint64
-	// HorizonHolder is the transaction at the horizon, when it was still
-	// running as the page was read: the one a reader waits for when
-	// committed events sit at or above the horizon. Zero when none.
-	HorizonHolder HorizonHolder
-	// Head is the last event of the whole log in log order visible when the
-	// page was read (whatever the limit and the query), for lag metrics.
-	Head cursor.Cursor
-}
-
-// HorizonHolder names the transaction at a tailing read's horizon.
-type HorizonHolder struct {
-	// PID of its backend; 0 when not known (a prepared transaction, or one
-	// that ended just after the read's snapshot).
-	PID int
-	// Database it runs in; "" when not known.
-	Database string
-}
-
 // ReadTail reads up to limit events matching q after the cursor, only from
 // transactions older than every running one of this database, so an event
 // that commits later never lands behind the returned cursor. A long-running
@@ -59,7 +23,7 @@ type HorizonHolder struct {
 // negative limit is refused (pgdcb.ErrInvalidArgument).
 //
 // Subscriptions, projections and the outbox are built on it.
-func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
+func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (pgdcb.TailBatch, error) {
 	return s.readTail(ctx, s.ReadPool(), q, TailOptions{After: after, Limit: limit})
 }
 
@@ -81,39 +45,39 @@ type TailOptions struct {
 // no query of types and tags names (runstore's snapshot projector reads the
 // events carrying its metadata marker) follows it with the same horizon and
 // cursor rules.
-func (s *Store) ReadTailWith(ctx context.Context, q query.Query, opts TailOptions) (TailBatch, error) {
+func (s *Store) ReadTailWith(ctx context.Context, q query.Query, opts TailOptions) (pgdcb.TailBatch, error) {
 	return s.readTail(ctx, s.ReadPool(), q, opts)
 }
 
 // ReadTailWithTx is ReadTailWith in the caller's transaction (see
 // ReadTailTx).
-func (s *Store) ReadTailWithTx(ctx context.Context, tx pgx.Tx, q query.Query, opts TailOptions) (TailBatch, error) {
+func (s *Store) ReadTailWithTx(ctx context.Context, tx pgx.Tx, q query.Query, opts TailOptions) (pgdcb.TailBatch, error) {
 	return s.readTail(ctx, tx, q, opts)
 }
 
 // ReadTailTx is ReadTail in the caller's transaction. Read before the
 // transaction's first write: once it has a transaction id, it holds the horizon
 // below its own writes.
-func (s *Store) ReadTailTx(ctx context.Context, tx pgx.Tx, q query.Query, after cursor.Cursor, limit int) (TailBatch, error) {
+func (s *Store) ReadTailTx(ctx context.Context, tx pgx.Tx, q query.Query, after cursor.Cursor, limit int) (pgdcb.TailBatch, error) {
 	return s.readTail(ctx, tx, q, TailOptions{After: after, Limit: limit})
 }
 
-func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, opts TailOptions) (_ TailBatch, err error) {
+func (s *Store) readTail(ctx context.Context, db dbtx, q query.Query, opts TailOptions) (_ pgdcb.TailBatch, err error) {
 	after, limit := opts.After, opts.Limit
 	ctx, t := s.startRead(ctx, ReadOpReadTail, q, db)
 	defer func() { t.endRead(ReadOpReadTail, err) }()
 	if limit < 0 {
-		return TailBatch{}, &pgdcb.InvalidArgumentError{Name: "ReadTail limit",
+		return pgdcb.TailBatch{}, &pgdcb.InvalidArgumentError{Name: "ReadTail limit",
 			Reason: fmt.Sprintf("must not be negative (got %d; 0 means no limit)", limit)}
 	}
 	after.Snapshot = nil // tailing is by log order only
-	es := s.readMode(ctx, db, q, &ReadOptions{After: &after, Limit: limit, MetadataContains: opts.MetadataContains}, true)
+	es := s.readMode(ctx, db, q, &pgdcb.ReadOptions{After: &after, Limit: limit, MetadataContains: opts.MetadataContains}, true)
 	evs, _, err := collect(es)
 	if err != nil {
-		return TailBatch{}, err
+		return pgdcb.TailBatch{}, err
 	}
-	b := TailBatch{Events: evs, Horizon: es.horizon, Head: es.head,
-		HorizonHolder: HorizonHolder{PID: es.holder.PID, Database: es.holder.Database}}
+	b := pgdcb.TailBatch{Events: evs, Horizon: es.horizon, Head: es.head,
+		HorizonHolder: pgdcb.HorizonHolder{PID: es.holder.PID, Database: es.holder.Database}}
 	b.Head.Snapshot = nil
 	if limit > 0 && len(evs) == limit {
 		// Possibly more to come: continue after the last event delivered.

@@ -19,9 +19,9 @@ import (
 // a minute passes), asserting at every page what a tailing reader relies on:
 // the page's cursor covers the page, never moves back, and no event comes
 // twice.
-func tailChecked(t *testing.T, s *eventstore.Store, q query.Query, after cursor.Cursor, limit, n int) ([]eventstore.StoredEvent, cursor.Cursor) {
+func tailChecked(t *testing.T, s *eventstore.Store, q query.Query, after cursor.Cursor, limit, n int) ([]pgdcb.StoredEvent, cursor.Cursor) {
 	t.Helper()
-	var got []eventstore.StoredEvent
+	var got []pgdcb.StoredEvent
 	seen := map[int64]bool{}
 	await.Until(t, time.Minute, func() (bool, string) {
 		for { // full pages are read on at once; a short one ends the poll
@@ -59,8 +59,8 @@ func TestTailShortPageMovesCursor(t *testing.T) {
 	for round := 0; round < 200 && effective < 3; round++ {
 		tag := fmt.Sprintf("round=r%d", round)
 		q := query.Tagged(nil, tag)
-		res, err := s.Append(ctx, []eventstore.Event{
-			eventstore.MustEvent("E", 1, tag), eventstore.MustEvent("E", 2, tag), eventstore.MustEvent("E", 3, tag),
+		res, err := s.Append(ctx, []pgdcb.Event{
+			pgdcb.MustEvent("E", 1, tag), pgdcb.MustEvent("E", 2, tag), pgdcb.MustEvent("E", 3, tag),
 		})
 		require.NoError(t, err)
 		// The next transaction id, held open: the horizon stops right above
@@ -102,7 +102,7 @@ func TestTailCursorStaysOnAnEvent(t *testing.T) {
 	ctx := context.Background()
 	s, pool := newStore(t, &eventstore.Config{NotifyDisabled: true})
 	q := query.Tagged(nil, "stream=s1")
-	res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "stream=s1")})
+	res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("E", 1, "stream=s1")})
 	require.NoError(t, err)
 	// Transactions that take an id and write no event, as a NOTIFY does.
 	for range 3 {
@@ -127,7 +127,7 @@ func TestTailCursorStaysOnAnEvent(t *testing.T) {
 
 	// An event of another query moves the cursor onto that event (it exists
 	// and sorts after every delivered one), never beyond it.
-	other, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("F", 1, "stream=s2")})
+	other, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("F", 1, "stream=s2")})
 	require.NoError(t, err)
 	await.Until(t, time.Minute, func() (bool, string) {
 		b, err := s.ReadTail(ctx, q, cur, 10)
@@ -148,9 +148,9 @@ func TestTailCursorStaysOnAnEvent(t *testing.T) {
 func TestTailHeadIsTheLogHeadWhileBehind(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
-	batch := make([]eventstore.Event, 100)
+	batch := make([]pgdcb.Event, 100)
 	for i := range batch {
-		batch[i] = eventstore.MustEvent("E", i, "stream=h")
+		batch[i] = pgdcb.MustEvent("E", i, "stream=h")
 	}
 	res, err := s.Append(ctx, batch)
 	require.NoError(t, err)
@@ -175,12 +175,12 @@ func TestTailAndReadRefuseNegativeLimits(t *testing.T) {
 	_, err := s.ReadTail(ctx, query.All(), cursor.Start, -5)
 	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
 	require.ErrorContains(t, err, "-5")
-	_, _, err = s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{Limit: -1})
+	_, _, err = s.ReadAll(ctx, query.All(), &pgdcb.ReadOptions{Limit: -1})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
 	require.ErrorContains(t, err, "ReadOptions.Limit")
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "a=1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("E", 1, "a=1")})
 	require.NoError(t, err)
-	evs, _, err := s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{Limit: 0})
+	evs, _, err := s.ReadAll(ctx, query.All(), &pgdcb.ReadOptions{Limit: 0})
 	require.NoError(t, err)
 	require.Len(t, evs, 1)
 }

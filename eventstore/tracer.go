@@ -90,7 +90,7 @@ func OutcomeOf(err error) Outcome {
 // TraceAppendStartData describes an append that starts.
 type TraceAppendStartData struct {
 	// Events are the events to append, as given (not yet checked).
-	Events []Event
+	Events []pgdcb.Event
 	// Condition is AppendIf's condition; nil for Append.
 	Condition *appendif.Condition
 	// InTx: AppendTx or AppendIfTx (the caller's transaction).
@@ -104,7 +104,7 @@ type TraceAppendEndData struct {
 	// Err is the error the call returns; nil when it committed.
 	Err error
 	// Result is what the call returns (zero unless committed).
-	Result AppendResult
+	Result pgdcb.AppendResult
 	// Events is the number of events of the append (appended when
 	// committed).
 	Events int
@@ -250,7 +250,7 @@ func (s *Store) startTrace(ctx context.Context, start func(context.Context) cont
 
 // startAppend starts tracing an append; the returned *opTrace is nil (and
 // ctx unchanged) without a tracer.
-func (s *Store) startAppend(ctx context.Context, events []Event, cond *appendif.Condition, inTx bool) (context.Context, *opTrace) {
+func (s *Store) startAppend(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, inTx bool) (context.Context, *opTrace) {
 	tr := s.cfg.Tracer
 	if tr == nil {
 		return ctx, nil
@@ -265,7 +265,7 @@ func (s *Store) startAppend(ctx context.Context, events []Event, cond *appendif.
 }
 
 // endAppend ends the append's trace (nothing when t is nil).
-func (t *opTrace) endAppend(events int, res AppendResult, err error) {
+func (t *opTrace) endAppend(events int, res pgdcb.AppendResult, err error) {
 	if t == nil {
 		return
 	}
@@ -306,13 +306,13 @@ func (t *opTrace) endRead(op ReadOp, err error) {
 
 // tracedRead is read for the public Read forms: traced from the start of the
 // iteration to its end when the store has a tracer.
-func (s *Store) tracedRead(ctx context.Context, db dbtx, op ReadOp, q query.Query, opts *ReadOptions) *Events {
+func (s *Store) tracedRead(ctx context.Context, db dbtx, op ReadOp, q query.Query, opts *pgdcb.ReadOptions) *events {
 	if s.cfg.Tracer == nil {
 		return s.read(ctx, db, q, opts)
 	}
-	out := &Events{}
-	var inner *Events
-	out.seq = func(yield func(StoredEvent, error) bool) {
+	out := &events{}
+	var inner *events
+	out.seq = func(yield func(pgdcb.StoredEvent, error) bool) {
 		if inner != nil { // iterated twice: the inner read says so
 			for ev, err := range inner.All() {
 				if !yield(ev, err) {

@@ -25,19 +25,19 @@ func TestTracerCheckItems(t *testing.T) {
 			ctx := context.Background()
 			r := &recorder{}
 			s, _ := newStore(t, &eventstore.Config{Tracer: r, GroupCommitDisabled: off})
-			ev := eventstore.MustEvent("Paid", nil, "op=1", "acct=a")
+			ev := pgdcb.MustEvent("Paid", nil, "op=1", "acct=a")
 			cond := appendif.FailIf(query.Tagged(nil, "acct=a").Or(query.Tagged([]string{"Closed"})), nil).
 				WithIdempotency(query.Tagged(nil, "op=1"))
 
-			_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "acct=b")})
+			_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "acct=b")})
 			require.NoError(t, err)
-			_, err = s.AppendIf(ctx, []eventstore.Event{ev}, cond)
+			_, err = s.AppendIf(ctx, []pgdcb.Event{ev}, cond)
 			require.NoError(t, err)
-			_, err = s.AppendIf(ctx, []eventstore.Event{ev}, cond)
+			_, err = s.AppendIf(ctx, []pgdcb.Event{ev}, cond)
 			require.ErrorIs(t, err, pgdcb.ErrIdempotent)
-			_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Paid", nil, "op=2")}, appendif.FailIf(query.Tagged(nil, "acct=a"), nil))
+			_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Paid", nil, "op=2")}, appendif.FailIf(query.Tagged(nil, "acct=a"), nil))
 			require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
-			_, err = s.AppendIf(ctx, []eventstore.Event{{Data: []byte(`{}`)}}, cond)
+			_, err = s.AppendIf(ctx, []pgdcb.Event{{Data: []byte(`{}`)}}, cond)
 			require.ErrorIs(t, err, pgdcb.ErrInvalidEvent)
 
 			r.mu.Lock()

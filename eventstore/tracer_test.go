@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
@@ -85,7 +86,7 @@ func TestTracerCalls(t *testing.T) {
 
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)
-	_, err = s.AppendTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("A", nil, "t=1"), eventstore.MustEvent("A", nil, "t=1")})
+	_, err = s.AppendTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("A", nil, "t=1"), pgdcb.MustEvent("A", nil, "t=1")})
 	require.NoError(t, err)
 	require.NoError(t, eventstore.CommitTx(ctx, tx))
 	require.Len(t, r.appends, 1)
@@ -156,7 +157,7 @@ func TestTracerGrouped(t *testing.T) {
 		var wg sync.WaitGroup
 		for range 16 {
 			wg.Go(func() {
-				_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("G", nil, "g=1")})
+				_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("G", nil, "g=1")})
 				require.NoError(t, err)
 			})
 		}
@@ -172,7 +173,7 @@ func TestMultiTracer(t *testing.T) {
 	t.Parallel()
 	a, b := &recorder{}, &recorder{}
 	s, _ := newStore(t, &eventstore.Config{Tracer: eventstore.MultiTracer(a, nil, b)})
-	_, err := s.Append(context.Background(), []eventstore.Event{eventstore.MustEvent("A", nil)})
+	_, err := s.Append(context.Background(), []pgdcb.Event{pgdcb.MustEvent("A", nil)})
 	require.NoError(t, err)
 	_, err = s.Head(context.Background())
 	require.NoError(t, err)

@@ -40,7 +40,7 @@ func translate(op string, err error) error {
 		// Input is checked before it is sent (see Store.validate); this is the
 		// fallback for what the server refuses all the same.
 		if op == "append" {
-			return &InvalidEventError{Index: -1, Reason: "refused by the server: " + clip.String(pgErr.Message)}
+			return &pgdcb.InvalidEventError{Index: -1, Reason: "refused by the server: " + clip.String(pgErr.Message)}
 		}
 	case pgcode.UndefinedFunction, pgcode.UndefinedTable, pgcode.InvalidSchemaName:
 		return fmt.Errorf("%w: %s", pgdcb.ErrNotMigrated, errfmt.Trim(pgErr.Message))

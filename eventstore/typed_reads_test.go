@@ -7,6 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -29,7 +30,7 @@ func TestTypedReadsGeneric(t *testing.T) {
 	for _, c := range []struct {
 		name string
 		q    func(i int) query.Query
-		opts eventstore.ReadOptions
+		opts pgdcb.ReadOptions
 		want int
 	}{
 		{name: "one type", q: func(i int) query.Query { return query.Tagged([]string{"Deposited"}, fmt.Sprintf("account=%d", i)) }, want: 9},
@@ -41,7 +42,7 @@ func TestTypedReadsGeneric(t *testing.T) {
 				Or(query.Tagged([]string{"Deposited"}, fmt.Sprintf("account=%d", i+1), fmt.Sprintf("shard=%d", ((i+1)*10+1)%16)))
 		}, want: 2},
 		{name: "ReadLast", q: func(i int) query.Query { return query.Tagged([]string{"Deposited"}, fmt.Sprintf("account=%d", i)) },
-			opts: eventstore.ReadOptions{Backwards: true, Limit: 1}, want: 1},
+			opts: pgdcb.ReadOptions{Backwards: true, Limit: 1}, want: 1},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			for i := range 8 {

@@ -5,6 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -17,7 +18,7 @@ import (
 // wireCall is one append of a call: its events, its condition (nil: none),
 // its call id (uuid.Nil: none; the first event's id when it has none).
 type wireCall struct {
-	events []Event
+	events []pgdcb.Event
 	cond   *appendif.Condition
 	id     uuid.UUID
 	items  []query.Item // cond's items, idempotency first
@@ -25,7 +26,7 @@ type wireCall struct {
 }
 
 // newWireCall collects c's check items.
-func newWireCall(events []Event, cond *appendif.Condition, id uuid.UUID) wireCall {
+func newWireCall(events []pgdcb.Event, cond *appendif.Condition, id uuid.UUID) wireCall {
 	c := wireCall{events: events, cond: cond, id: id}
 	if cond != nil {
 		c.items = cond.Idempotency.Items()

@@ -61,7 +61,7 @@ func TestAppendCallsUnderEveryExecMode(t *testing.T) {
 func checkAppendCalls(t *testing.T, s *eventstore.Store) {
 	ctx := t.Context()
 	id := uuid.New()
-	batch := []eventstore.Event{
+	batch := []pgdcb.Event{
 		{Type: "Opened", Tags: tags.MustParseSet("acct=a", "owner=o1"), Data: json.RawMessage(`{"n":1,"s":"\"quoted\" ü"}`),
 			Metadata: json.RawMessage(`{"corr":"c1"}`)},
 		{Type: "Noted", Data: json.RawMessage(`[]`), ID: id},
@@ -93,7 +93,7 @@ func checkAppendCalls(t *testing.T, s *eventstore.Store) {
 		FailIfEventsMatch: query.Tagged([]string{"Closed", "Frozen"}, "acct=a").Or(query.Tagged(nil, "acct=a", "owner=o1")),
 		After:             &head,
 	}
-	closed := []eventstore.Event{eventstore.MustEvent("Closed", nil, "acct=a", "op=close-a")}
+	closed := []pgdcb.Event{pgdcb.MustEvent("Closed", nil, "acct=a", "op=close-a")}
 	ok, err := s.AppendIf(ctx, closed, cond)
 	require.NoError(t, err)
 	_, err = s.AppendIf(ctx, closed, cond)
@@ -112,7 +112,7 @@ func checkAppendCalls(t *testing.T, s *eventstore.Store) {
 	for i := range 16 {
 		go func() {
 			tag := "w=" + strings.Repeat("x", i+1)
-			_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, tag)},
+			_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", i, tag)},
 				appendif.FailIf(query.Tagged(nil, tag), nil))
 			errs <- err
 		}()
@@ -177,7 +177,7 @@ func TestAppendAfterDeallocateAll(t *testing.T) {
 			conn.Release()
 			require.NoError(t, err)
 		}
-		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", i, "acct=d")})
+		_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", i, "acct=d")})
 		require.NoError(t, err, "append %d", i)
 	}
 	evs, _, err := s.ReadAll(ctx, query.Tagged(nil, "acct=d"), nil)

@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
@@ -41,7 +42,7 @@ func envInt(name string, def int) int {
 // counting is a handler that counts what it handled (and writes nothing but
 // the checkpoint), so that the figures are the read path's.
 func counting(n *atomic.Int64) projection.Handler {
-	return func(_ context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+	return func(_ context.Context, _ pgx.Tx, evs []pgdcb.StoredEvent) error {
 		n.Add(int64(len(evs)))
 		return nil
 	}
@@ -88,7 +89,7 @@ func BenchmarkLogicalCatchUp(b *testing.B) {
 	// The stream's slot exists before the backlog.
 	var lg atomic.Int64
 	stop := runProjection(b, store, "stream", counting(&lg), true)
-	_, err := store.Append(ctx, []eventstore.Event{event(b, "E", "k=v")})
+	_, err := store.Append(ctx, []pgdcb.Event{event(b, "E", "k=v")})
 	require.NoError(b, err)
 	waitCount(b, &lg, 1)
 	stop()
@@ -160,14 +161,14 @@ func runLive(b *testing.B, store *eventstore.Store, name string, logicalMode boo
 		st   = stages{trace: map[int64][3]time.Time{}, acked: map[int64]time.Time{}}
 	)
 	if logicalMode {
-		logical.SetTraceDelivery(func(ev *eventstore.StoredEvent, sent, received, handed time.Time) {
+		logical.SetTraceDelivery(func(ev *pgdcb.StoredEvent, sent, received, handed time.Time) {
 			st.mu.Lock()
 			st.trace[ev.Position] = [3]time.Time{sent, received, handed}
 			st.mu.Unlock()
 		})
 		defer logical.SetTraceDelivery(nil)
 	}
-	h := func(_ context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+	h := func(_ context.Context, _ pgx.Tx, evs []pgdcb.StoredEvent) error {
 		now := time.Now()
 		mu.Lock()
 		defer mu.Unlock()
@@ -197,7 +198,7 @@ func runLive(b *testing.B, store *eventstore.Store, name string, logicalMode boo
 	require.NoError(b, err)
 	stop := runProjection(b, store, name, h, logicalMode)
 	defer stop()
-	_, err = store.Append(ctx, []eventstore.Event{event(b, "E", "k=v")})
+	_, err = store.Append(ctx, []pgdcb.Event{event(b, "E", "k=v")})
 	require.NoError(b, err)
 	waitCount(b, &seen, int64(len(before.Events))+1) // delivering (logical: the slot exists)
 	if hold != nil {
@@ -220,7 +221,7 @@ func runLive(b *testing.B, store *eventstore.Store, name string, logicalMode boo
 				next = next.Add(per)
 				t0 := time.Now()
 				data, _ := json.Marshal(map[string]int64{"Sent": t0.UnixNano()})
-				if _, err := store.Append(ctx, []eventstore.Event{{Type: "E", Tags: tags, Data: data}}); err != nil {
+				if _, err := store.Append(ctx, []pgdcb.Event{{Type: "E", Tags: tags, Data: data}}); err != nil {
 					b.Error(err)
 					return
 				}
@@ -262,7 +263,7 @@ func BenchmarkLogicalLiveLatency(b *testing.B) {
 
 	var (
 		holder pgx.Tx
-		head   eventstore.TailBatch
+		head   pgdcb.TailBatch
 	)
 	lg := runLive(b, store, "live", true, rate, secs, func() {
 		var err error

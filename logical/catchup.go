@@ -12,8 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 )
 
 // catchUp is a catch-up through the SQL interface in progress
@@ -124,7 +123,7 @@ func (r *Reader) catchUpNext(ctx context.Context, max int, wait time.Duration) (
 		}
 	}()
 	cu := r.cu
-	var evs []eventstore.StoredEvent
+	var evs []pgdcb.StoredEvent
 	for {
 		evs = r.take(evs, max)
 		if len(evs) >= max {

@@ -13,6 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
@@ -65,7 +66,7 @@ func TestCatchUpBacklogExactlyOnceInCommitOrder(t *testing.T) {
 	early, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer early.Rollback(context.Background())
-	er, err := store.AppendTx(ctx, early, []eventstore.Event{event(t, "E", "k=early"), event(t, "E", "k=early")})
+	er, err := store.AppendTx(ctx, early, []pgdcb.Event{event(t, "E", "k=early"), event(t, "E", "k=early")})
 	require.NoError(t, err)
 	var want []int64 // commit order
 	for range 12 {
@@ -116,7 +117,7 @@ type evRef struct {
 
 func (e evRef) String() string { return fmt.Sprintf("%d/%d", e.xid, e.pos) }
 
-func refsOf(res eventstore.AppendResult) []evRef {
+func refsOf(res pgdcb.AppendResult) []evRef {
 	out := make([]evRef, len(res.Positions))
 	for i, p := range res.Positions {
 		out[i] = evRef{res.TransactionID, p}
@@ -146,14 +147,14 @@ func newLedger(cp logical.Checkpoint, tail cursor.Cursor) *ledger {
 
 // committed records an append that has committed (the caller commits one
 // transaction at a time, so the calls are in commit order).
-func (l *ledger) committed(res eventstore.AppendResult) {
+func (l *ledger) committed(res pgdcb.AppendResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.want = append(l.want, refsOf(res)...)
 }
 
 // opened records an append of a transaction still open.
-func (l *ledger) opened(res eventstore.AppendResult) {
+func (l *ledger) opened(res pgdcb.AppendResult) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.open[res.TransactionID] = refsOf(res)
@@ -324,9 +325,9 @@ func TestCatchUpSwitchesToStream(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		for i := 0; !stop.Load(); i++ {
-			evs := make([]eventstore.Event, 1+i%5)
+			evs := make([]pgdcb.Event, 1+i%5)
 			for j := range evs {
-				ev, err := eventstore.NewEvent("E", map[string]any{"i": i, "j": j}, "k=w")
+				ev, err := pgdcb.NewEvent("E", map[string]any{"i": i, "j": j}, "k=w")
 				if err != nil {
 					t.Errorf("writer: %v", err)
 					return
@@ -435,7 +436,7 @@ func TestCatchUpSwitchesToStream(t *testing.T) {
 	cp, tail = l.resumeAt(t)
 	rd, err := logical.Open(ctx, store, "r", query.All(), cp, tail, cfg(50))
 	require.NoError(t, err)
-	res, err := store.Append(ctx, []eventstore.Event{event(t, "E", "k=last"), event(t, "E", "k=last")})
+	res, err := store.Append(ctx, []pgdcb.Event{event(t, "E", "k=last"), event(t, "E", "k=last")})
 	require.NoError(t, err)
 	l.committed(res)
 	l.drain(t, rd, 100)
@@ -475,7 +476,7 @@ func TestCatchUpOpenTransactionDelaysNothing(t *testing.T) {
 		tx, err := pool.Begin(ctx)
 		require.NoError(t, err)
 		t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
-		evs := make([]eventstore.Event, n)
+		evs := make([]pgdcb.Event, n)
 		for i := range evs {
 			evs[i] = event(t, "E", "k=open")
 		}
@@ -622,9 +623,9 @@ func repeat(n, v int) []int {
 }
 
 // appendRes appends n events in one transaction.
-func appendRes(t *testing.T, store *eventstore.Store, n int) eventstore.AppendResult {
+func appendRes(t *testing.T, store *eventstore.Store, n int) pgdcb.AppendResult {
 	t.Helper()
-	evs := make([]eventstore.Event, n)
+	evs := make([]pgdcb.Event, n)
 	for i := range evs {
 		evs[i] = event(t, "E", "k=v")
 	}

@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pglogrepl"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
@@ -123,9 +123,9 @@ const pgEpoch = 946684800
 // text (the same output functions as a plain SELECT's), each decoded in its
 // form. The tuple's bytes belong to the message buffer: everything kept is
 // copied.
-func decodeEvent(r *relation, m *pgtype.Map, t []column) (eventstore.StoredEvent, error) {
+func decodeEvent(r *relation, m *pgtype.Map, t []column) (pgdcb.StoredEvent, error) {
 	var (
-		ev   eventstore.StoredEvent
+		ev   pgdcb.StoredEvent
 		cols [nEventColumns]column
 	)
 	for i, j := range r.idx {

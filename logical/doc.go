@@ -1,6 +1,6 @@
 // Package logical feeds tailing readers from logical decoding instead of tail
 // reads: a publication on the store's events table, one replication slot per
-// reader, and the pgoutput stream decoded into eventstore.StoredEvent. Events
+// reader, and the pgoutput stream decoded into pgdcb.StoredEvent. Events
 // arrive in COMMIT order, so a transaction left open in the same database (the
 // application's own long job, an idle-in-transaction session) no longer holds
 // the reader back, as it holds the default tail read's horizon.

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/logical"
@@ -23,7 +24,7 @@ func Example() {
 	if store == nil {
 		return // (a store on a server with wal_level=logical)
 	}
-	h := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	h := func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		return nil // write the read model in tx
 	}
 	r, err := projection.New(store, "balances", query.All(), h, &projection.Config{Logical: &logical.Config{}})

@@ -3,12 +3,12 @@ package logical
 import (
 	"time"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 )
 
 // SetTraceDelivery sets traceDelivery (nil ends it); call it while no reader
 // runs.
-func SetTraceDelivery(f func(ev *eventstore.StoredEvent, sent, received, handed time.Time)) {
+func SetTraceDelivery(f func(ev *pgdcb.StoredEvent, sent, received, handed time.Time)) {
 	traceDelivery = f
 }
 

@@ -27,9 +27,9 @@ import (
 // loaded, so it is a bound, not an expectation.
 const deadline = 60 * time.Second
 
-func event(t testing.TB, typ string, tags ...string) eventstore.Event {
+func event(t testing.TB, typ string, tags ...string) pgdcb.Event {
 	t.Helper()
-	ev, err := eventstore.NewEvent(typ, map[string]any{"at": time.Now().UnixNano()}, tags...)
+	ev, err := pgdcb.NewEvent(typ, map[string]any{"at": time.Now().UnixNano()}, tags...)
 	require.NoError(t, err)
 	return ev
 }
@@ -48,7 +48,7 @@ func readModel(t *testing.T, store *eventstore.Store) (projection.Handler, func(
 	quoted := pgx.Identifier{store.Schema()}.Sanitize()
 	_, err := store.Pool().Exec(t.Context(), `CREATE TABLE `+quoted+`.rm (seq bigserial PRIMARY KEY, position bigint NOT NULL, tx xid8 NOT NULL)`)
 	require.NoError(t, err)
-	h := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	h := func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		for _, ev := range evs {
 			if _, err := tx.Exec(ctx, `INSERT INTO `+quoted+`.rm (position, tx) VALUES ($1, $2::xid8)`, ev.Position, ev.TransactionID); err != nil {
 				return err
@@ -192,7 +192,7 @@ func TestOpenTransactionDoesNotDelay(t *testing.T) {
 	appender, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer appender.Rollback(context.Background())
-	early, err := store.AppendTx(ctx, appender, []eventstore.Event{event(t, "E", "k=early")})
+	early, err := store.AppendTx(ctx, appender, []pgdcb.Event{event(t, "E", "k=early")})
 	require.NoError(t, err)
 
 	// The default mode is held: the tail horizon is at or below the holder.
@@ -319,7 +319,7 @@ func nextEvents(t *testing.T, rd *logical.Reader, max int) logical.Batch {
 	return b
 }
 
-func evPositions(evs []eventstore.StoredEvent) []int64 {
+func evPositions(evs []pgdcb.StoredEvent) []int64 {
 	out := make([]int64, len(evs))
 	for i, ev := range evs {
 		out[i] = ev.Position
@@ -346,9 +346,9 @@ func TestDecodedEventsEqualReadTail(t *testing.T) {
 			ev := event(t, "Typed", "a=1", "b=x y", `c={"q"}`)
 			ev.Metadata = []byte(`{"corr": "x", "n": [1, 2.50]}`)
 			ev.ID = [16]byte{1, 2, 3}
-			_, err = store.Append(ctx, []eventstore.Event{ev, event(t, "Other", "a=2")})
+			_, err = store.Append(ctx, []pgdcb.Event{ev, event(t, "Other", "a=2")})
 			require.NoError(t, err)
-			var got []eventstore.StoredEvent
+			var got []pgdcb.StoredEvent
 			for len(got) < 2 {
 				got = append(got, nextEvents(t, rd, 10).Events...)
 			}
@@ -528,9 +528,9 @@ func testSlotLostResynchronises(t *testing.T, mode readerMode, lose func(*testin
 	appender, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer appender.Rollback(context.Background())
-	open, err := store.AppendTx(ctx, appender, []eventstore.Event{event(t, "E", "k=open")})
+	open, err := store.AppendTx(ctx, appender, []pgdcb.Event{event(t, "E", "k=open")})
 	require.NoError(t, err)
-	var evs []eventstore.Event
+	var evs []pgdcb.Event
 	for range 3 {
 		evs = append(evs, event(t, "E", "k=ahead"))
 	}
@@ -612,7 +612,7 @@ func TestPauseAndHandlerFailureResumeExactlyOnce(t *testing.T) {
 	h, rows := readModel(t, store)
 	want := appendN(t, store, 2)
 	fail := make(chan struct{}, 1)
-	flaky := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	flaky := func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		select {
 		case <-fail:
 			return errors.New("handler failed on purpose")
@@ -652,7 +652,7 @@ func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 	cfg := projConfig()
 	cfg.Tracer = slots
 	handled := make(chan struct{}, 1)
-	startRunner(t, store, "p", func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+	startRunner(t, store, "p", func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error {
 		select {
 		case handled <- struct{}{}:
 		default:
@@ -665,7 +665,7 @@ func TestProjectionSlotMetricWhileEventsFlow(t *testing.T) {
 	go func() { // the next event once the runner has handled one: events flow at the reader's pace
 		defer close(appending)
 		for ctx.Err() == nil {
-			_, _ = store.Append(ctx, []eventstore.Event{event(t, "E", "k=v")})
+			_, _ = store.Append(ctx, []pgdcb.Event{event(t, "E", "k=v")})
 			select {
 			case <-handled:
 			case <-ctx.Done():
@@ -686,10 +686,10 @@ func (*slotSeen) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchD
 	return ctx
 }
 func (*slotSeen) TraceBatchEnd(context.Context, subscription.TraceBatchData) {}
-func (*slotSeen) TraceReaderError(context.Context, string, error)               {}
-func (*slotSeen) TraceLag(context.Context, string, subscription.Lag)            {}
-func (*slotSeen) TraceLeader(context.Context, string, bool)                     {}
-func (*slotSeen) TraceFailed(context.Context, string, bool)                     {}
+func (*slotSeen) TraceReaderError(context.Context, string, error)            {}
+func (*slotSeen) TraceLag(context.Context, string, subscription.Lag)         {}
+func (*slotSeen) TraceLeader(context.Context, string, bool)                  {}
+func (*slotSeen) TraceFailed(context.Context, string, bool)                  {}
 func (s *slotSeen) TraceSlot(_ context.Context, name string, _ subscription.SlotStatus) {
 	s.names.Store(name, true)
 }

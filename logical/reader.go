@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
@@ -27,7 +28,7 @@ type Batch struct {
 	// Events match the reader's query: in commit order of their
 	// transactions, each transaction's events in position order. May be
 	// empty when only the checkpoint moved.
-	Events []eventstore.StoredEvent
+	Events []pgdcb.StoredEvent
 	// Checkpoint is where to resume after this batch: store it durably with
 	// what the batch did, then call Confirm with it.
 	Checkpoint Checkpoint
@@ -99,7 +100,7 @@ type Reader struct {
 
 type txn struct {
 	commit, end pglogrepl.LSN
-	rows        []eventstore.StoredEvent
+	rows        []pgdcb.StoredEvent
 	off         int // rows consumed
 	// sent and received: when the server sent the commit message and when
 	// the reader had it (for traceDelivery only).
@@ -112,7 +113,7 @@ type txn struct {
 // when Next handed it out. It splits a delivery's latency into the server's
 // and the reader's parts (docs/SUBSCRIPTIONS.md "Logical decoding
 // latency").
-var traceDelivery func(ev *eventstore.StoredEvent, sent, received, handed time.Time)
+var traceDelivery func(ev *pgdcb.StoredEvent, sent, received, handed time.Time)
 
 // traced is an event handed out and its commit's times (traceDelivery).
 type traced struct {
@@ -481,7 +482,7 @@ func (r *Reader) Next(ctx context.Context, max int, wait time.Duration) (Batch, 
 	deadline := time.Now().Add(wait)
 	r.traced = r.traced[:0]
 	var linger time.Time // set once a batch has events: gather what follows at once
-	var evs []eventstore.StoredEvent
+	var evs []pgdcb.StoredEvent
 	for {
 		evs = r.take(evs, max)
 		now := time.Now()
@@ -524,7 +525,7 @@ const sampleEvery = 20 * time.Millisecond
 const pokeEvery = 20 * time.Millisecond
 
 // take moves up to max matching events of committed transactions into evs.
-func (r *Reader) take(evs []eventstore.StoredEvent, max int) []eventstore.StoredEvent {
+func (r *Reader) take(evs []pgdcb.StoredEvent, max int) []pgdcb.StoredEvent {
 	for len(r.ready) > 0 && len(evs) < max {
 		t := r.ready[0]
 		for t.off < len(t.rows) && len(evs) < max {
@@ -879,11 +880,11 @@ func (r *Reader) syncPage(ctx context.Context, max int) (Batch, error) {
 }
 
 // scanEvents reads rows of events, keeping those matching q; n counts all.
-func scanEvents(rows pgx.Rows, q query.Query) (evs []eventstore.StoredEvent, n int, last cursor.Cursor, err error) {
+func scanEvents(rows pgx.Rows, q query.Query) (evs []pgdcb.StoredEvent, n int, last cursor.Cursor, err error) {
 	defer rows.Close()
 	for rows.Next() {
 		var (
-			ev   eventstore.StoredEvent
+			ev   pgdcb.StoredEvent
 			tgs  []string
 			meta []byte
 			id   pgtype.UUID

@@ -192,7 +192,7 @@ func TestSubscriptionSwitchesModesExactlyOnce(t *testing.T) {
 	go func() {
 		done <- sub.Run(ctx, from, func(ctx context.Context, b subscription.Batch) error {
 			return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{}, func(tx pgx.Tx) error {
-				var evs []eventstore.StoredEvent
+				var evs []pgdcb.StoredEvent
 				for _, ev := range b.Events {
 					if !last.Consumed(ev.TransactionID, ev.Position) {
 						evs = append(evs, ev)

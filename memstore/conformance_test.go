@@ -3,13 +3,13 @@ package memstore_test
 import (
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore/conformance"
 	"github.com/pgdcb/pgdcb/memstore"
 )
 
 func TestConformance(t *testing.T) {
 	t.Parallel()
-	conformance.RunWithOptions(t, func(t *testing.T) eventstore.Interface { return memstore.MustNew(nil) },
+	conformance.RunWithOptions(t, func(t *testing.T) pgdcb.Store { return memstore.MustNew(nil) },
 		&conformance.Options{Rounds: 30})
 }

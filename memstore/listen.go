@@ -3,7 +3,7 @@ package memstore
 import "context"
 
 // Listen calls wake after appends commit, until ctx ends; it then returns
-// ctx's error (see eventstore.Interface.Listen). It calls wake once as soon as
+// ctx's error (see pgdcb.Store.Listen). It calls wake once as soon as
 // it listens. Appends that commit while wake runs are coalesced into one more
 // call. wake is called from Listen's goroutine.
 func (s *Store) Listen(ctx context.Context, wake func()) error {

@@ -1,11 +1,11 @@
 // Package memstore is an in-memory DCB event store with the semantics of the
 // PostgreSQL store (package eventstore): the same operations
-// (eventstore.Interface), the same conditions, cursors, idempotency, typed
+// (pgdcb.Store), the same conditions, cursors, idempotency, typed
 // errors, input validation and limits. Use it to test command handlers,
 // deciders and subscriptions without a server; package
 // eventstore/conformance checks that both stores behave alike.
 //
-// Make one with memstore.New(nil) and use it where an eventstore.Interface
+// Make one with memstore.New(nil) and use it where an pgdcb.Store
 // is expected.
 //
 // A Store is safe for concurrent use. Appends are serialised by a mutex, so
@@ -17,7 +17,7 @@
 // next transaction id: tailing readers see every event at once.
 //
 // As on PostgreSQL, the first event of an append that has no id gets one
-// (a UUIDv7; see eventstore.Event.ID), the others none.
+// (a UUIDv7; see pgdcb.Event.ID), the others none.
 //
 // Event data and metadata are stored as PostgreSQL's jsonb gives them back
 // (keys sorted, shorter first; the last of duplicate keys; numbers in
@@ -55,7 +55,7 @@ type Config struct {
 	// eventstore.DefaultMaxBatchSize.
 	MaxBatchSize int
 	// MaxEventBytes is the most bytes one event may take (see
-	// eventstore.Event.Size). 0: the default, eventstore.DefaultMaxEventBytes;
+	// pgdcb.Event.Size). 0: the default, eventstore.DefaultMaxEventBytes;
 	// at most eventstore.MaxBytesLimit.
 	MaxEventBytes int
 	// MaxBatchBytes is the most bytes one append may carry. 0: the default,
@@ -72,17 +72,17 @@ type Store struct {
 	now    func() time.Time
 
 	mu      sync.RWMutex
-	events  []eventstore.StoredEvent // in log order
-	ids     map[[16]byte]struct{}    // stored event ids
-	byTag   map[string][]int         // tag → indices in events, ascending
-	lastTx  uint64                   // the last transaction id handed out
-	lastPos int64                    // the last position handed out
+	events  []pgdcb.StoredEvent   // in log order
+	ids     map[[16]byte]struct{} // stored event ids
+	byTag   map[string][]int      // tag → indices in events, ascending
+	lastTx  uint64                // the last transaction id handed out
+	lastPos int64                 // the last position handed out
 
 	lmu       sync.Mutex
 	listeners map[chan struct{}]struct{}
 }
 
-var _ eventstore.Interface = (*Store)(nil)
+var _ pgdcb.Store = (*Store)(nil)
 
 // New returns an empty store.
 func New(cfg *Config) (*Store, error) {
@@ -138,7 +138,7 @@ func MustNew(cfg *Config) *Store {
 // Append appends events unconditionally, as one transaction (see
 // eventstore.Store.Append). An event whose ID is already stored fails the
 // append with an *appendif.IdempotentError naming the id.
-func (s *Store) Append(ctx context.Context, events []eventstore.Event) (eventstore.AppendResult, error) {
+func (s *Store) Append(ctx context.Context, events []pgdcb.Event) (pgdcb.AppendResult, error) {
 	return s.append(ctx, events, nil)
 }
 
@@ -147,19 +147,19 @@ func (s *Store) Append(ctx context.Context, events []eventstore.Event) (eventsto
 // matches any event, else with an *appendif.ConditionFailedError when an
 // event matching FailIfEventsMatch exists that cond.After has not seen.
 // Either way nothing is appended.
-func (s *Store) AppendIf(ctx context.Context, events []eventstore.Event, cond appendif.Condition) (eventstore.AppendResult, error) {
+func (s *Store) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendif.Condition) (pgdcb.AppendResult, error) {
 	if err := cond.Validate(); err != nil {
-		return eventstore.AppendResult{}, err
+		return pgdcb.AppendResult{}, err
 	}
 	return s.append(ctx, events, &cond)
 }
 
-func (s *Store) append(ctx context.Context, events []eventstore.Event, cond *appendif.Condition) (eventstore.AppendResult, error) {
+func (s *Store) append(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
 	if err := eventstore.ValidateEvents(s.limits, events); err != nil {
-		return eventstore.AppendResult{}, err
+		return pgdcb.AppendResult{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return eventstore.AppendResult{}, errfmt.Errorf("pgdcb: append: %w", err)
+		return pgdcb.AppendResult{}, errfmt.Errorf("pgdcb: append: %w", err)
 	}
 	s.mu.Lock()
 	res, err := s.appendLocked(events, cond)
@@ -172,16 +172,16 @@ func (s *Store) append(ctx context.Context, events []eventstore.Event, cond *app
 
 // appendLocked checks, in the PostgreSQL store's order, the idempotency
 // query, the condition, then the event ids, and appends.
-func (s *Store) appendLocked(events []eventstore.Event, cond *appendif.Condition) (eventstore.AppendResult, error) {
+func (s *Store) appendLocked(events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
 	if cond != nil {
 		if !cond.Idempotency.IsEmpty() {
 			if ev, ok := s.first(cond.Idempotency, nil); ok {
-				return eventstore.AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: ev.Position}
+				return pgdcb.AppendResult{}, &appendif.IdempotentError{Query: cond.Idempotency, ExistingPosition: ev.Position}
 			}
 		}
 		if !cond.FailIfEventsMatch.IsEmpty() {
 			if ev, ok := s.first(cond.FailIfEventsMatch, cond.After); ok {
-				return eventstore.AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: ev.Position}
+				return pgdcb.AppendResult{}, &appendif.ConditionFailedError{Query: cond.FailIfEventsMatch, After: cond.After, ConflictPosition: ev.Position}
 			}
 		}
 	}
@@ -190,12 +190,12 @@ func (s *Store) appendLocked(events []eventstore.Event, cond *appendif.Condition
 			continue
 		}
 		if _, dup := s.ids[e.ID]; dup {
-			return eventstore.AppendResult{}, &appendif.IdempotentError{EventID: e.ID.String()}
+			return pgdcb.AppendResult{}, &appendif.IdempotentError{EventID: e.ID.String()}
 		}
 	}
 	s.lastTx++
 	at := s.now()
-	res := eventstore.AppendResult{TransactionID: s.lastTx, Positions: make([]int64, len(events))}
+	res := pgdcb.AppendResult{TransactionID: s.lastTx, Positions: make([]int64, len(events))}
 	for i, e := range events {
 		s.lastPos++
 		// Stored as PostgreSQL's jsonb gives it back (keys sorted, numbers
@@ -212,14 +212,14 @@ func (s *Store) appendLocked(events []eventstore.Event, cond *appendif.Condition
 		for _, tg := range e.Tags.Strings() {
 			s.byTag[tg] = append(s.byTag[tg], len(s.events))
 		}
-		s.events = append(s.events, eventstore.StoredEvent{Event: e, Position: s.lastPos, TransactionID: s.lastTx, OccurredAt: at})
+		s.events = append(s.events, pgdcb.StoredEvent{Event: e, Position: s.lastPos, TransactionID: s.lastTx, OccurredAt: at})
 		res.Positions[i] = s.lastPos
 	}
 	return res, nil
 }
 
 // callID is the id the PostgreSQL store gives the first event of an append
-// that has none (eventstore.Event.ID): a fresh UUIDv7.
+// that has none (pgdcb.Event.ID): a fresh UUIDv7.
 func callID() uuid.UUID {
 	id, err := uuid.NewV7()
 	if err != nil {
@@ -230,8 +230,8 @@ func callID() uuid.UUID {
 
 // first returns the first event in log order matching q that after has not
 // seen (nil after: any).
-func (s *Store) first(q query.Query, after *cursor.Cursor) (found eventstore.StoredEvent, ok bool) {
-	s.scan(q, after, false, func(e eventstore.StoredEvent) bool {
+func (s *Store) first(q query.Query, after *cursor.Cursor) (found pgdcb.StoredEvent, ok bool) {
+	s.scan(q, after, false, func(e pgdcb.StoredEvent) bool {
 		found, ok = e, true
 		return false
 	})
@@ -240,7 +240,7 @@ func (s *Store) first(q query.Query, after *cursor.Cursor) (found eventstore.Sto
 
 // notSeen is the PostgreSQL store's "not seen by c": the event sorts after c,
 // or its transaction was in progress at c's snapshot.
-func notSeen(c cursor.Cursor, ev eventstore.StoredEvent) bool {
+func notSeen(c cursor.Cursor, ev pgdcb.StoredEvent) bool {
 	if cursor.Compare(ev.TransactionID, ev.Position, c.TransactionID, c.Position) > 0 {
 		return true
 	}
@@ -264,7 +264,7 @@ func (s *Store) headLocked() cursor.Cursor {
 
 // clone returns ev with its own copies of its JSON, so callers cannot change
 // the log.
-func clone(ev eventstore.StoredEvent) eventstore.StoredEvent {
+func clone(ev pgdcb.StoredEvent) pgdcb.StoredEvent {
 	ev.Data = slices.Clone(ev.Data)
 	ev.Metadata = slices.Clone(ev.Metadata)
 	return ev

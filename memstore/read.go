@@ -3,6 +3,7 @@ package memstore
 import (
 	"context"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -13,17 +14,17 @@ import (
 // Read returns the events matching q in log order (see
 // eventstore.Store.Read), all from one snapshot taken when All is first
 // iterated.
-func (s *Store) Read(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) *eventstore.Events {
-	var o eventstore.ReadOptions
+func (s *Store) Read(ctx context.Context, q query.Query, opts *pgdcb.ReadOptions) pgdcb.Events {
+	var o pgdcb.ReadOptions
 	if opts != nil {
 		o = *opts
 	}
-	return eventstore.NewEvents(func() ([]eventstore.StoredEvent, cursor.Cursor, error) {
+	return pgdcb.NewEvents(func() ([]pgdcb.StoredEvent, cursor.Cursor, error) {
 		return s.read(ctx, q, o)
 	})
 }
 
-func (s *Store) read(ctx context.Context, q query.Query, o eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error) {
+func (s *Store) read(ctx context.Context, q query.Query, o pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, error) {
 	if err := q.Validate(); err != nil {
 		return nil, cursor.Cursor{}, err
 	}
@@ -40,10 +41,10 @@ func (s *Store) read(ctx context.Context, q query.Query, o eventstore.ReadOption
 }
 
 // readLocked is read under s.mu; it also returns the log's head at the read.
-func (s *Store) readLocked(q query.Query, o eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, cursor.Cursor) {
+func (s *Store) readLocked(q query.Query, o pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, cursor.Cursor) {
 	head := s.headLocked()
-	var out []eventstore.StoredEvent
-	s.scan(q, o.After, o.Backwards, func(e eventstore.StoredEvent) bool {
+	var out []pgdcb.StoredEvent
+	s.scan(q, o.After, o.Backwards, func(e pgdcb.StoredEvent) bool {
 		out = append(out, clone(e))
 		return o.Limit == 0 || len(out) < o.Limit
 	})
@@ -58,8 +59,8 @@ func (s *Store) readLocked(q query.Query, o eventstore.ReadOptions) ([]eventstor
 
 // ReadAll reads every matching event into memory and returns them with the
 // decision cursor (see eventstore.Store.ReadAll).
-func (s *Store) ReadAll(ctx context.Context, q query.Query, opts *eventstore.ReadOptions) ([]eventstore.StoredEvent, cursor.Cursor, error) {
-	var o eventstore.ReadOptions
+func (s *Store) ReadAll(ctx context.Context, q query.Query, opts *pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, error) {
+	var o pgdcb.ReadOptions
 	if opts != nil {
 		o = *opts
 	}
@@ -68,8 +69,8 @@ func (s *Store) ReadAll(ctx context.Context, q query.Query, opts *eventstore.Rea
 
 // ReadLast returns the last event matching q (nil if none) and the decision
 // cursor (see eventstore.Store.ReadLast).
-func (s *Store) ReadLast(ctx context.Context, q query.Query) (*eventstore.StoredEvent, cursor.Cursor, error) {
-	evs, c, err := s.read(ctx, q, eventstore.ReadOptions{Limit: 1, Backwards: true})
+func (s *Store) ReadLast(ctx context.Context, q query.Query) (*pgdcb.StoredEvent, cursor.Cursor, error) {
+	evs, c, err := s.read(ctx, q, pgdcb.ReadOptions{Limit: 1, Backwards: true})
 	if err != nil || len(evs) == 0 {
 		return nil, c, err
 	}
@@ -91,30 +92,30 @@ func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
 // hands each event to every projector whose query matches it (see
 // eventstore.Store.Project). Snapshottable models are folded from the start:
 // the state and the condition are those the PostgreSQL store returns.
-func (s *Store) Project(ctx context.Context, projectors ...eventstore.Projector) (appendif.Condition, error) {
-	return eventstore.Fold(func(q query.Query) *eventstore.Events { return s.Read(ctx, q, nil) }, projectors...)
+func (s *Store) Project(ctx context.Context, projectors ...pgdcb.Projector) (appendif.Condition, error) {
+	return eventstore.Fold(func(q query.Query) pgdcb.Events { return s.Read(ctx, q, nil) }, projectors...)
 }
 
 // ReadTail reads up to limit events matching q after the cursor (see
 // eventstore.Store.ReadTail). Nothing is ever in flight, so the horizon is
 // the next transaction id and every stored event is delivered.
-func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (eventstore.TailBatch, error) {
+func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (pgdcb.TailBatch, error) {
 	if limit < 0 {
-		return eventstore.TailBatch{}, invalidLimit("ReadTail limit", limit)
+		return pgdcb.TailBatch{}, invalidLimit("ReadTail limit", limit)
 	}
 	after.Snapshot = nil // tailing is by log order only
-	o := eventstore.ReadOptions{After: &after, Limit: limit}
+	o := pgdcb.ReadOptions{After: &after, Limit: limit}
 	if err := q.Validate(); err != nil {
-		return eventstore.TailBatch{}, err
+		return pgdcb.TailBatch{}, err
 	}
 	if err := ctx.Err(); err != nil {
-		return eventstore.TailBatch{}, errfmt.Errorf("pgdcb: read: %w", err)
+		return pgdcb.TailBatch{}, errfmt.Errorf("pgdcb: read: %w", err)
 	}
 	s.mu.RLock()
 	// The head is the log's last event, whatever the limit cut the page to.
 	evs, _, head := s.readLocked(q, o)
 	s.mu.RUnlock()
-	b := eventstore.TailBatch{Events: evs, Horizon: head.Snapshot.Xmin, Head: head}
+	b := pgdcb.TailBatch{Events: evs, Horizon: head.Snapshot.Xmin, Head: head}
 	b.Head.Snapshot = nil
 	if limit > 0 && len(evs) == limit {
 		last := evs[len(evs)-1]

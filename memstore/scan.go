@@ -4,8 +4,8 @@ import (
 	"slices"
 	"sort"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -14,7 +14,7 @@ import (
 // returns false. It visits only the events of the rarest tag of each item
 // when every item has tags, and only the events after the cursor's point when
 // its snapshot has no in-progress transactions. Called with s.mu held.
-func (s *Store) scan(q query.Query, after *cursor.Cursor, back bool, f func(eventstore.StoredEvent) bool) {
+func (s *Store) scan(q query.Query, after *cursor.Cursor, back bool, f func(pgdcb.StoredEvent) bool) {
 	from := 0
 	if after != nil && (after.Snapshot == nil || len(after.Snapshot.Xip) == 0) {
 		from = sort.Search(len(s.events), func(i int) bool {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/clip"
@@ -39,7 +40,7 @@ type Message struct {
 	// deduplicate by id drop redeliveries.
 	ID    string
 	Topic string
-	Event eventstore.StoredEvent
+	Event pgdcb.StoredEvent
 }
 
 // Publisher delivers messages to an external system. Publish returns nil only
@@ -178,7 +179,7 @@ func New(store *eventstore.Store, topic Topic, publisherName string, pub Publish
 	r := &Relay{store: store, topic: topic, name: CheckpointName(topic.Name, publisherName), pub: pub, tracer: c.DeliveryTracer}
 	r.delivery.stallAfter = c.StallAfter
 	prefix := store.Schema() + "-"
-	handler := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	handler := func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		msgs := make([]Message, len(evs))
 		for i, ev := range evs {
 			msgs[i] = Message{ID: prefix + strconv.FormatInt(ev.Position, 10), Topic: topic.Name, Event: ev}

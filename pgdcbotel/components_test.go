@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/cursor"
@@ -71,8 +72,8 @@ func TestSpansOfEveryComponent(t *testing.T) {
 	ex, err := commands.New(es, &commands.Config{Tracer: tr})
 	require.NoError(t, err)
 	out, err := ex.Execute(ctx, commands.Command{Type: "Open", Handler: commands.HandlerFunc(
-		func(context.Context, *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
-			return []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a")}, appendif.Condition{}, nil
+		func(context.Context, *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
+			return []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "account=a")}, appendif.Condition{}, nil
 		})})
 	require.NoError(t, err)
 	cmd := ended(rec, "pgdcb.command")
@@ -98,7 +99,7 @@ func TestSpansOfEveryComponent(t *testing.T) {
 	require.True(t, inSpan.Load(), "the handler's context carries the batch's span")
 
 	// A projection's batch, and an outbox relay's with its publish beneath.
-	proj, err := projection.New(es, "proj", q, func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil },
+	proj, err := projection.New(es, "proj", q, func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil },
 		&projection.Config{ReaderConfig: projection.ReaderConfig{Tracer: tr, PollInterval: 20 * time.Millisecond, ElectionInterval: 50 * time.Millisecond}})
 	require.NoError(t, err)
 	var published atomic.Int32

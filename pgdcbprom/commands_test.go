@@ -12,9 +12,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/query"
@@ -26,9 +26,9 @@ var errLimit = errors.New("counter: limit reached")
 
 // increment adds one to a counter unless it reached limit.
 func increment(id string, limit int) commands.HandlerFunc {
-	return func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
-		m := eventstore.NewModel(query.Tagged([]string{"Incremented"}, "counter="+id), 0,
-			func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+	return func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
+		m := pgdcb.NewModel(query.Tagged([]string{"Incremented"}, "counter="+id), 0,
+			func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 		cond, err := dc.Project(ctx, m)
 		if err != nil {
 			return nil, cond, err
@@ -36,20 +36,20 @@ func increment(id string, limit int) commands.HandlerFunc {
 		if m.State >= limit {
 			return nil, cond, errLimit
 		}
-		ev, err := eventstore.NewEvent("Incremented", map[string]int{"n": m.State + 1}, "counter="+id)
-		return []eventstore.Event{ev}, cond, err
+		ev, err := pgdcb.NewEvent("Incremented", map[string]int{"n": m.State + 1}, "counter="+id)
+		return []pgdcb.Event{ev}, cond, err
 	}
 }
 
 // conflicting is increment with an event appended between its decision and
 // its append on the attempts conflictOn selects.
-func conflicting(s eventstore.Interface, id string, conflictOn func(attempt int) bool, calls *atomic.Int32) commands.HandlerFunc {
+func conflicting(s pgdcb.Store, id string, conflictOn func(attempt int) bool, calls *atomic.Int32) commands.HandlerFunc {
 	inc := increment(id, 1000)
-	return func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	return func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		calls.Add(1)
 		evs, cond, err := inc(ctx, dc)
 		if err == nil && conflictOn(dc.Attempt) {
-			_, aerr := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Incremented", map[string]int{}, "counter="+id)})
+			_, aerr := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Incremented", map[string]int{}, "counter="+id)})
 			if aerr != nil {
 				return nil, cond, aerr
 			}

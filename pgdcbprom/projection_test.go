@@ -10,7 +10,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
@@ -41,8 +41,8 @@ func gatherReader(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 }
 
 // insertPositions is a projection handler writing one rm row per event.
-func insertPositions(schema string) func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
-	return func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+func insertPositions(schema string) func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+	return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		pos := make([]int64, len(evs))
 		for i, ev := range evs {
 			pos[i] = ev.Position
@@ -76,9 +76,9 @@ func TestReaderMetricsOfAProjection(t *testing.T) {
 	require.NoError(t, err)
 	// One transaction: a horizon held by another package's transaction can
 	// not split it, so the batches are exactly 200/40.
-	evs := make([]eventstore.Event, 200)
+	evs := make([]pgdcb.Event, 200)
 	for i := range evs {
-		evs[i] = eventstore.MustEvent("P", nil)
+		evs[i] = pgdcb.MustEvent("P", nil)
 	}
 	_, err = s.Append(context.Background(), evs)
 	require.NoError(t, err)

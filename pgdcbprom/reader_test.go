@@ -8,7 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -41,9 +41,9 @@ func TestHorizonHolderMetric(t *testing.T) {
 	m := pgdcbprom.New()
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(m)
-	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 42, Database: "app"}})
+	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: pgdcb.HorizonHolder{PID: 42, Database: "app"}})
 	require.Equal(t, []map[string]string{{"name": "r", "pid": "42", "database": "app"}}, holderSeries(t, reg))
-	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: eventstore.HorizonHolder{PID: 7, Database: "app"}})
+	m.TraceLag(context.Background(), "r", subscription.Lag{HorizonHeld: time.Second, HorizonHolder: pgdcb.HorizonHolder{PID: 7, Database: "app"}})
 	require.Equal(t, []map[string]string{{"name": "r", "pid": "7", "database": "app"}}, holderSeries(t, reg))
 	m.TraceLag(context.Background(), "r", subscription.Lag{})
 	require.Empty(t, holderSeries(t, reg))

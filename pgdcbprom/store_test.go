@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
@@ -90,7 +91,7 @@ func TestStoreCollectorOfARealStore(t *testing.T) {
 	errs := make(chan error, n)
 	for range n {
 		wg.Go(func() {
-			_, err := s.Append(t.Context(), []eventstore.Event{eventstore.MustEvent("Ticked", nil, "k=v")})
+			_, err := s.Append(t.Context(), []pgdcb.Event{pgdcb.MustEvent("Ticked", nil, "k=v")})
 			errs <- err
 		})
 	}

@@ -57,7 +57,7 @@ func TestStores(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []eventstore.Interface{mem, pgdcbtest.NewStore(t, nil)} {
+	for _, s := range []pgdcb.Store{mem, pgdcbtest.NewStore(t, nil)} {
 		_ = s
 	}
 }

@@ -8,7 +8,7 @@
 //		store := pgdcbtest.NewStore(t, nil) // a schema of its own, dropped after the test
 //		…
 //		pgdcbtest.RequireEvents(t, pgdcbtest.ReadAll(t, store),
-//			eventstore.MustEvent("MoneyDeposited", map[string]int{"amount": 10}, "wallet=a"))
+//			pgdcb.MustEvent("MoneyDeposited", map[string]int{"amount": 10}, "wallet=a"))
 //	}
 //
 // The server is found the way pgdcb's own tests find one (docs/TESTING.md):

@@ -8,14 +8,14 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/query"
 )
 
 // ReadAll returns the whole log of the store, in log order. It fails the
 // test when the read fails. Any store will do: the PostgreSQL store or the
 // in-memory one.
-func ReadAll(tb testing.TB, store eventstore.Interface) []eventstore.StoredEvent {
+func ReadAll(tb testing.TB, store pgdcb.Store) []pgdcb.StoredEvent {
 	tb.Helper()
 	evs, _, err := store.ReadAll(tb.Context(), query.All(), nil)
 	if err != nil {
@@ -25,8 +25,8 @@ func ReadAll(tb testing.TB, store eventstore.Interface) []eventstore.StoredEvent
 }
 
 // Select returns the events that q matches, in their order.
-func Select(events []eventstore.StoredEvent, q query.Query) []eventstore.StoredEvent {
-	var out []eventstore.StoredEvent
+func Select(events []pgdcb.StoredEvent, q query.Query) []pgdcb.StoredEvent {
+	var out []pgdcb.StoredEvent
 	for _, ev := range events {
 		if q.Matches(ev.Type, ev.Tags) {
 			out = append(out, ev)
@@ -41,7 +41,7 @@ func Select(events []eventstore.StoredEvent, q query.Query) []eventstore.StoredE
 // want.Data is not nil, JSON-equal data (key order and spacing do not
 // matter). Metadata and ids are not compared. The failure message lists
 // both sides.
-func RequireEvents(tb testing.TB, got []eventstore.StoredEvent, want []eventstore.Event, ignoreTagKeys ...string) {
+func RequireEvents(tb testing.TB, got []pgdcb.StoredEvent, want []pgdcb.Event, ignoreTagKeys ...string) {
 	tb.Helper()
 	if msg := DiffEvents(got, want, ignoreTagKeys...); msg != "" {
 		tb.Fatalf("pgdcbtest: %s", msg)
@@ -50,7 +50,7 @@ func RequireEvents(tb testing.TB, got []eventstore.StoredEvent, want []eventstor
 
 // DiffEvents is RequireEvents' comparison: "" when got matches want,
 // otherwise what differs, with both lists.
-func DiffEvents(got []eventstore.StoredEvent, want []eventstore.Event, ignoreTagKeys ...string) string {
+func DiffEvents(got []pgdcb.StoredEvent, want []pgdcb.Event, ignoreTagKeys ...string) string {
 	var diffs []string
 	for i := range max(len(got), len(want)) {
 		switch {
@@ -80,7 +80,7 @@ func DiffEvents(got []eventstore.StoredEvent, want []eventstore.Event, ignoreTag
 }
 
 // mismatch says why got does not match want, or "".
-func mismatch(got, want eventstore.Event, ignore []string) string {
+func mismatch(got, want pgdcb.Event, ignore []string) string {
 	if got.Type != want.Type {
 		return fmt.Sprintf("type %s, want %s", got.Type, want.Type)
 	}
@@ -95,7 +95,7 @@ func mismatch(got, want eventstore.Event, ignore []string) string {
 }
 
 // tagStrings are the event's tags (sorted) without the ignored keys.
-func tagStrings(ev eventstore.Event, ignore []string) []string {
+func tagStrings(ev pgdcb.Event, ignore []string) []string {
 	var out []string
 	for _, t := range ev.Tags.Tags() {
 		if !slices.Contains(ignore, t.Key()) {
@@ -116,6 +116,6 @@ func jsonEqual(a, b json.RawMessage) bool {
 	return bytes.Equal(ca, cb)
 }
 
-func formatEvent(ev eventstore.Event, ignore []string) string {
+func formatEvent(ev pgdcb.Event, ignore []string) string {
 	return fmt.Sprintf("%s %v %s", ev.Type, tagStrings(ev, ignore), ev.Data)
 }

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/query"
@@ -20,21 +20,21 @@ func ExampleNewStore() {
 		ctx := context.Background()
 
 		// The code under test: open a wallet unless it exists.
-		opened := eventstore.NewModel(query.Tagged([]string{"WalletOpened"}, "wallet=a"), false,
-			func(bool, eventstore.StoredEvent) bool { return true })
+		opened := pgdcb.NewModel(query.Tagged([]string{"WalletOpened"}, "wallet=a"), false,
+			func(bool, pgdcb.StoredEvent) bool { return true })
 		cond, err := store.Project(ctx, opened)
 		if err != nil {
 			t.Fatalf("%v", err)
 		}
-		if _, err := store.AppendIf(ctx, []eventstore.Event{
-			eventstore.MustEvent("WalletOpened", map[string]string{"owner": "ann"}, "wallet=a"),
+		if _, err := store.AppendIf(ctx, []pgdcb.Event{
+			pgdcb.MustEvent("WalletOpened", map[string]string{"owner": "ann"}, "wallet=a"),
 		}, cond); err != nil {
 			t.Fatalf("%v", err)
 		}
 
 		log := pgdcbtest.ReadAll(t, store)
-		pgdcbtest.RequireEvents(t, log, []eventstore.Event{
-			eventstore.MustEvent("WalletOpened", map[string]string{"owner": "ann"}, "wallet=a"),
+		pgdcbtest.RequireEvents(t, log, []pgdcb.Event{
+			pgdcb.MustEvent("WalletOpened", map[string]string{"owner": "ann"}, "wallet=a"),
 		})
 		fmt.Println(len(log), "event in", store.Schema()[:len(pgdcbtest.SchemaPrefix)]+"…")
 	})
@@ -47,9 +47,9 @@ func ExampleNewStore() {
 // RequireEvents compares types, tags and (when given) data, and says what
 // differs.
 func ExampleDiffEvents() {
-	got := []eventstore.StoredEvent{{Event: eventstore.MustEvent("MoneyDeposited", map[string]int{"amount": 5}, "wallet=a")}}
-	fmt.Println(pgdcbtest.DiffEvents(got, []eventstore.Event{
-		eventstore.MustEvent("MoneyDeposited", map[string]int{"amount": 10}, "wallet=a"),
+	got := []pgdcb.StoredEvent{{Event: pgdcb.MustEvent("MoneyDeposited", map[string]int{"amount": 5}, "wallet=a")}}
+	fmt.Println(pgdcbtest.DiffEvents(got, []pgdcb.Event{
+		pgdcb.MustEvent("MoneyDeposited", map[string]int{"amount": 10}, "wallet=a"),
 	}))
 	// Output:
 	// events differ:

@@ -47,7 +47,7 @@ func TestNewStoreIsFreshMigratedAndDropped(t *testing.T) {
 		require.True(t, strings.HasPrefix(schema, pgdcbtest.SchemaPrefix+pgdcbtest.Token(t)+"_"), schema)
 		require.NoError(t, store.CheckSchema(t.Context()))
 		require.Empty(t, pgdcbtest.ReadAll(t, store))
-		_, err := store.Append(t.Context(), []eventstore.Event{eventstore.MustEvent("Opened", nil, "wallet=a")})
+		_, err := store.Append(t.Context(), []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "wallet=a")})
 		require.NoError(t, err)
 		require.Len(t, pgdcbtest.ReadAll(t, store), 1)
 		require.True(t, schemaExists(t, schema))
@@ -69,10 +69,10 @@ func TestNewStoreParallelTestsGetTheirOwnSchemas(t *testing.T) {
 				seen[store.Schema()] = true
 				mu.Unlock()
 				// Each sees only its own events.
-				_, err := store.Append(t.Context(), []eventstore.Event{eventstore.MustEvent("E", nil, fmt.Sprintf("test=%d", i))})
+				_, err := store.Append(t.Context(), []pgdcb.Event{pgdcb.MustEvent("E", nil, fmt.Sprintf("test=%d", i))})
 				require.NoError(t, err)
 				pgdcbtest.RequireEvents(t, pgdcbtest.ReadAll(t, store),
-					[]eventstore.Event{eventstore.MustEvent("E", nil, fmt.Sprintf("test=%d", i))})
+					[]pgdcb.Event{pgdcb.MustEvent("E", nil, fmt.Sprintf("test=%d", i))})
 			})
 		}
 	})
@@ -155,7 +155,7 @@ func TestSweepDropsOnlyOrphans(t *testing.T) {
 // hand-out alone, when a spare was ready.
 func BenchmarkNewStore(b *testing.B) {
 	body := func(t testing.TB, store *eventstore.Store) {
-		if _, err := store.Append(context.Background(), []eventstore.Event{eventstore.MustEvent("E", nil, "k=v")}); err != nil {
+		if _, err := store.Append(context.Background(), []pgdcb.Event{pgdcb.MustEvent("E", nil, "k=v")}); err != nil {
 			t.Fatal(err)
 		}
 		if _, _, err := store.ReadAll(context.Background(), query.All(), nil); err != nil {

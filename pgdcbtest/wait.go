@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -22,7 +22,7 @@ const pollEvery = 5 * time.Millisecond
 // CursorOf is the cursor just after an append: a reader that has reached it
 // has delivered the append's events and everything before them.
 // It is res.Cursor().
-func CursorOf(res eventstore.AppendResult) cursor.Cursor { return res.Cursor() }
+func CursorOf(res pgdcb.AppendResult) cursor.Cursor { return res.Cursor() }
 
 // CaughtUp reports whether a tailing reader whose cursor is at has
 // delivered every event up to target: target can be CursorOf an append, a

@@ -10,8 +10,8 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 	"github.com/pgdcb/pgdcb/projection"
@@ -26,7 +26,7 @@ func TestProgressWaitsForASubscription(t *testing.T) {
 	require.NoError(t, err)
 	var (
 		mu   sync.Mutex
-		seen []eventstore.StoredEvent
+		seen []pgdcb.StoredEvent
 		p    pgdcbtest.Progress
 	)
 	ctx, cancel := context.WithCancel(t.Context())
@@ -43,7 +43,7 @@ func TestProgressWaitsForASubscription(t *testing.T) {
 	defer func() { cancel(); require.ErrorIs(t, <-done, context.Canceled) }()
 
 	for i := range 3 {
-		res, err := store.Append(t.Context(), []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"n": i}, "wallet=a")})
+		res, err := store.Append(t.Context(), []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"n": i}, "wallet=a")})
 		require.NoError(t, err)
 		p.WaitFor(t, pgdcbtest.CursorOf(res))
 		mu.Lock()
@@ -59,7 +59,7 @@ func TestWaitForProjection(t *testing.T) {
 	var mu sync.Mutex
 	count := 0
 	r, err := projection.New(store, "count", query.Tagged(nil, "wallet=a"),
-		func(_ context.Context, _ pgx.Tx, evs []eventstore.StoredEvent) error {
+		func(_ context.Context, _ pgx.Tx, evs []pgdcb.StoredEvent) error {
 			mu.Lock()
 			count += len(evs)
 			mu.Unlock()
@@ -71,8 +71,8 @@ func TestWaitForProjection(t *testing.T) {
 	go func() { done <- r.Run(ctx) }()
 	defer func() { cancel(); <-done }()
 
-	res, err := store.Append(t.Context(), []eventstore.Event{
-		eventstore.MustEvent("Deposited", nil, "wallet=a"), eventstore.MustEvent("Deposited", nil, "wallet=a")})
+	res, err := store.Append(t.Context(), []pgdcb.Event{
+		pgdcb.MustEvent("Deposited", nil, "wallet=a"), pgdcb.MustEvent("Deposited", nil, "wallet=a")})
 	require.NoError(t, err)
 	pgdcbtest.WaitForProjection(t, r, pgdcbtest.CursorOf(res))
 	mu.Lock()
@@ -94,5 +94,5 @@ func TestWaitForFailsNamingWhereTheReaderIs(t *testing.T) {
 	require.True(t, pgdcbtest.CaughtUp(cursor.Cursor{TransactionID: 11, Position: 1}, target))
 	require.False(t, pgdcbtest.CaughtUp(cursor.Cursor{TransactionID: 10, Position: 4}, target))
 	require.Equal(t, cursor.Cursor{TransactionID: 7, Position: 3},
-		pgdcbtest.CursorOf(eventstore.AppendResult{TransactionID: 7, Positions: []int64{2, 3}}))
+		pgdcbtest.CursorOf(pgdcb.AppendResult{TransactionID: 7, Positions: []int64{2, 3}}))
 }

@@ -24,14 +24,14 @@ import (
 // counts as a failed batch (backoff, FAILED after MaxAttempts). It must not
 // commit or roll back tx.
 type BatchHandler interface {
-	HandleBatch(ctx context.Context, tx pgx.Tx, b eventstore.TailBatch) error
+	HandleBatch(ctx context.Context, tx pgx.Tx, b pgdcb.TailBatch) error
 }
 
 // AfterCommitter is implemented by a BatchHandler that has work to do once
 // its batch committed (outside the transaction, still as the only runner
 // that leads). An error counts as a failed batch.
 type AfterCommitter interface {
-	AfterCommit(ctx context.Context, b eventstore.TailBatch) error
+	AfterCommit(ctx context.Context, b pgdcb.TailBatch) error
 }
 
 // BeforeReader is implemented by a BatchHandler that must act in the batch's
@@ -73,7 +73,7 @@ func NewBatchRunner(store *eventstore.Store, name string, q query.Query, h Batch
 	return r, nil
 }
 
-func (r *Runner) afterCommit(ctx context.Context, b eventstore.TailBatch) error {
+func (r *Runner) afterCommit(ctx context.Context, b pgdcb.TailBatch) error {
 	if ac, ok := r.bh.(AfterCommitter); ok {
 		return ac.AfterCommit(ctx, b)
 	}
@@ -92,7 +92,7 @@ type StepResult struct {
 	Events int
 	// Batch is the page the tail read (zero unless Led and Active). Its
 	// Cursor is where the checkpoint is now.
-	Batch eventstore.TailBatch
+	Batch pgdcb.TailBatch
 }
 
 // Step runs one batch in the calling goroutine when no other runner leads

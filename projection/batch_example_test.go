@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/projection"
@@ -23,7 +24,7 @@ import (
 // horizon).
 type tenantCounter struct{ seen int }
 
-func (c *tenantCounter) HandleBatch(ctx context.Context, tx pgx.Tx, b eventstore.TailBatch) error {
+func (c *tenantCounter) HandleBatch(ctx context.Context, tx pgx.Tx, b pgdcb.TailBatch) error {
 	c.seen += len(b.Events)
 	return nil
 }
@@ -47,11 +48,11 @@ func ExampleNewBatchRunner() {
 	if err != nil {
 		panic(err)
 	}
-	var last eventstore.AppendResult
+	var last pgdcb.AppendResult
 	for _, tenant := range []string{"a", "b", "a"} {
-		ev := eventstore.MustEvent("Visited", map[string]string{})
+		ev := pgdcb.MustEvent("Visited", map[string]string{})
 		ev.Metadata = json.RawMessage(`{"tenant": "` + tenant + `"}`)
-		if last, err = store.Append(ctx, []eventstore.Event{ev}); err != nil {
+		if last, err = store.Append(ctx, []pgdcb.Event{ev}); err != nil {
 			panic(err)
 		}
 	}

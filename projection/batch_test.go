@@ -11,7 +11,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
@@ -25,7 +24,7 @@ func TestStepRefusesLogicalMode(t *testing.T) {
 	t.Parallel()
 	store, _ := newStore(t)
 	r, err := projection.New(store, "logical-step", query.All(),
-		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil },
+		func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil },
 		&projection.Config{Logical: &logical.Config{}})
 	require.NoError(t, err)
 	_, err = r.Step(context.Background())
@@ -39,7 +38,7 @@ func TestStepRefusesLogicalMode(t *testing.T) {
 
 type nopBatch struct{}
 
-func (nopBatch) HandleBatch(context.Context, pgx.Tx, eventstore.TailBatch) error { return nil }
+func (nopBatch) HandleBatch(context.Context, pgx.Tx, pgdcb.TailBatch) error { return nil }
 
 // stepTracer counts the batches a Tracer saw start and end.
 type stepTracer struct {
@@ -68,7 +67,7 @@ func TestStepEndsItsBatchTrace(t *testing.T) {
 	cfg := *fast
 	cfg.Tracer = tr
 	r, err := projection.New(s, "steptrace", query.Tagged([]string{"P"}),
-		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return nil }, &cfg)
+		func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil }, &cfg)
 	require.NoError(t, err)
 	// Step until the 7 events were handled: an open transaction of a test
 	// running beside this one can hold the tail back for a while.

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -56,7 +56,7 @@ func BenchmarkProjectionCatchUp(b *testing.B) {
 
 		var handled atomic.Int64
 		ins := insertRows(ident.Schema(s))
-		h := func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		h := func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 			if err := ins(ctx, tx, evs); err != nil {
 				return err
 			}

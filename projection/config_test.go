@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -54,7 +53,7 @@ func TestRetryForever(t *testing.T) {
 	s, _ := newStore(t)
 	cfg := *fast
 	cfg.MaxAttempts = projection.RetryForever
-	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error {
 		return errors.New("always")
 	}, &cfg)
 	require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -37,15 +38,15 @@ func ExampleRunner() {
 	if _, err := pool.Exec(ctx, `CREATE TABLE `+schema+`.course_sizes (course text PRIMARY KEY, students int NOT NULL)`); err != nil {
 		panic(err)
 	}
-	var last eventstore.AppendResult
+	var last pgdcb.AppendResult
 	for _, c := range []string{"c1", "c1", "c2"} {
-		if last, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course="+c)}); err != nil {
+		if last, err = store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", map[string]string{}, "course="+c)}); err != nil {
 			panic(err)
 		}
 	}
 
 	r, err := projection.New(store, "course_sizes", query.Tagged([]string{"StudentSubscribed"}),
-		func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 			for _, ev := range evs {
 				course, _ := ev.Tags.Get("course")
 				_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.course_sizes VALUES ($1, 1)
@@ -115,7 +116,7 @@ func ExampleRunner_WaitFor() {
 		panic(err)
 	}
 	r, err := projection.New(store, "course_sizes", query.Tagged([]string{"StudentSubscribed"}),
-		func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 			for _, ev := range evs {
 				course, _ := ev.Tags.Get("course")
 				_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.course_sizes VALUES ($1, 1)
@@ -134,7 +135,7 @@ func ExampleRunner_WaitFor() {
 	go func() { done <- r.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 
-	res, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course=c1")})
+	res, err := store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", map[string]string{}, "course=c1")})
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
@@ -47,8 +48,8 @@ func storeOn(t testing.TB, pool *pgxpool.Pool, schema string) *eventstore.Store 
 }
 
 // insertRows is a handler writing one rm row per event.
-func insertRows(schema string) func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
-	return func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+func insertRows(schema string) func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+	return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		pos := make([]int64, len(evs))
 		typ := make([]string, len(evs))
 		for i, ev := range evs {
@@ -63,9 +64,9 @@ func appendN(t testing.TB, s *eventstore.Store, typ string, n, per int) {
 	t.Helper()
 	for n > 0 {
 		k := min(n, per)
-		evs := make([]eventstore.Event, k)
+		evs := make([]pgdcb.Event, k)
 		for i := range evs {
-			evs[i] = eventstore.MustEvent(typ, map[string]int{"i": i}, fmt.Sprintf("k=%d", i%5))
+			evs[i] = pgdcb.MustEvent(typ, map[string]int{"i": i}, fmt.Sprintf("k=%d", i%5))
 		}
 		_, err := s.Append(context.Background(), evs)
 		require.NoError(t, err)

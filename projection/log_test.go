@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -49,7 +49,7 @@ func TestFailuresAreLoggedAtWarnWithErr(t *testing.T) {
 	cfg.Logger = slog.New(h)
 	boom := errors.New("read model unavailable")
 	r, err := projection.New(s, "logs", query.Tagged([]string{"P"}),
-		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error { return boom }, &cfg)
+		func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return boom }, &cfg)
 	require.NoError(t, err)
 	appendN(t, s, "P", 3, 3)
 	start(t, r)

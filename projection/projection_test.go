@@ -103,7 +103,7 @@ func TestHelperProcess(t *testing.T) {
 	ins := insertRows(ident.Schema(s))
 	cfg := *fast
 	cfg.BatchSize = 100
-	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		if err := ins(ctx, tx, evs); err != nil {
 			return err
 		}
@@ -240,7 +240,7 @@ func TestStatusPauseResumeReset(t *testing.T) {
 		_, err := tx.Exec(ctx, `DELETE FROM `+ident.Schema(s)+`.rm`)
 		return err
 	}
-	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		calls.Add(1)
 		if err := ins(ctx, tx, evs); err != nil {
 			return err
@@ -341,7 +341,7 @@ func TestUnstorableErrorMessage(t *testing.T) {
 	cfg := *fast
 	cfg.MaxAttempts = 2
 	msg := "x" + strings.Repeat("é", 1500) + "\x00\xff"
-	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+	r, err := projection.New(s, "rm", query.Tagged([]string{"P"}), func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error {
 		return errors.New(msg)
 	}, &cfg)
 	require.NoError(t, err)

@@ -56,7 +56,7 @@ var ErrInvalidName = errors.New("pgdcb: projection: invalid name")
 // the batch back: it is retried with backoff, and the projection becomes
 // FAILED after MaxAttempts consecutive failures. The handler must not commit
 // or roll back tx.
-type Handler func(ctx context.Context, tx pgx.Tx, events []eventstore.StoredEvent) error
+type Handler func(ctx context.Context, tx pgx.Tx, events []pgdcb.StoredEvent) error
 
 // Config configures a Runner. nil or the zero value means every default: in
 // every numeric and duration field 0 means the default; New refuses negative
@@ -519,7 +519,7 @@ func errorText(err error) string {
 var errFenced = errors.New("pgdcb: projection: checkpoint moved by someone else; batch rolled back")
 
 type batchResult struct {
-	tail  eventstore.TailBatch
+	tail  pgdcb.TailBatch
 	state State
 	n     int
 	full  bool
@@ -583,7 +583,7 @@ func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker
 		// Back from logical decoding: what it consumed beyond the cursor
 		// is not handled again; kept (detached) until the cursor passed it.
 		n := len(tb.Events)
-		tb.Events = slices.DeleteFunc(slices.Clone(tb.Events), func(ev eventstore.StoredEvent) bool {
+		tb.Events = slices.DeleteFunc(slices.Clone(tb.Events), func(ev pgdcb.StoredEvent) bool {
 			return done.Has(ev.TransactionID, ev.Position)
 		})
 		skipped = n - len(tb.Events)

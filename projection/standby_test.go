@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
@@ -99,7 +100,7 @@ func TestStandbyProjectionThroughCrashes(t *testing.T) {
 	// The batch reads the standby: with its replay paused it shows nothing
 	// of an event the primary committed.
 	require.NoError(t, pair.Standby.PauseReplay(ctx))
-	_, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("P", -1, "k=v")})
+	_, err = store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("P", -1, "k=v")})
 	require.NoError(t, err)
 	st, err := r.Step(ctx)
 	require.NoError(t, err)
@@ -125,7 +126,7 @@ func TestStandbyProjectionThroughCrashes(t *testing.T) {
 			// Failures during the crashes are expected: the log on the
 			// primary is the reference, not the writer.
 			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			_, _ = store.Append(wctx, []eventstore.Event{eventstore.MustEvent("P", i, "k=v")})
+			_, _ = store.Append(wctx, []pgdcb.Event{pgdcb.MustEvent("P", i, "k=v")})
 			wcancel()
 		}
 	}()
@@ -219,9 +220,9 @@ func TestStandbyFailoverReaderCheckpoint(t *testing.T) {
 	s, err := eventstore.New(np, &eventstore.Config{Schema: schema, NotifyDisabled: true})
 	require.NoError(t, err)
 	defer s.Close(context.Background())
-	var fresh []eventstore.AppendResult
+	var fresh []pgdcb.AppendResult
 	for i := range 5 {
-		res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("P", i, "k=new")})
+		res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("P", i, "k=new")})
 		require.NoError(t, err)
 		fresh = append(fresh, res)
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/testing/stopcheck"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -25,7 +25,7 @@ func TestRunStopsCleanly(t *testing.T) {
 	entered := make(chan struct{})
 	var busy, after atomic.Int64
 	var returned atomic.Bool
-	r, err := projection.New(s, "stop", query.Tagged([]string{"P"}), func(ctx context.Context, _ pgx.Tx, _ []eventstore.StoredEvent) error {
+	r, err := projection.New(s, "stop", query.Tagged([]string{"P"}), func(ctx context.Context, _ pgx.Tx, _ []pgdcb.StoredEvent) error {
 		if returned.Load() {
 			after.Add(1)
 		}

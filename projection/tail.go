@@ -6,6 +6,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
@@ -32,12 +33,12 @@ import (
 // replay the primary's WAL insert position as of after the hook (a
 // connection lives within one run of the standby server, whose replay only
 // moves forward), so the page shows every commit that preceded the hook.
-func (r *Runner) readTail(ctx context.Context, tx pgx.Tx, cur cursor.Cursor) (_ eventstore.TailBatch, ok bool, _ error) {
+func (r *Runner) readTail(ctx context.Context, tx pgx.Tx, cur cursor.Cursor) (_ pgdcb.TailBatch, ok bool, _ error) {
 	opts := eventstore.TailOptions{After: cur, Limit: r.cfg.BatchSize, MetadataContains: r.cfg.MetadataContains}
 	br, fenced := r.bh.(BeforeReader)
 	if fenced {
 		if err := br.BeforeRead(ctx, tx); err != nil {
-			return eventstore.TailBatch{}, false, &handlerError{Name: r.name, Cursor: cur, Err: err}
+			return pgdcb.TailBatch{}, false, &handlerError{Name: r.name, Cursor: cur, Err: err}
 		}
 	}
 	standby := r.store.ReadPool()
@@ -51,11 +52,11 @@ func (r *Runner) readTail(ctx context.Context, tx pgx.Tx, cur cursor.Cursor) (_ 
 	}
 	var lsn string
 	if err := tx.QueryRow(ctx, `SELECT pg_current_wal_insert_lsn()::text`).Scan(&lsn); err != nil {
-		return eventstore.TailBatch{}, false, errfmt.Errorf("pgdcb: projection %q: reading the WAL position: %w", r.name, err)
+		return pgdcb.TailBatch{}, false, errfmt.Errorf("pgdcb: projection %q: reading the WAL position: %w", r.name, err)
 	}
 	c, err := standby.Acquire(ctx)
 	if err != nil {
-		return eventstore.TailBatch{}, false, errfmt.Errorf("pgdcb: projection %q: read pool: %w", r.name, err)
+		return pgdcb.TailBatch{}, false, errfmt.Errorf("pgdcb: projection %q: read pool: %w", r.name, err)
 	}
 	defer c.Release()
 	replayed, err := waitReplay(ctx, c.Conn(), lsn, r.cfg.HeartbeatInterval)
@@ -63,11 +64,11 @@ func (r *Runner) readTail(ctx context.Context, tx pgx.Tx, cur cursor.Cursor) (_ 
 		if err != nil {
 			err = errfmt.Errorf("pgdcb: projection %q: waiting for the standby's replay: %w", r.name, err)
 		}
-		return eventstore.TailBatch{}, false, err
+		return pgdcb.TailBatch{}, false, err
 	}
 	stx, err := c.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted, AccessMode: pgx.ReadOnly})
 	if err != nil {
-		return eventstore.TailBatch{}, false, errfmt.Errorf("pgdcb: projection %q: read pool: %w", r.name, err)
+		return pgdcb.TailBatch{}, false, errfmt.Errorf("pgdcb: projection %q: read pool: %w", r.name, err)
 	}
 	defer func() {
 		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)

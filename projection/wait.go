@@ -53,7 +53,7 @@ func (c *committed) signal() {
 // every matching event up to target handled and committed with the read
 // model — so that a read of the model reflects target: read-your-writes,
 // typically with the cursor of the caller's own append
-// (eventstore.AppendResult.Cursor). target may also be a decision cursor
+// (pgdcb.AppendResult.Cursor). target may also be a decision cursor
 // (Head, ReadAll) or a tailing cursor; only its log point counts.
 //
 // It reads the checkpoint, so it works in any process, whether this Runner

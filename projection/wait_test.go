@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -23,7 +23,7 @@ func TestWaitForReturnsOnceTheAppendIsCommitted(t *testing.T) {
 	s, pool := newStore(t)
 	entered, release := make(chan struct{}, 1), make(chan struct{})
 	r, err := projection.New(s, "wait", query.Tagged([]string{"Ordered"}),
-		func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 			select {
 			case entered <- struct{}{}:
 			default:
@@ -41,7 +41,7 @@ func TestWaitForReturnsOnceTheAppendIsCommitted(t *testing.T) {
 	go func() { done <- r.Run(runCtx) }()
 	defer func() { stop(); <-done }()
 
-	res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Ordered", nil)})
+	res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Ordered", nil)})
 	require.NoError(t, err)
 	<-entered
 	early, cancel := context.WithCancel(ctx)
@@ -68,11 +68,11 @@ func TestWaitForAPausedProjection(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(runCtx) }()
 	defer func() { stop(); <-done }()
-	first, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Ordered", nil)})
+	first, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Ordered", nil)})
 	require.NoError(t, err)
 	require.NoError(t, r.WaitFor(ctx, first.Cursor()))
 	require.NoError(t, r.Pause(ctx))
-	res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Ordered", nil)})
+	res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Ordered", nil)})
 	require.NoError(t, err)
 	err = r.WaitFor(ctx, res.Cursor())
 	require.True(t, errors.Is(err, projection.ErrNotActive), "got %v", err)

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/errs"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
@@ -22,7 +22,7 @@ import (
 const maxTypeLen = 64
 
 // ErrInvalidQuery is matched by every *InvalidQueryError.
-var ErrInvalidQuery = pgdcb.ErrInvalidQuery
+var ErrInvalidQuery = errs.ErrInvalidQuery
 
 // InvalidQueryError says which item of a query is invalid and why. Error()
 // cuts what it repeats of the input to a few hundred bytes; the fields hold

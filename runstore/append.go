@@ -13,7 +13,6 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/query"
@@ -95,7 +94,7 @@ func (s *Store) appendEvent(ctx context.Context, ev CanonicalEngineEvent, retrie
 		if err != nil {
 			return AppendResult{}, errfmt.Errorf("pgdcb: runstore: encode event: %w", err)
 		}
-		res, err := s.es.AppendIf(ctx, []eventstore.Event{{
+		res, err := s.es.AppendIf(ctx, []pgdcb.Event{{
 			Type:     ev.EventType,
 			Tags:     ts,
 			Data:     data,

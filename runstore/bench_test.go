@@ -28,6 +28,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
@@ -72,7 +73,7 @@ func BenchmarkAppendEvent(b *testing.B) {
 		b.Run(fmt.Sprintf("AppendIf/writers=%d", writers), func(b *testing.B) {
 			runWriters(b, writers, func(ctx context.Context, _ int, n int64) error {
 				tag := fmt.Sprintf("account=b%d", n)
-				_, err := es.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
+				_, err := es.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 10}, tag)},
 					appendif.FailIf(query.Tagged(nil, tag), nil))
 				return err
 			})
@@ -105,7 +106,7 @@ func BenchmarkAppendEvent(b *testing.B) {
 // writes).
 func loadRun(tb testing.TB, es *eventstore.Store, runID string, n int) {
 	ctx := context.Background()
-	batch := make([]eventstore.Event, 0, 1000)
+	batch := make([]pgdcb.Event, 0, 1000)
 	flush := func() {
 		_, err := es.Append(ctx, batch)
 		require.NoError(tb, err)
@@ -116,7 +117,7 @@ func loadRun(tb testing.TB, es *eventstore.Store, runID string, n int) {
 		ev.RunSeq = int64(i)
 		data, err := json.Marshal(ev)
 		require.NoError(tb, err)
-		batch = append(batch, eventstore.Event{
+		batch = append(batch, pgdcb.Event{
 			Type:     ev.EventType,
 			Tags:     tags.MustParseSet("run_id="+runID, "idempotency_key="+ev.IdempotencyKey),
 			Data:     data,
@@ -144,7 +145,7 @@ func BenchmarkFetchEvents(b *testing.B) {
 	b.Run("eventstore.ReadAll/1000", func(b *testing.B) {
 		q := query.Tagged(nil, "run_id=big")
 		for b.Loop() {
-			evs, _, err := es.ReadAll(ctx, q, &eventstore.ReadOptions{Limit: 1000})
+			evs, _, err := es.ReadAll(ctx, q, &pgdcb.ReadOptions{Limit: 1000})
 			require.NoError(b, err)
 			require.Len(b, evs, 1000)
 		}

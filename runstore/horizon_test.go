@@ -8,7 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
@@ -224,7 +224,7 @@ func TestCatchUpWaitsForAnEventItCannotApplyYet(t *testing.T) {
 	defer blocker.Rollback(context.Background())
 	second := runEvent("g", "k2")
 	second.RunSeq = 2
-	_, err = es.AppendTx(ctx, blocker, []eventstore.Event{runEventRow(t, second, tags.Must("fixture", "gap"))})
+	_, err = es.AppendTx(ctx, blocker, []pgdcb.Event{runEventRow(t, second, tags.Must("fixture", "gap"))})
 	require.NoError(t, err)
 	third := runEvent("g", "k3")
 	third.RunSeq = 3

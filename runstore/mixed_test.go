@@ -13,6 +13,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
@@ -25,9 +26,9 @@ import (
 // the same schema), in one transaction.
 func appendOther(t *testing.T, es *eventstore.Store, n, batch int) {
 	t.Helper()
-	evs := make([]eventstore.Event, n)
+	evs := make([]pgdcb.Event, n)
 	for i := range evs {
-		evs[i] = eventstore.MustEvent("OrderPlaced", map[string]any{"n": i, "note": "other traffic"},
+		evs[i] = pgdcb.MustEvent("OrderPlaced", map[string]any{"n": i, "note": "other traffic"},
 			fmt.Sprintf("order=o%d-%d", batch, i))
 	}
 	_, err := es.Append(context.Background(), evs)

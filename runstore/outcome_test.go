@@ -37,7 +37,7 @@ func holdRun(t *testing.T, es *eventstore.Store, runID string) pgx.Tx {
 	ctx := context.Background()
 	tx, err := es.Pool().BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 	require.NoError(t, err)
-	_, err = es.AppendIfTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Holder", 1, "holder=1")},
+	_, err = es.AppendIfTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Holder", 1, "holder=1")},
 		appendif.FailIf(query.Tagged(nil, runstore.TagRunID+"="+runID), nil))
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })

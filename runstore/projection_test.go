@@ -10,7 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/runstore"
@@ -32,9 +32,9 @@ func TestProjectorFailsAndResumes(t *testing.T) {
 	_, err := rs.AppendEvent(ctx, runEvent("good", "k1"))
 	require.NoError(t, err)
 	// A run event the store cannot decode (written around AppendEvent).
-	bad := eventstore.MustEvent("StepCompleted", map[string]any{"runId": 5}, tags.Must(runstore.TagRunID, "bad").String())
+	bad := pgdcb.MustEvent("StepCompleted", map[string]any{"runId": 5}, tags.Must(runstore.TagRunID, "bad").String())
 	bad.Metadata = json.RawMessage(runstore.Marker)
-	_, err = es.Append(ctx, []eventstore.Event{bad})
+	_, err = es.Append(ctx, []pgdcb.Event{bad})
 	require.NoError(t, err)
 
 	runCtx, stop := context.WithCancel(ctx)

@@ -10,8 +10,8 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -280,7 +280,7 @@ func (h *projectorHandler) BeforeRead(ctx context.Context, tx pgx.Tx) error {
 // that extends its run's snapshot contiguously is applied now; the
 // checkpoint stays at the horizon, so nothing is skipped, and observe
 // ignores what a snapshot already holds when the tail reaches it.
-func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventstore.TailBatch) error {
+func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b pgdcb.TailBatch) error {
 	p := (*projector)(h)
 	s := p.s
 	p.mu.Lock()
@@ -318,7 +318,7 @@ func (h *projectorHandler) HandleBatch(ctx context.Context, tx pgx.Tx, b eventst
 
 // AfterCommit takes over the committed batch's pass beyond the horizon,
 // rebuilds the runs found STALE and, at most once a second, measures the lag.
-func (h *projectorHandler) AfterCommit(ctx context.Context, _ eventstore.TailBatch) error {
+func (h *projectorHandler) AfterCommit(ctx context.Context, _ pgdcb.TailBatch) error {
 	p := (*projector)(h)
 	p.mu.Lock()
 	out := p.pending
@@ -355,7 +355,7 @@ type runRow struct {
 }
 
 // decodeRows decodes run events read from the log.
-func decodeRows(evs []eventstore.StoredEvent) ([]runRow, error) {
+func decodeRows(evs []pgdcb.StoredEvent) ([]runRow, error) {
 	rows := make([]runRow, len(evs))
 	for i, e := range evs {
 		ev, err := decodeEvent(e.Data, e.OccurredAt)
@@ -378,7 +378,7 @@ func (p *projector) applyAhead(ctx context.Context, tx pgx.Tx, tail cursor.Curso
 		from = *a // with its snapshot: its in-progress transactions are read again
 	}
 	p.mu.Unlock()
-	evs, next, err := p.s.es.ReadAllTx(ctx, tx, query.All(), &eventstore.ReadOptions{
+	evs, next, err := p.s.es.ReadAllTx(ctx, tx, query.All(), &pgdcb.ReadOptions{
 		After: &from, Limit: p.s.cfg.ProjectorBatch, MetadataContains: json.RawMessage(marker)})
 	if err != nil {
 		return nil, errfmt.Errorf("pgdcb: runstore: projector read beyond the horizon: %w", err)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
@@ -23,14 +24,14 @@ import (
 // holds.
 func writeRunEventAt(t testing.TB, es *eventstore.Store, ev runstore.CanonicalEngineEvent) {
 	t.Helper()
-	_, err := es.Append(context.Background(), []eventstore.Event{runEventRow(t, ev,
+	_, err := es.Append(context.Background(), []pgdcb.Event{runEventRow(t, ev,
 		tags.Must(runstore.TagRunID, ev.RunID), tags.Must(runstore.TagIdempotencyKey, ev.IdempotencyKey))})
 	require.NoError(t, err)
 }
 
 // runEventRow is the row AppendEvent would write for ev, with ev's runSeq and
 // the given tags.
-func runEventRow(t testing.TB, ev runstore.CanonicalEngineEvent, tt ...tags.Tag) eventstore.Event {
+func runEventRow(t testing.TB, ev runstore.CanonicalEngineEvent, tt ...tags.Tag) pgdcb.Event {
 	t.Helper()
 	seq := ev.RunSeq
 	ev, err := runstore.ValidateEvent(ev)
@@ -40,7 +41,7 @@ func runEventRow(t testing.TB, ev runstore.CanonicalEngineEvent, tt ...tags.Tag)
 	require.NoError(t, err)
 	ts, err := tags.NewSet(tt...)
 	require.NoError(t, err)
-	return eventstore.Event{Type: ev.EventType, Tags: ts, Data: data, Metadata: json.RawMessage(runstore.Marker)}
+	return pgdcb.Event{Type: ev.EventType, Tags: ts, Data: data, Metadata: json.RawMessage(runstore.Marker)}
 }
 
 // resyncWatch records, at each resync, the runs marked STALE as StaleRuns

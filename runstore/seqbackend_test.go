@@ -13,7 +13,6 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/runstore"
 	"github.com/pgdcb/pgdcb/runstore/conformance"
@@ -49,7 +48,7 @@ func (b *seqBackend) AppendEvent(ctx context.Context, ev runstore.CanonicalEngin
 	ev.RunSeq = b.take(ev.RunID)
 	time.Sleep(time.Duration(rand.IntN(3000)) * time.Microsecond) // commits late, sometimes after runSeq+1
 	idem := query.Tagged(nil, runstore.TagRunID+"="+ev.RunID, runstore.TagIdempotencyKey+"="+ev.IdempotencyKey)
-	_, err = b.EventStore().AppendIf(ctx, []eventstore.Event{rawRunEvent(ev)}, appendif.Condition{}.WithIdempotency(idem))
+	_, err = b.EventStore().AppendIf(ctx, []pgdcb.Event{rawRunEvent(ev)}, appendif.Condition{}.WithIdempotency(idem))
 	switch {
 	case errors.Is(err, pgdcb.ErrIdempotent):
 		evs, _, err := b.EventStore().ReadAll(ctx, idem, nil)
@@ -76,7 +75,7 @@ func (b *seqBackend) writeAt(t *testing.T, ev runstore.CanonicalEngineEvent) {
 
 // rawRunEvent is the event store row of a run event (the row AppendEvent
 // writes).
-func rawRunEvent(ev runstore.CanonicalEngineEvent) eventstore.Event {
+func rawRunEvent(ev runstore.CanonicalEngineEvent) pgdcb.Event {
 	ts, err := tags.NewSet(tags.Must(runstore.TagRunID, ev.RunID), tags.Must(runstore.TagIdempotencyKey, ev.IdempotencyKey))
 	if err != nil {
 		panic(err)
@@ -85,7 +84,7 @@ func rawRunEvent(ev runstore.CanonicalEngineEvent) eventstore.Event {
 	if err != nil {
 		panic(err)
 	}
-	return eventstore.Event{Type: ev.EventType, Tags: ts, Data: data, Metadata: []byte(`{"runstore": "v1"}`)}
+	return pgdcb.Event{Type: ev.EventType, Tags: ts, Data: data, Metadata: []byte(`{"runstore": "v1"}`)}
 }
 
 // The conformance suite with MayShowGaps on a backend that does show gaps

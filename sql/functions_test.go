@@ -115,6 +115,6 @@ func TestFunctionsApplyAgainWhenTheirTextChanges(t *testing.T) {
 	// The group committer's function is the library's again: a group append works.
 	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "account=a1")})
 	require.NoError(t, err)
 }

@@ -139,14 +139,14 @@ func TestTwoRoleSetUp(t *testing.T) {
 	require.NoError(t, s.CheckSchema(ctx))
 
 	// Append, AppendIf, Read, ReadTail.
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Opened", nil, "account=a1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Opened", nil, "account=a1")})
 	require.NoError(t, err)
 	acct := query.Tagged(nil, "account=a1")
-	cond, err := s.Project(ctx, eventstore.NewModel(acct, 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 }))
+	cond, err := s.Project(ctx, pgdcb.NewModel(acct, 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 }))
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 5}, "account=a1")}, cond)
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 5}, "account=a1")}, cond)
 	require.NoError(t, err)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 6}, "account=a1")}, cond)
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 6}, "account=a1")}, cond)
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed)
 	evs, _, err := s.ReadAll(ctx, acct, nil)
 	require.NoError(t, err)
@@ -163,9 +163,9 @@ func TestTwoRoleSetUp(t *testing.T) {
 	exec, err := commands.New(s, nil)
 	require.NoError(t, err)
 	out, err := exec.Execute(ctx, commands.Command{Type: "Deposit", Handler: commands.HandlerFunc(
-		func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+		func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 			_, c, err := dc.ReadAll(ctx, acct, nil)
-			return []eventstore.Event{eventstore.MustEvent("Deposited", map[string]int{"amount": 7}, "account=a1")},
+			return []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]int{"amount": 7}, "account=a1")},
 				appendif.FailIf(acct, &c), err
 		})})
 	require.NoError(t, err)
@@ -175,7 +175,7 @@ func TestTwoRoleSetUp(t *testing.T) {
 
 	// A projection batch (checkpoint rows: INSERT, UPDATE), and its controls.
 	seen := make(chan int, 16)
-	r, err := projection.New(s, "balances", acct, func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	r, err := projection.New(s, "balances", acct, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		seen <- len(evs)
 		return nil
 	}, &projection.Config{ReaderConfig: projection.ReaderConfig{PollInterval: 20 * time.Millisecond, ElectionInterval: 20 * time.Millisecond}})
@@ -272,7 +272,7 @@ func TestTwoRoleSetUp(t *testing.T) {
 	ids, _, err := pgdcbsql.RebaseTransactionIDs(ctx, ownerPool, schema)
 	require.NoError(t, err)
 	require.Positive(t, ids)
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Closed", nil, "account=a1")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Closed", nil, "account=a1")})
 	require.NoError(t, err)
 	evs, _, err = s.ReadAll(ctx, acct, nil)
 	require.NoError(t, err)

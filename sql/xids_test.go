@@ -36,7 +36,7 @@ func TestRebaseAfterRestore(t *testing.T) {
 	// the server's counter, two events in one of them, each with its
 	// command row; a projection has processed the first two.
 	for i := range 3 {
-		_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Local", i, "n=local")})
+		_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Local", i, "n=local")})
 		require.NoError(t, err)
 	}
 	require.NoError(t, s.CheckSchema(ctx))
@@ -90,7 +90,7 @@ func TestRebaseAfterRestore(t *testing.T) {
 	var cp cursor.Cursor
 	require.NoError(t, pool.QueryRow(ctx, `SELECT transaction_id::text::bigint, position FROM `+q+`.checkpoints WHERE name = 'proj'`).
 		Scan(&cp.TransactionID, &cp.Position))
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("New", 1, "n=new")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("New", 1, "n=new")})
 	require.NoError(t, err)
 	var got []string
 	require.Eventually(t, func() bool {
@@ -114,7 +114,7 @@ func TestRebaseUpdatesOnlyTransactionIDs(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool, _ := migratedStore(t)
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "n=1")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("E", 1, "n=1")})
 	require.NoError(t, err)
 	tx, err := pool.Begin(ctx)
 	require.NoError(t, err)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
@@ -122,7 +123,7 @@ func BenchmarkLiveLatency(b *testing.B) {
 				})
 			}()
 			// A first event, delivered once the subscription is listening.
-			_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Warm", map[string]int{}, "k=v")})
+			_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Warm", map[string]int{}, "k=v")})
 			require.NoError(b, err)
 			for !ready.Load() {
 				time.Sleep(time.Millisecond)
@@ -130,8 +131,8 @@ func BenchmarkLiveLatency(b *testing.B) {
 			lats := make([]time.Duration, 0, b.N)
 			b.ResetTimer()
 			for range b.N {
-				ev := eventstore.MustEvent("Ping", map[string]int64{"t": time.Now().UnixNano()}, "k=v")
-				_, err := s.Append(ctx, []eventstore.Event{ev})
+				ev := pgdcb.MustEvent("Ping", map[string]int64{"t": time.Now().UnixNano()}, "k=v")
+				_, err := s.Append(ctx, []pgdcb.Event{ev})
 				require.NoError(b, err)
 				lats = append(lats, <-lat)
 			}

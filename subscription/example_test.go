@@ -10,6 +10,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
@@ -33,10 +34,10 @@ func ExampleSubscription_Run() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = store.Append(ctx, []eventstore.Event{
-		eventstore.MustEvent("CourseDefined", map[string]int{"capacity": 10}, "course=c1"),
-		eventstore.MustEvent("StudentSubscribed", map[string]string{"student": "s1"}, "course=c1", "student=s1"),
-		eventstore.MustEvent("StudentSubscribed", map[string]string{"student": "s2"}, "course=c1", "student=s2"),
+	_, err = store.Append(ctx, []pgdcb.Event{
+		pgdcb.MustEvent("CourseDefined", map[string]int{"capacity": 10}, "course=c1"),
+		pgdcb.MustEvent("StudentSubscribed", map[string]string{"student": "s1"}, "course=c1", "student=s1"),
+		pgdcb.MustEvent("StudentSubscribed", map[string]string{"student": "s2"}, "course=c1", "student=s2"),
 	})
 	if err != nil {
 		panic(err)
@@ -107,7 +108,7 @@ func ExampleSubscription_WaitFor() {
 	}()
 	defer func() { stop(); <-done }()
 
-	res, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("StudentSubscribed", map[string]string{}, "course=c1")})
+	res, err := store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("StudentSubscribed", map[string]string{}, "course=c1")})
 	if err != nil {
 		panic(err)
 	}

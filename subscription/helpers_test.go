@@ -8,6 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
@@ -35,9 +36,9 @@ func appendN(t testing.TB, s *eventstore.Store, typ string, from, n int) {
 	t.Helper()
 	for n > 0 {
 		k := min(n, 500)
-		evs := make([]eventstore.Event, k)
+		evs := make([]pgdcb.Event, k)
 		for i := range evs {
-			evs[i] = eventstore.MustEvent(typ, map[string]int{"n": from + i}, fmt.Sprintf("item=%d", (from+i)%7))
+			evs[i] = pgdcb.MustEvent(typ, map[string]int{"n": from + i}, fmt.Sprintf("item=%d", (from+i)%7))
 		}
 		_, err := s.Append(context.Background(), evs)
 		require.NoError(t, err)

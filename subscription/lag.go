@@ -3,7 +3,7 @@ package subscription
 import (
 	"time"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 )
 
 // Lag says how far a tailing reader is behind the head of the log.
@@ -16,12 +16,12 @@ type Lag struct {
 	// Behind is the age of the last delivered event while the reader is
 	// behind the head; 0 when caught up (or before the first delivery).
 	Behind time.Duration
-	// HorizonHeld is how long the horizon (eventstore.TailBatch.Horizon) has
+	// HorizonHeld is how long the horizon (pgdcb.TailBatch.Horizon) has
 	// stayed at the same transaction while the head was at or above it: how
 	// long an open transaction of the store's database has been delaying the
 	// reader.
 	HorizonHeld time.Duration
 	// HorizonHolder is the transaction delaying the reader while HorizonHeld
 	// is not zero (its backend's pid and its database, when known).
-	HorizonHolder eventstore.HorizonHolder
+	HorizonHolder pgdcb.HorizonHolder
 }

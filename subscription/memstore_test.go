@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
@@ -24,9 +24,9 @@ func TestSubscriptionOnMemstore(t *testing.T) {
 	q := query.Tagged([]string{"Item"}, "list=a")
 	appendItems := func(from, n int) {
 		for i := range n {
-			_, err := s.Append(ctx, []eventstore.Event{
-				eventstore.MustEvent("Item", from+i, "list=a"),
-				eventstore.MustEvent("Item", from+i, "list=b"),
+			_, err := s.Append(ctx, []pgdcb.Event{
+				pgdcb.MustEvent("Item", from+i, "list=a"),
+				pgdcb.MustEvent("Item", from+i, "list=b"),
 			})
 			require.NoError(t, err)
 		}
@@ -46,7 +46,7 @@ func TestSubscriptionOnMemstore(t *testing.T) {
 	evs := c.events()
 	requireLogOrder(t, evs)
 	for i, ev := range evs {
-		require.JSONEq(t, string(eventstore.MustEvent("Item", i).Data), string(ev.Data), "event %d", i)
+		require.JSONEq(t, string(pgdcb.MustEvent("Item", i).Data), string(ev.Data), "event %d", i)
 		require.True(t, q.Matches(ev.Type, ev.Tags))
 	}
 	// The checkpoint resumes after the last delivered event: nothing again.

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
@@ -47,7 +48,7 @@ func TestStandbySubscriptionThroughCrashes(t *testing.T) {
 	require.NoError(t, err)
 	var (
 		mu        sync.Mutex
-		delivered []eventstore.StoredEvent
+		delivered []pgdcb.StoredEvent
 	)
 	runCtx, stop := context.WithCancel(ctx)
 	runDone := make(chan error, 1)
@@ -74,7 +75,7 @@ func TestStandbySubscriptionThroughCrashes(t *testing.T) {
 			default:
 			}
 			wctx, wcancel := context.WithTimeout(ctx, 5*time.Second)
-			if _, err := store.Append(wctx, []eventstore.Event{eventstore.MustEvent("E", i, "k=v")}); err == nil {
+			if _, err := store.Append(wctx, []pgdcb.Event{pgdcb.MustEvent("E", i, "k=v")}); err == nil {
 				ok++
 			}
 			wcancel()

@@ -10,7 +10,6 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
@@ -107,7 +106,7 @@ type Batch struct {
 	// order; never empty. In the logical decoding mode (RunLogical) they
 	// are in commit order, and may be empty (the batch only moves the
 	// checkpoint).
-	Events []eventstore.StoredEvent
+	Events []pgdcb.StoredEvent
 	// Cursor is where to resume after this batch (store it as your checkpoint).
 	Cursor cursor.Cursor
 	// Lag is how far behind the head the reader was when it read the batch.
@@ -140,7 +139,7 @@ func (e *HandlerError) Unwrap() error { return e.Err }
 
 // Subscription follows the events matching a query.
 type Subscription struct {
-	store eventstore.Interface
+	store pgdcb.Store
 	q     query.Query
 	cfg   Config
 	tr    tracing
@@ -150,7 +149,7 @@ type Subscription struct {
 // New returns a subscription to the events matching q. It fails with an error
 // matching pgdcb.ErrInvalidQuery when q is invalid, and with a
 // *pgdcb.InvalidArgumentError when a Config field is negative.
-func New(store eventstore.Interface, q query.Query, cfg *Config) (*Subscription, error) {
+func New(store pgdcb.Store, q query.Query, cfg *Config) (*Subscription, error) {
 	if store == nil {
 		return nil, errors.New("pgdcb: subscription.New: nil store")
 	}

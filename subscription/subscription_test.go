@@ -30,7 +30,7 @@ const wait = 90 * time.Second
 // collector gathers what a handler received.
 type collector struct {
 	mu  sync.Mutex
-	evs []eventstore.StoredEvent
+	evs []pgdcb.StoredEvent
 	cur cursor.Cursor
 }
 
@@ -48,10 +48,10 @@ func (c *collector) len() int {
 	return len(c.evs)
 }
 
-func (c *collector) events() []eventstore.StoredEvent {
+func (c *collector) events() []pgdcb.StoredEvent {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return append([]eventstore.StoredEvent(nil), c.evs...)
+	return append([]pgdcb.StoredEvent(nil), c.evs...)
 }
 
 func run(t *testing.T, sub *subscription.Subscription, from cursor.Cursor, h subscription.Handler) (stop func() error) {
@@ -72,7 +72,7 @@ func run(t *testing.T, sub *subscription.Subscription, from cursor.Cursor, h sub
 	return stop
 }
 
-func requireLogOrder(t *testing.T, evs []eventstore.StoredEvent) {
+func requireLogOrder(t *testing.T, evs []pgdcb.StoredEvent) {
 	t.Helper()
 	seen := map[int64]bool{}
 	for i, ev := range evs {
@@ -148,9 +148,9 @@ func TestOutOfOrderCommit(t *testing.T) {
 			txA, err := pool.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
 			require.NoError(t, err)
 			defer txA.Rollback(ctx)
-			resA, err := s.AppendTx(ctx, txA, []eventstore.Event{eventstore.MustEvent("A", map[string]int{}, "w=a")})
+			resA, err := s.AppendTx(ctx, txA, []pgdcb.Event{pgdcb.MustEvent("A", map[string]int{}, "w=a")})
 			require.NoError(t, err)
-			resB, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", map[string]int{}, "w=b")})
+			resB, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("B", map[string]int{}, "w=b")})
 			require.NoError(t, err)
 			require.Less(t, resA.Positions[0], resB.Positions[0])
 

@@ -54,7 +54,7 @@ func (s *Subscription) Processed() (c cursor.Cursor, ok bool) {
 
 // WaitFor waits until the running subscription has handled every matching
 // event up to target — typically the cursor of an append
-// (eventstore.AppendResult.Cursor) — so that what the handler maintains
+// (pgdcb.AppendResult.Cursor) — so that what the handler maintains
 // reflects that append: read-your-writes for a read model fed by the
 // subscription. target may also be a decision cursor (Head, ReadAll) or a
 // tailing cursor; only its log point counts.

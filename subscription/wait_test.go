@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
@@ -42,7 +42,7 @@ func TestWaitForReturnsOnceTheHandlerHandledTheAppend(t *testing.T) {
 	}()
 	defer func() { stop(); <-done }()
 
-	res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Ordered", nil)})
+	res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Ordered", nil)})
 	require.NoError(t, err)
 	<-entered
 	early, cancel := context.WithCancel(ctx)
@@ -71,7 +71,7 @@ func TestWaitForAfterRunReturned(t *testing.T) {
 	go func() {
 		done <- sub.Run(ctx, cursor.Start, func(context.Context, subscription.Batch) error { return boom })
 	}()
-	res, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Ordered", nil)})
+	res, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Ordered", nil)})
 	require.NoError(t, err)
 	err = sub.WaitFor(ctx, res.Cursor())
 	require.ErrorIs(t, err, subscription.ErrNotRunning)

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/clip"
+	"github.com/pgdcb/pgdcb/internal/errs"
 )
 
 // Limits of a tag's parts, in bytes (the package doc states them).
@@ -22,7 +22,7 @@ const (
 )
 
 // ErrInvalidTag is matched (errors.Is) by every *InvalidTagError.
-var ErrInvalidTag = pgdcb.ErrInvalidTag
+var ErrInvalidTag = errs.ErrInvalidTag
 
 // InvalidTagError names the offending tag and why it was refused. Error()
 // quotes the tag cut to a few hundred bytes (with its length); Tag holds it

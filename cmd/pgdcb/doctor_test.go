@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
@@ -78,7 +79,7 @@ func TestDoctorReadersAndTransactions(t *testing.T) {
 	store, err := eventstore.New(pgtest.Pool(t), &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
 	require.NoError(t, projection.Pause(ctx, store, "balances")) // creates the checkpoint
-	_, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("A", nil), eventstore.MustEvent("A", nil)})
+	_, err = store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("A", nil), pgdcb.MustEvent("A", nil)})
 	require.NoError(t, err)
 
 	pid, xid := holdXID(t, pgtest.DSN(t))
@@ -143,7 +144,7 @@ func TestDoctorNamesTheHorizonHolder(t *testing.T) {
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: "app"})
 	require.NoError(t, err)
 	p, err := projection.New(store, "balances", query.All(),
-		func(context.Context, pgx.Tx, []eventstore.StoredEvent) error {
+		func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error {
 			return errors.New("read model unreachable")
 		},
 		&projection.Config{ReaderConfig: projection.ReaderConfig{MaxAttempts: 1, PollInterval: 20 * time.Millisecond}})

@@ -113,7 +113,7 @@ type jsonEvent struct {
 	OccurredAt    string          `json:"occurred_at,omitempty"`
 }
 
-func toJSON(ev eventstore.StoredEvent) jsonEvent {
+func toJSON(ev pgdcb.StoredEvent) jsonEvent {
 	j := jsonEvent{ev.Position, ev.TransactionID, ev.Type, ev.Tags.Strings(), ev.Data, ev.Metadata, "", ev.OccurredAt.Format("2006-01-02T15:04:05.000000Z07:00")}
 	if j.Tags == nil {
 		j.Tags = []string{}
@@ -124,12 +124,12 @@ func toJSON(ev eventstore.StoredEvent) jsonEvent {
 	return j
 }
 
-func (j jsonEvent) event() (eventstore.Event, error) {
+func (j jsonEvent) event() (pgdcb.Event, error) {
 	ts, err := tags.ParseSet(j.Tags...)
 	if err != nil {
-		return eventstore.Event{}, err
+		return pgdcb.Event{}, err
 	}
-	ev := eventstore.Event{Type: j.Type, Tags: ts, Data: j.Data, Metadata: j.Metadata}
+	ev := pgdcb.Event{Type: j.Type, Tags: ts, Data: j.Data, Metadata: j.Metadata}
 	if len(ev.Data) == 0 || string(ev.Data) == "null" {
 		ev.Data = json.RawMessage("{}")
 	}
@@ -139,7 +139,7 @@ func (j jsonEvent) event() (eventstore.Event, error) {
 	if j.ID != "" {
 		id, err := uuid.Parse(j.ID)
 		if err != nil {
-			return eventstore.Event{}, fmt.Errorf("%w: id %q: %v", pgdcb.ErrInvalidEvent, j.ID, err)
+			return pgdcb.Event{}, fmt.Errorf("%w: id %q: %v", pgdcb.ErrInvalidEvent, j.ID, err)
 		}
 		ev.ID = id
 	}
@@ -147,7 +147,7 @@ func (j jsonEvent) event() (eventstore.Event, error) {
 }
 
 // readNDJSON calls fn with each non-blank line's event, in order.
-func readNDJSON(r io.Reader, fn func(line int, j jsonEvent, ev eventstore.Event) error) error {
+func readNDJSON(r io.Reader, fn func(line int, j jsonEvent, ev pgdcb.Event) error) error {
 	br := bufio.NewReaderSize(r, 1<<16)
 	for line := 1; ; line++ {
 		b, err := br.ReadBytes('\n')
@@ -205,7 +205,7 @@ var readCmd = &command{
 				}
 				q = query.New(query.Item{Types: types, Tags: ts})
 			}
-			opts := &eventstore.ReadOptions{Limit: *limit, Backwards: *backwards}
+			opts := &pgdcb.ReadOptions{Limit: *limit, Backwards: *backwards}
 			if *after != "" {
 				c, err := parseCursorFlag("-after", *after)
 				if err != nil {
@@ -257,12 +257,12 @@ makes it a no-op (exit 5) if an event matching Q exists anywhere.
 		after := fs.String("after", "", "cursor of the decision (with -if-none)")
 		idem := fs.String("idempotency", "", "idempotency query: no-op if a matching event exists")
 		return func(e *env) error {
-			var events []eventstore.Event
+			var events []pgdcb.Event
 			switch {
 			case *stdin && (*typ != "" || len(tagArgs) > 0 || *meta != "" || *id != ""):
 				return usagef("-stdin excludes -type, -tag, -data, -metadata and -id")
 			case *stdin:
-				if err := readNDJSON(e.stdin, func(_ int, _ jsonEvent, ev eventstore.Event) error {
+				if err := readNDJSON(e.stdin, func(_ int, _ jsonEvent, ev pgdcb.Event) error {
 					events = append(events, ev)
 					return nil
 				}); err != nil {
@@ -319,7 +319,7 @@ makes it a no-op (exit 5) if an event matching Q exists anywhere.
 			if err != nil {
 				return err
 			}
-			var res eventstore.AppendResult
+			var res pgdcb.AppendResult
 			if cond != nil {
 				res, err = store.AppendIf(e.ctx, events, *cond)
 			} else {
@@ -469,7 +469,7 @@ with -force (stored ids then exit 5).
 				return fmt.Errorf("%w: the log is not empty (head %s); pass -force to append after it", errPrecondition, head)
 			}
 			var (
-				pending  []eventstore.Event
+				pending  []pgdcb.Event
 				n, last  int64
 				batches  int
 				lastLine int
@@ -495,7 +495,7 @@ with -force (stored ids then exit 5).
 				}
 				return nil
 			}
-			err = readNDJSON(e.stdin, func(line int, _ jsonEvent, ev eventstore.Event) error {
+			err = readNDJSON(e.stdin, func(line int, _ jsonEvent, ev pgdcb.Event) error {
 				if len(pending) >= *batch {
 					if err := flush(); err != nil {
 						return err

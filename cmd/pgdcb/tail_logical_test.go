@@ -10,6 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
@@ -36,8 +37,8 @@ func TestTailLogical(t *testing.T) {
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
 	ctx := t.Context()
-	appendA := func(tag string) eventstore.AppendResult {
-		r, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("A", map[string]int{}, "k="+tag)})
+	appendA := func(tag string) pgdcb.AppendResult {
+		r, err := store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("A", map[string]int{}, "k="+tag)})
 		require.NoError(t, err)
 		return r
 	}
@@ -65,11 +66,11 @@ func TestTailLogical(t *testing.T) {
 	early, err := pool.Begin(ctx)
 	require.NoError(t, err)
 	defer early.Rollback(context.Background())
-	_, err = store.AppendTx(ctx, early, []eventstore.Event{eventstore.MustEvent("A", map[string]int{}, "k=early")})
+	_, err = store.AppendTx(ctx, early, []pgdcb.Event{pgdcb.MustEvent("A", map[string]int{}, "k=early")})
 	require.NoError(t, err)
 	appendA("2")
 	require.NoError(t, early.Commit(ctx))
-	_, err = store.Append(ctx, []eventstore.Event{eventstore.MustEvent("B", map[string]int{}, "k=b")})
+	_, err = store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("B", map[string]int{}, "k=b")})
 	require.NoError(t, err)
 	appendA("3")
 

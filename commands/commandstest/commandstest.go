@@ -34,8 +34,8 @@ import (
 	"os"
 	"testing"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/commands"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
@@ -61,7 +61,7 @@ type Options struct {
 // Fixture is a store and an executor on it, for one test.
 type Fixture struct {
 	tb    testing.TB
-	store eventstore.Interface
+	store pgdcb.Store
 	exec  *commands.Executor
 }
 
@@ -81,7 +81,7 @@ func New(tb testing.TB, opts *Options) *Fixture {
 	default:
 		tb.Fatalf("commandstest: %s=%q: want postgres, memory or nothing", storeEnvVar, v)
 	}
-	var store eventstore.Interface
+	var store pgdcb.Store
 	if pg {
 		store = pgdcbtest.NewStore(tb, nil)
 	} else {
@@ -100,21 +100,21 @@ func New(tb testing.TB, opts *Options) *Fixture {
 }
 
 // Given starts a scenario on a fixture with every default (see New).
-func Given(tb testing.TB, events ...eventstore.Event) *Scenario {
+func Given(tb testing.TB, events ...pgdcb.Event) *Scenario {
 	tb.Helper()
 	return New(tb, nil).Given(events...)
 }
 
 // Store returns the fixture's store: a *memstore.Store or an
 // *eventstore.Store.
-func (f *Fixture) Store() eventstore.Interface { return f.store }
+func (f *Fixture) Store() pgdcb.Store { return f.store }
 
 // Executor returns the fixture's executor.
 func (f *Fixture) Executor() *commands.Executor { return f.exec }
 
 // Given starts a scenario: it appends the events (in one append, when there
 // are any) and fails the test if that fails.
-func (f *Fixture) Given(events ...eventstore.Event) *Scenario {
+func (f *Fixture) Given(events ...pgdcb.Event) *Scenario {
 	f.tb.Helper()
 	s := &Scenario{f: f}
 	return s.Given(events...)
@@ -131,7 +131,7 @@ type Scenario struct {
 }
 
 // Given appends more events.
-func (s *Scenario) Given(events ...eventstore.Event) *Scenario {
+func (s *Scenario) Given(events ...pgdcb.Event) *Scenario {
 	s.f.tb.Helper()
 	if s.ran {
 		s.f.tb.Fatalf("commandstest: Given after When")
@@ -166,7 +166,7 @@ func (s *Scenario) WhenFunc(run func(ctx context.Context) (commands.Outcome, err
 // Then fails the test unless When succeeded and appended exactly the want
 // events (see pgdcbtest.RequireEvents; the command_id tag is ignored). It
 // returns the command's outcome.
-func (s *Scenario) Then(want ...eventstore.Event) commands.Outcome {
+func (s *Scenario) Then(want ...pgdcb.Event) commands.Outcome {
 	s.f.tb.Helper()
 	s.mustHaveRun("Then")
 	if s.err != nil {
@@ -204,13 +204,13 @@ func (s *Scenario) mustHaveRun(what string) {
 }
 
 // log reads the whole log.
-func (s *Scenario) log() []eventstore.StoredEvent {
+func (s *Scenario) log() []pgdcb.StoredEvent {
 	s.f.tb.Helper()
 	return pgdcbtest.ReadAll(s.f.tb, s.f.store)
 }
 
 // appended are the events When appended.
-func (s *Scenario) appended() []eventstore.StoredEvent {
+func (s *Scenario) appended() []pgdcb.StoredEvent {
 	s.f.tb.Helper()
 	evs := s.log()
 	if len(evs) < s.before {

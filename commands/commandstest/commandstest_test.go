@@ -7,6 +7,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/commands/commandstest"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -105,7 +106,7 @@ func TestScenarioFailures(t *testing.T) {
 		"an error that appended": {func(tb testing.TB) {
 			fx := commandstest.New(tb, nil)
 			fx.Given().WhenFunc(func(ctx context.Context) (commands.Outcome, error) {
-				if _, err := fx.Store().Append(ctx, []eventstore.Event{subscribed("c1", "s1")}); err != nil {
+				if _, err := fx.Store().Append(ctx, []pgdcb.Event{subscribed("c1", "s1")}); err != nil {
 					return commands.Outcome{}, err
 				}
 				return commands.Outcome{}, errCourseFull

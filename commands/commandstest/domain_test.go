@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -18,12 +18,12 @@ var (
 	errAlreadySubscribed = errors.New("student already subscribed")
 )
 
-func courseDefined(course string, capacity int) eventstore.Event {
-	return eventstore.MustEvent("CourseDefined", map[string]int{"capacity": capacity}, "course="+course)
+func courseDefined(course string, capacity int) pgdcb.Event {
+	return pgdcb.MustEvent("CourseDefined", map[string]int{"capacity": capacity}, "course="+course)
 }
 
-func subscribed(course, student string) eventstore.Event {
-	return eventstore.MustEvent("StudentSubscribed", map[string]string{"course": course, "student": student},
+func subscribed(course, student string) pgdcb.Event {
+	return pgdcb.MustEvent("StudentSubscribed", map[string]string{"course": course, "student": student},
 		"course="+course, "student="+student)
 }
 
@@ -31,10 +31,10 @@ func subscribed(course, student string) eventstore.Event {
 // and subscriptions and on the student's, in one read.
 func subscribe(course, student string) commands.Command {
 	return commands.Command{Type: "Subscribe", Handler: commands.HandlerFunc(
-		func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+		func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 			type state struct{ capacity, taken int }
-			c := eventstore.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, "course="+course), state{},
-				func(s state, ev eventstore.StoredEvent) state {
+			c := pgdcb.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, "course="+course), state{},
+				func(s state, ev pgdcb.StoredEvent) state {
 					if ev.Type == "CourseDefined" {
 						s.capacity = 2 // parsed from data in a real handler; the tests define 2 seats
 						return s
@@ -42,8 +42,8 @@ func subscribe(course, student string) commands.Command {
 					s.taken++
 					return s
 				})
-			dup := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, "course="+course, "student="+student), false,
-				func(bool, eventstore.StoredEvent) bool { return true })
+			dup := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, "course="+course, "student="+student), false,
+				func(bool, pgdcb.StoredEvent) bool { return true })
 			cond, err := dc.Project(ctx, c, dup)
 			switch {
 			case err != nil:
@@ -53,6 +53,6 @@ func subscribe(course, student string) commands.Command {
 			case c.State.taken >= c.State.capacity:
 				return nil, cond, errCourseFull
 			}
-			return []eventstore.Event{subscribed(course, student)}, cond, nil
+			return []pgdcb.Event{subscribed(course, student)}, cond, nil
 		})}
 }

@@ -1,9 +1,9 @@
-// Package conformance is the test suite of eventstore.Interface: every
+// Package conformance is the test suite of pgdcb.Store: every
 // guarantee of docs/CONCURRENCY.md that can be observed through the API. Any
 // implementation runs it from its own tests with
 //
 //	func TestConformance(t *testing.T) {
-//		conformance.Run(t, func(t *testing.T) eventstore.Interface { return newStore(t) })
+//		conformance.Run(t, func(t *testing.T) pgdcb.Store { return newStore(t) })
 //	}
 //
 // newStore is called once per check and must return an empty store with the
@@ -28,7 +28,7 @@ package conformance
 import (
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 )
 
 // Options tune the suite; nil means defaults.
@@ -60,14 +60,14 @@ type Check struct {
 	// Run checks s, which must be empty, failing t when s breaks a
 	// guarantee. It calls t's Fatal methods only from the goroutine it runs
 	// on.
-	Run func(t testing.TB, s eventstore.Interface)
+	Run func(t testing.TB, s pgdcb.Store)
 }
 
 // Checks returns the suite's checks with the options applied.
 func Checks(opts *Options) []Check {
 	o := opts.withDefaults()
-	with := func(f func(testing.TB, eventstore.Interface, Options)) func(testing.TB, eventstore.Interface) {
-		return func(t testing.TB, s eventstore.Interface) { f(t, s, o) }
+	with := func(f func(testing.TB, pgdcb.Store, Options)) func(testing.TB, pgdcb.Store) {
+		return func(t testing.TB, s pgdcb.Store) { f(t, s, o) }
 	}
 	return []Check{
 		{"AppendPositionsAndTransactions", with(testAppendPositions)},
@@ -100,12 +100,12 @@ func Checks(opts *Options) []Check {
 }
 
 // Run runs the suite with default options.
-func Run(t *testing.T, newStore func(t *testing.T) eventstore.Interface) {
+func Run(t *testing.T, newStore func(t *testing.T) pgdcb.Store) {
 	RunWithOptions(t, newStore, nil)
 }
 
 // RunWithOptions runs every check as a subtest on a store of its own.
-func RunWithOptions(t *testing.T, newStore func(t *testing.T) eventstore.Interface, opts *Options) {
+func RunWithOptions(t *testing.T, newStore func(t *testing.T) pgdcb.Store, opts *Options) {
 	for _, c := range Checks(opts) {
 		t.Run(c.Name, func(t *testing.T) { c.Run(t, newStore(t)) })
 	}

@@ -7,8 +7,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/eventstore/conformance"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/memstore"
@@ -16,7 +16,7 @@ import (
 
 // failing runs every check on a fresh store from newStore with a recorder
 // and returns the names of the checks that failed.
-func failing(t *testing.T, newStore func() eventstore.Interface) []string {
+func failing(t *testing.T, newStore func() pgdcb.Store) []string {
 	var failed []string
 	for _, c := range conformance.Checks(&conformance.Options{Rounds: 5}) {
 		failures := (&pgtest.Recorder{TB: t}).Run(func(tb testing.TB) { c.Run(tb, newStore()) })
@@ -32,7 +32,7 @@ func failing(t *testing.T, newStore func() eventstore.Interface) []string {
 // FailIfEventsMatch (a store that forgot the check, or lost its lock).
 type skipsCondition struct{ *memstore.Store }
 
-func (s skipsCondition) AppendIf(ctx context.Context, events []eventstore.Event, cond appendif.Condition) (eventstore.AppendResult, error) {
+func (s skipsCondition) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendif.Condition) (pgdcb.AppendResult, error) {
 	if cond.Idempotency.IsEmpty() {
 		return s.Append(ctx, events)
 	}
@@ -42,7 +42,7 @@ func (s skipsCondition) AppendIf(ctx context.Context, events []eventstore.Event,
 // ignoresIdempotency is broken on purpose: it drops the idempotency query.
 type ignoresIdempotency struct{ *memstore.Store }
 
-func (s ignoresIdempotency) AppendIf(ctx context.Context, events []eventstore.Event, cond appendif.Condition) (eventstore.AppendResult, error) {
+func (s ignoresIdempotency) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendif.Condition) (pgdcb.AppendResult, error) {
 	if cond.FailIfEventsMatch.IsEmpty() {
 		return s.Append(ctx, events)
 	}
@@ -51,10 +51,10 @@ func (s ignoresIdempotency) AppendIf(ctx context.Context, events []eventstore.Ev
 
 func TestBrokenStoresFailTheSuite(t *testing.T) {
 	t.Parallel()
-	require.Empty(t, failing(t, func() eventstore.Interface { return memstore.MustNew(nil) }),
+	require.Empty(t, failing(t, func() pgdcb.Store { return memstore.MustNew(nil) }),
 		"the recorder must not fail a correct store")
 
-	failed := failing(t, func() eventstore.Interface { return skipsCondition{memstore.MustNew(nil)} })
+	failed := failing(t, func() pgdcb.Store { return skipsCondition{memstore.MustNew(nil)} })
 	for _, want := range []string{"ConditionUnseenEventFails", "ConditionItemsAreORed", "LimitedReadCursorConflicts",
 		"ProjectUnionAndDispatch", "RaceExactlyOneWinner", "RaceOverlappingConditions", "RaceMultiItemCondition",
 		"RaceMixedWriters", "TailCursorAsCondition"} {
@@ -62,7 +62,7 @@ func TestBrokenStoresFailTheSuite(t *testing.T) {
 	}
 	require.NotContains(t, failed, "RaceIdempotency")
 
-	failed = failing(t, func() eventstore.Interface { return ignoresIdempotency{memstore.MustNew(nil)} })
+	failed = failing(t, func() pgdcb.Store { return ignoresIdempotency{memstore.MustNew(nil)} })
 	for _, want := range []string{"IdempotencyQuery", "RaceIdempotency"} {
 		require.True(t, slices.Contains(failed, want), "a store that ignores idempotency must fail %s (failed: %v)", want, failed)
 	}

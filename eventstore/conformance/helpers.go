@@ -8,8 +8,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/racecheck"
 	"github.com/pgdcb/pgdcb/query"
@@ -20,35 +20,35 @@ import (
 const tailTimeout = 60 * time.Second
 
 // ev builds an event with a small JSON payload.
-func ev(typ string, data any, tagStrings ...string) eventstore.Event {
-	return eventstore.MustEvent(typ, data, tagStrings...)
+func ev(typ string, data any, tagStrings ...string) pgdcb.Event {
+	return pgdcb.MustEvent(typ, data, tagStrings...)
 }
 
-func appendOK(t testing.TB, s eventstore.Interface, events ...eventstore.Event) eventstore.AppendResult {
+func appendOK(t testing.TB, s pgdcb.Store, events ...pgdcb.Event) pgdcb.AppendResult {
 	t.Helper()
 	res, err := s.Append(context.Background(), events)
 	require.NoError(t, err)
 	return res
 }
 
-func readAll(t testing.TB, s eventstore.Interface, q query.Query) []eventstore.StoredEvent {
+func readAll(t testing.TB, s pgdcb.Store, q query.Query) []pgdcb.StoredEvent {
 	t.Helper()
 	evs, _, err := s.ReadAll(context.Background(), q, nil)
 	require.NoError(t, err)
 	return evs
 }
 
-func count(t testing.TB, s eventstore.Interface, q query.Query) int {
+func count(t testing.TB, s pgdcb.Store, q query.Query) int {
 	t.Helper()
 	return len(readAll(t, s, q))
 }
 
-func requireEmpty(t testing.TB, s eventstore.Interface, what string) {
+func requireEmpty(t testing.TB, s pgdcb.Store, what string) {
 	t.Helper()
 	require.Zero(t, count(t, s, query.All()), "%s must leave no event behind", what)
 }
 
-func positions(evs []eventstore.StoredEvent) []int64 {
+func positions(evs []pgdcb.StoredEvent) []int64 {
 	out := make([]int64, len(evs))
 	for i, e := range evs {
 		out[i] = e.Position
@@ -74,9 +74,9 @@ type decisionRecord = racecheck.DecisionRecord
 // and a short page came (or tailTimeout passes), asserting at every page what
 // a tailing reader relies on: the cursor covers the page, never moves back,
 // no event comes twice, events come in log order.
-func tailChecked(t testing.TB, s eventstore.Interface, q query.Query, after cursor.Cursor, limit, n int) ([]eventstore.StoredEvent, cursor.Cursor) {
+func tailChecked(t testing.TB, s pgdcb.Store, q query.Query, after cursor.Cursor, limit, n int) ([]pgdcb.StoredEvent, cursor.Cursor) {
 	t.Helper()
-	var got []eventstore.StoredEvent
+	var got []pgdcb.StoredEvent
 	seen := map[int64]bool{}
 	await.Until(t, tailTimeout, func() (bool, string) {
 		for { // full pages are read on at once; a short one ends the poll

@@ -16,32 +16,32 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// Bad batches are refused with an *eventstore.InvalidEventError naming the
+// Bad batches are refused with an *pgdcb.InvalidEventError naming the
 // event and the field, by Append and AppendIf alike, and nothing is written.
-func testBadEvents(t testing.TB, s eventstore.Interface, _ Options) {
+func testBadEvents(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
 	good := ev("Ok", 1, "k=v")
 	id := uuid.New()
-	withID := func(e eventstore.Event) eventstore.Event { e.ID = id; return e }
+	withID := func(e pgdcb.Event) pgdcb.Event { e.ID = id; return e }
 	cases := []struct {
 		name   string
-		events []eventstore.Event
+		events []pgdcb.Event
 		index  int
 		field  string
 		says   string
 	}{
 		{"empty batch", nil, -1, "batch", "no events"},
-		{"over MaxBatchSize", make([]eventstore.Event, eventstore.DefaultMaxBatchSize+1), -1, "batch", "MaxBatchSize"},
-		{"empty type", []eventstore.Event{good, {Type: "", Data: json.RawMessage(`{}`)}}, 1, "type", "empty"},
-		{"long type", []eventstore.Event{{Type: strings.Repeat("t", 65), Data: json.RawMessage(`{}`)}}, 0, "type", "longer than 64"},
-		{"type with NUL", []eventstore.Event{{Type: "a\x00b", Data: json.RawMessage(`{}`)}}, 0, "type", "NUL"},
-		{"type not UTF-8", []eventstore.Event{{Type: "a\xffb", Data: json.RawMessage(`{}`)}}, 0, "type", "UTF-8"},
-		{"data not JSON", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`{nope`)}}, 1, "data", "not valid JSON"},
-		{"no data", []eventstore.Event{{Type: "X"}}, 0, "data", "empty"},
-		{"metadata not JSON", []eventstore.Event{{Type: "X", Data: json.RawMessage(`1`), Metadata: json.RawMessage(`[`)}}, 0, "metadata", "not valid JSON"},
-		{"NUL escape jsonb refuses", []eventstore.Event{good, {Type: "X", Data: json.RawMessage(`"\u0000"`)}}, 1, "data", `\u0000`},
-		{"number out of jsonb's range", []eventstore.Event{{Type: "X", Data: json.RawMessage(`1e999999`)}}, 0, "data", "not valid JSON"},
-		{"duplicate id in the batch", []eventstore.Event{withID(good), withID(good)}, 1, "id", "repeats event 0"},
+		{"over MaxBatchSize", make([]pgdcb.Event, eventstore.DefaultMaxBatchSize+1), -1, "batch", "MaxBatchSize"},
+		{"empty type", []pgdcb.Event{good, {Type: "", Data: json.RawMessage(`{}`)}}, 1, "type", "empty"},
+		{"long type", []pgdcb.Event{{Type: strings.Repeat("t", 65), Data: json.RawMessage(`{}`)}}, 0, "type", "longer than 64"},
+		{"type with NUL", []pgdcb.Event{{Type: "a\x00b", Data: json.RawMessage(`{}`)}}, 0, "type", "NUL"},
+		{"type not UTF-8", []pgdcb.Event{{Type: "a\xffb", Data: json.RawMessage(`{}`)}}, 0, "type", "UTF-8"},
+		{"data not JSON", []pgdcb.Event{good, {Type: "X", Data: json.RawMessage(`{nope`)}}, 1, "data", "not valid JSON"},
+		{"no data", []pgdcb.Event{{Type: "X"}}, 0, "data", "empty"},
+		{"metadata not JSON", []pgdcb.Event{{Type: "X", Data: json.RawMessage(`1`), Metadata: json.RawMessage(`[`)}}, 0, "metadata", "not valid JSON"},
+		{"NUL escape jsonb refuses", []pgdcb.Event{good, {Type: "X", Data: json.RawMessage(`"\u0000"`)}}, 1, "data", `\u0000`},
+		{"number out of jsonb's range", []pgdcb.Event{{Type: "X", Data: json.RawMessage(`1e999999`)}}, 0, "data", "not valid JSON"},
+		{"duplicate id in the batch", []pgdcb.Event{withID(good), withID(good)}, 1, "id", "repeats event 0"},
 	}
 	for i := range cases[1].events {
 		cases[1].events[i] = good
@@ -56,7 +56,7 @@ func testBadEvents(t testing.TB, s eventstore.Interface, _ Options) {
 				_, err = s.AppendIf(ctx, c.events, *cond)
 			}
 			require.ErrorIs(t, err, pgdcb.ErrInvalidEvent, c.name)
-			var ie *eventstore.InvalidEventError
+			var ie *pgdcb.InvalidEventError
 			require.ErrorAs(t, err, &ie, c.name)
 			require.Equal(t, c.index, ie.Index, c.name)
 			require.Equal(t, c.field, ie.Field, c.name)
@@ -68,14 +68,14 @@ func testBadEvents(t testing.TB, s eventstore.Interface, _ Options) {
 
 // Bad conditions and queries are refused with pgdcb.ErrInvalidQuery, negative
 // limits with a *pgdcb.InvalidArgumentError, and nothing is written.
-func testBadQueries(t testing.TB, s eventstore.Interface, _ Options) {
+func testBadQueries(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
-	x := []eventstore.Event{ev("X", 1)}
+	x := []pgdcb.Event{ev("X", 1)}
 	_, err := s.AppendIf(ctx, x, appendif.Condition{})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery, "a condition must have something to check")
 	// A snapshot name PostgreSQL's text cannot hold is refused up front, by
 	// every store (memstore folds from the start, but refuses the same input).
-	m := eventstore.NewModel(query.Tagged(nil, "a=b"), 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 }).
+	m := pgdcb.NewModel(query.Tagged(nil, "a=b"), 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 }).
 		WithSnapshots("nul\x00name", 1)
 	_, err = s.Project(ctx, m)
 	var ne *eventstore.InvalidSnapshotNameError
@@ -101,7 +101,7 @@ func testBadQueries(t testing.TB, s eventstore.Interface, _ Options) {
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
 	_, err = s.ReadTail(ctx, bad, cursor.Start, 0)
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
-	_, err = s.Project(ctx, eventstore.NewModel(bad, 0, countFold))
+	_, err = s.Project(ctx, pgdcb.NewModel(bad, 0, countFold))
 	require.ErrorIs(t, err, pgdcb.ErrInvalidQuery)
 	n := 0
 	for _, err := range s.Read(ctx, bad, nil).All() {
@@ -115,7 +115,7 @@ func testBadQueries(t testing.TB, s eventstore.Interface, _ Options) {
 	require.ErrorContains(t, err, "-5")
 	var ia *pgdcb.InvalidArgumentError
 	require.ErrorAs(t, err, &ia)
-	_, _, err = s.ReadAll(ctx, query.All(), &eventstore.ReadOptions{Limit: -1})
+	_, _, err = s.ReadAll(ctx, query.All(), &pgdcb.ReadOptions{Limit: -1})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
 	require.ErrorContains(t, err, "ReadOptions.Limit")
 	requireEmpty(t, s, "a refused call")
@@ -124,24 +124,24 @@ func testBadQueries(t testing.TB, s eventstore.Interface, _ Options) {
 // The default size limits: an event over DefaultMaxEventBytes and a batch
 // over DefaultMaxBatchBytes are refused before anything is written; an event
 // at the limit is stored whole.
-func testSizeLimits(t testing.TB, s eventstore.Interface, _ Options) {
+func testSizeLimits(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
 	payload := func(size int) json.RawMessage { // a JSON string of size bytes
 		return json.RawMessage(`"` + strings.Repeat("a", size-2) + `"`)
 	}
 	// Type "E" (1 byte) plus data.
-	atLimit := eventstore.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes - 1)}
-	over := eventstore.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes)}
-	_, err := s.Append(ctx, []eventstore.Event{over})
+	atLimit := pgdcb.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes - 1)}
+	over := pgdcb.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes)}
+	_, err := s.Append(ctx, []pgdcb.Event{over})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidEvent)
-	var ie *eventstore.InvalidEventError
+	var ie *pgdcb.InvalidEventError
 	require.ErrorAs(t, err, &ie)
 	require.Equal(t, "size", ie.Field)
 	require.Contains(t, err.Error(), "MaxEventBytes")
 	requireEmpty(t, s, "an event over the size limit")
 
 	n := eventstore.DefaultMaxBatchBytes/eventstore.DefaultMaxEventBytes + 1
-	batch := make([]eventstore.Event, n)
+	batch := make([]pgdcb.Event, n)
 	for i := range batch {
 		batch[i] = atLimit
 	}
@@ -159,12 +159,12 @@ func testSizeLimits(t testing.TB, s eventstore.Interface, _ Options) {
 }
 
 // A context that has already ended fails every call, and nothing is written.
-func testEndedContext(t testing.TB, s eventstore.Interface, _ Options) {
+func testEndedContext(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	_, err := s.Append(ctx, []eventstore.Event{ev("E", 1, "k=v")})
+	_, err := s.Append(ctx, []pgdcb.Event{ev("E", 1, "k=v")})
 	require.ErrorIs(t, err, context.Canceled)
-	_, err = s.AppendIf(ctx, []eventstore.Event{ev("E", 1, "k=v")}, appendif.FailIf(query.Tagged(nil, "k=v"), nil))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{ev("E", 1, "k=v")}, appendif.FailIf(query.Tagged(nil, "k=v"), nil))
 	require.ErrorIs(t, err, context.Canceled)
 	_, _, err = s.ReadAll(ctx, query.All(), nil)
 	require.ErrorIs(t, err, context.Canceled)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -16,9 +16,9 @@ import (
 // sorted (shorter first), the last of duplicate keys, numbers in numeric's
 // form (1e2 → 100), jsonb's spacing. So {"x":1e2} decodes into an int
 // everywhere.
-func testJSONForm(t testing.TB, s eventstore.Interface, _ Options) {
+func testJSONForm(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
-	ev := eventstore.Event{Type: "J", Tags: tags.MustParseSet("json=1"),
+	ev := pgdcb.Event{Type: "J", Tags: tags.MustParseSet("json=1"),
 		Data:     json.RawMessage(` {"x" : 1e2, "bb":[1.50, -0, "\u00e9\/"], "a":{"k":1,"k":2}} `),
 		Metadata: json.RawMessage(`{"z":1E-2,"y":true}`)}
 	appendOK(t, s, ev)

@@ -11,14 +11,13 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
 // Racers that all decided on the same empty boundary claim it at once:
 // exactly one wins, the others fail their condition, one event is stored.
-func testRaceExactlyOne(t testing.TB, s eventstore.Interface, o Options) {
+func testRaceExactlyOne(t testing.TB, s pgdcb.Store, o Options) {
 	ctx := context.Background()
 	for r := range o.Rounds {
 		name := fmt.Sprintf("username=user%d", r)
@@ -29,7 +28,7 @@ func testRaceExactlyOne(t testing.TB, s eventstore.Interface, o Options) {
 				return func() error { return fmt.Errorf("decision read: %v, %d events", err, len(evs)) }
 			}
 			return func() error {
-				_, err := s.AppendIf(ctx, []eventstore.Event{
+				_, err := s.AppendIf(ctx, []pgdcb.Event{
 					ev("AccountRegistered", map[string]int{"racer": i}, name, tag("account", r, i)),
 				}, appendif.FailIf(q, &cur))
 				return err
@@ -45,12 +44,12 @@ func testRaceExactlyOne(t testing.TB, s eventstore.Interface, o Options) {
 // Overlapping, different conditions: capacity on the course tag, a limit on
 // the student tag; each racer decides on its own (course, student) pair with
 // two models in one Project.
-func testRaceOverlapping(t testing.TB, s eventstore.Interface, o Options) {
+func testRaceOverlapping(t testing.TB, s pgdcb.Store, o Options) {
 	ctx := context.Background()
 	const courses, students = 4, 4
 	type course struct{ capacity, subscribers int }
 	for r := range o.Rounds {
-		var defs []eventstore.Event
+		var defs []pgdcb.Event
 		for c := range courses {
 			defs = append(defs, ev("CourseDefined", map[string]int{"capacity": 1}, tag("course", r, c)))
 		}
@@ -58,8 +57,8 @@ func testRaceOverlapping(t testing.TB, s eventstore.Interface, o Options) {
 		errs := race(o.Racers, func(i int) func() error {
 			courseTag := tag("course", r, rand.IntN(courses))
 			studentTag := tag("student", r, rand.IntN(students))
-			cm := eventstore.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, courseTag), course{},
-				func(st course, e eventstore.StoredEvent) course {
+			cm := pgdcb.NewModel(query.Tagged([]string{"CourseDefined", "StudentSubscribed"}, courseTag), course{},
+				func(st course, e pgdcb.StoredEvent) course {
 					if e.Type == "CourseDefined" {
 						st.capacity = 1
 					} else {
@@ -67,7 +66,7 @@ func testRaceOverlapping(t testing.TB, s eventstore.Interface, o Options) {
 					}
 					return st
 				})
-			sm := eventstore.NewModel(query.Tagged([]string{"StudentSubscribed"}, studentTag), 0, countFold)
+			sm := pgdcb.NewModel(query.Tagged([]string{"StudentSubscribed"}, studentTag), 0, countFold)
 			cond, err := s.Project(ctx, cm, sm)
 			if err != nil {
 				return func() error { return err }
@@ -76,7 +75,7 @@ func testRaceOverlapping(t testing.TB, s eventstore.Interface, o Options) {
 				return func() error { return nil } // rejected by the decision itself
 			}
 			return func() error {
-				_, err := s.AppendIf(ctx, []eventstore.Event{ev("StudentSubscribed", map[string]int{}, courseTag, studentTag)}, cond)
+				_, err := s.AppendIf(ctx, []pgdcb.Event{ev("StudentSubscribed", map[string]int{}, courseTag, studentTag)}, cond)
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
 					return nil
 				}
@@ -105,7 +104,7 @@ func testRaceOverlapping(t testing.TB, s eventstore.Interface, o Options) {
 
 // Multi-item OR, raced: half the racers append events matching only the
 // condition's second item; the replay shows no committed decision missed one.
-func testRaceMultiItem(t testing.TB, s eventstore.Interface, o Options) {
+func testRaceMultiItem(t testing.TB, s pgdcb.Store, o Options) {
 	ctx := context.Background()
 	checked := 0
 	// Rounds go on past o.Rounds (up to 20 times as many) until some
@@ -122,7 +121,7 @@ func testRaceMultiItem(t testing.TB, s eventstore.Interface, o Options) {
 		errs := race(max(2, o.Racers/2), func(i int) func() error {
 			if i%2 == 0 {
 				return func() error {
-					_, err := s.Append(ctx, []eventstore.Event{ev("B", i, y)})
+					_, err := s.Append(ctx, []pgdcb.Event{ev("B", i, y)})
 					return err
 				}
 			}
@@ -131,7 +130,7 @@ func testRaceMultiItem(t testing.TB, s eventstore.Interface, o Options) {
 				if err != nil {
 					return err
 				}
-				_, err := s.AppendIf(ctx, []eventstore.Event{ev("A", decisionRecord{Cursor: cur.String()}, x)}, appendif.FailIf(q, &cur))
+				_, err := s.AppendIf(ctx, []pgdcb.Event{ev("A", decisionRecord{Cursor: cur.String()}, x)}, appendif.FailIf(q, &cur))
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
 					return nil
 				}
@@ -148,7 +147,7 @@ func testRaceMultiItem(t testing.TB, s eventstore.Interface, o Options) {
 
 // Conditional and unconditional writers on one boundary; the replay shows no
 // conditional append committed over an event it should have seen.
-func testRaceMixedWriters(t testing.TB, s eventstore.Interface, o Options) {
+func testRaceMixedWriters(t testing.TB, s pgdcb.Store, o Options) {
 	ctx := context.Background()
 	committed := 0
 	for r := range o.Rounds {
@@ -157,7 +156,7 @@ func testRaceMixedWriters(t testing.TB, s eventstore.Interface, o Options) {
 		errs := race(max(3, o.Racers*3/4), func(i int) func() error {
 			if i%3 == 0 {
 				return func() error {
-					_, err := s.Append(ctx, []eventstore.Event{ev("Bumped", map[string]int{"by": i}, tg)})
+					_, err := s.Append(ctx, []pgdcb.Event{ev("Bumped", map[string]int{"by": i}, tg)})
 					return err
 				}
 			}
@@ -166,7 +165,7 @@ func testRaceMixedWriters(t testing.TB, s eventstore.Interface, o Options) {
 				if err != nil {
 					return err
 				}
-				_, err := s.AppendIf(ctx, []eventstore.Event{
+				_, err := s.AppendIf(ctx, []pgdcb.Event{
 					ev("Decided", decisionRecord{Cursor: cur.String()}, tg, fmt.Sprintf("racer=%d", i)),
 				}, appendif.FailIf(q, &cur))
 				if errors.Is(err, pgdcb.ErrConditionFailed) {
@@ -196,14 +195,14 @@ var errConflict = errors.New("condition failed")
 
 // Idempotency race: appends carrying the same idempotency query at once:
 // exactly one commits, the rest get ErrIdempotent.
-func testRaceIdempotency(t testing.TB, s eventstore.Interface, o Options) {
+func testRaceIdempotency(t testing.TB, s pgdcb.Store, o Options) {
 	ctx := context.Background()
 	for r := range o.Rounds {
 		token := fmt.Sprintf("idempotency_token=t%d", r)
 		idem := query.Tagged([]string{"OrderPlaced"}, token)
 		errs := race(o.Racers, func(i int) func() error {
 			return func() error {
-				_, err := s.AppendIf(ctx, []eventstore.Event{
+				_, err := s.AppendIf(ctx, []pgdcb.Event{
 					ev("OrderPlaced", map[string]int{"racer": i}, token, tag("order", r, i)),
 				}, appendif.Condition{Idempotency: idem})
 				return err

@@ -7,18 +7,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
 // One transaction id per append, increasing; positions in batch order,
 // increasing; stored events read back as appended.
-func testAppendPositions(t testing.TB, s eventstore.Interface, _ Options) {
-	var prev eventstore.AppendResult
+func testAppendPositions(t testing.TB, s pgdcb.Store, _ Options) {
+	var prev pgdcb.AppendResult
 	for i := range 5 {
-		batch := []eventstore.Event{ev("A", i, "k=v"), ev("B", map[string]int{"i": i}, "k=v", "x=1"), ev("C", nil)}
+		batch := []pgdcb.Event{ev("A", i, "k=v"), ev("B", map[string]int{"i": i}, "k=v", "x=1"), ev("C", nil)}
 		batch[1].Metadata = []byte(`{"corr":"c1"}`)
 		res := appendOK(t, s, batch...)
 		require.Len(t, res.Positions, 3)
@@ -58,9 +58,9 @@ func testAppendPositions(t testing.TB, s eventstore.Interface, _ Options) {
 	require.JSONEq(t, `{"i":0}`, string(again[1].Data), "changing a read event must not change the log")
 }
 
-func testReadOptions(t testing.TB, s eventstore.Interface, _ Options) {
+func testReadOptions(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
-	var batch []eventstore.Event
+	var batch []pgdcb.Event
 	for i := range 10 {
 		batch = append(batch, ev("T", i, "e=1", fmt.Sprintf("n=%d", i%2)))
 	}
@@ -75,29 +75,29 @@ func testReadOptions(t testing.TB, s eventstore.Interface, _ Options) {
 	require.Equal(t, other.TransactionID, head.TransactionID)
 	require.NotNil(t, head.Snapshot, "a decision read's cursor carries its snapshot")
 
-	evs, lim, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Limit: 3})
+	evs, lim, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Limit: 3})
 	require.NoError(t, err)
 	require.Equal(t, res.Positions[:3], positions(evs))
 	require.Equal(t, res.Positions[2], lim.Position, "a limited read has seen only up to its last event")
 	require.NotNil(t, lim.Snapshot)
-	rest, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{After: &lim})
+	rest, _, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{After: &lim})
 	require.NoError(t, err)
 	require.Equal(t, res.Positions[3:], positions(rest), "reading after the cursor continues")
-	none, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{After: &head})
+	none, _, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{After: &head})
 	require.NoError(t, err)
 	require.Empty(t, none, "nothing after the head")
 
-	back, bc, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Backwards: true, Limit: 2})
+	back, bc, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Backwards: true, Limit: 2})
 	require.NoError(t, err)
 	require.Equal(t, []int64{res.Positions[9], res.Positions[8]}, positions(back))
 	require.Equal(t, point(head), point(bc), "a backward read's cursor is the head")
-	backAll, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Backwards: true})
+	backAll, _, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Backwards: true})
 	require.NoError(t, err)
 	require.Len(t, backAll, 10)
 	require.Equal(t, res.Positions[9], backAll[0].Position)
 	require.Equal(t, res.Positions[0], backAll[9].Position)
 
-	exact, ec, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{Limit: 10})
+	exact, ec, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{Limit: 10})
 	require.NoError(t, err)
 	require.Len(t, exact, 10)
 	require.Equal(t, res.Positions[9], ec.Position, "a forward read that reached its limit has seen up to its last event")
@@ -117,7 +117,7 @@ func testReadOptions(t testing.TB, s eventstore.Interface, _ Options) {
 	require.Len(t, readAll(t, s, query.All()), 11)
 }
 
-func testReadIterator(t testing.TB, s eventstore.Interface, _ Options) {
+func testReadIterator(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
 	appendOK(t, s, ev("A", 1), ev("A", 2), ev("A", 3))
 	es := s.Read(ctx, query.All(), nil)
@@ -156,7 +156,7 @@ func testReadIterator(t testing.TB, s eventstore.Interface, _ Options) {
 	require.Equal(t, point(h), point(c))
 }
 
-func testHeadAndReadLast(t testing.TB, s eventstore.Interface, _ Options) {
+func testHeadAndReadLast(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
 	h0, err := s.Head(ctx)
 	require.NoError(t, err)

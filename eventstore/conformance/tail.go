@@ -11,7 +11,6 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -19,12 +18,12 @@ import (
 // Tailing in pages delivers every matching event once, in log order, with
 // cursors that cover their page; once caught up the cursor names the log's
 // last event (never a point past it) and the page's Head is the log's head.
-func testTailPages(t testing.TB, s eventstore.Interface, _ Options) {
+func testTailPages(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
 	q := query.Tagged(nil, "stream=s1")
 	var want []int64
 	for i := range 7 {
-		var batch []eventstore.Event
+		var batch []pgdcb.Event
 		for j := range i%3 + 1 {
 			batch = append(batch, ev("E", j, "stream=s1"), ev("Noise", j, "stream=s2"))
 		}
@@ -70,15 +69,15 @@ func testTailPages(t testing.TB, s eventstore.Interface, _ Options) {
 // On a full page (the limit reached) Head is still the log's last event,
 // not the page's last: a lag computed from Head and the page's cursor must
 // count what the page left out.
-func testTailFullPageHead(t testing.TB, s eventstore.Interface, _ Options) {
+func testTailFullPageHead(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
 	appendOK(t, s, ev("E", 1, "a=1"), ev("E", 2, "a=1"))
 	last := appendOK(t, s, ev("F", 1, "b=1"))
 	want := last.Cursor() // one event: Positions[0]
 	// A transaction open elsewhere in the cluster may hold the horizon below
 	// the events for a while: read until the page is full, with a deadline.
-	fullPage := func(limit int) eventstore.TailBatch {
-		var b eventstore.TailBatch
+	fullPage := func(limit int) pgdcb.TailBatch {
+		var b pgdcb.TailBatch
 		await.Until(t, tailTimeout, func() (bool, string) {
 			var err error
 			b, err = s.ReadTail(ctx, query.Tagged(nil, "a=1"), cursor.Start, limit)
@@ -97,17 +96,17 @@ func testTailFullPageHead(t testing.TB, s eventstore.Interface, _ Options) {
 
 // A tailing cursor carries no snapshot and works as an AppendIf After by log
 // order: nothing new passes, a new matching event fails the append.
-func testTailCursorAsCondition(t testing.TB, s eventstore.Interface, _ Options) {
+func testTailCursorAsCondition(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx := context.Background()
 	q := query.Tagged(nil, "doc=d1")
 	appendOK(t, s, ev("Edited", 1, "doc=d1"), ev("Edited", 2, "doc=d1"))
 	_, cur := tailChecked(t, s, q, cursor.Start, 0, 2)
-	_, err := s.AppendIf(ctx, []eventstore.Event{ev("Edited", 3, "doc=d1")}, appendif.FailIf(q, &cur))
+	_, err := s.AppendIf(ctx, []pgdcb.Event{ev("Edited", 3, "doc=d1")}, appendif.FailIf(q, &cur))
 	require.NoError(t, err, "the tailing cursor saw every matching event")
-	_, err = s.AppendIf(ctx, []eventstore.Event{ev("Edited", 4, "doc=d1")}, appendif.FailIf(q, &cur))
+	_, err = s.AppendIf(ctx, []pgdcb.Event{ev("Edited", 4, "doc=d1")}, appendif.FailIf(q, &cur))
 	require.ErrorIs(t, err, pgdcb.ErrConditionFailed, "the event appended after the cursor is unseen")
 	// And as a ReadOptions.After.
-	rest, _, err := s.ReadAll(ctx, q, &eventstore.ReadOptions{After: &cur})
+	rest, _, err := s.ReadAll(ctx, q, &pgdcb.ReadOptions{After: &cur})
 	require.NoError(t, err)
 	require.Len(t, rest, 1)
 	require.JSONEq(t, "3", string(rest[0].Data))
@@ -115,7 +114,7 @@ func testTailCursorAsCondition(t testing.TB, s eventstore.Interface, _ Options) 
 
 // Listen wakes once when it starts and again after an append commits; it
 // returns ctx's error when ctx ends.
-func testListen(t testing.TB, s eventstore.Interface, _ Options) {
+func testListen(t testing.TB, s pgdcb.Store, _ Options) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	woke := make(chan struct{}, 100)

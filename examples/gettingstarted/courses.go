@@ -8,27 +8,26 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
 
 // The events. Tags say what an event is about: the decisions that must see it
 // query by them.
-func CourseDefined(course string, capacity int) eventstore.Event {
-	return eventstore.MustEvent("CourseDefined", map[string]int{"capacity": capacity}, "course="+course)
+func CourseDefined(course string, capacity int) pgdcb.Event {
+	return pgdcb.MustEvent("CourseDefined", map[string]int{"capacity": capacity}, "course="+course)
 }
 
-func StudentSubscribed(course, student string) eventstore.Event {
-	return eventstore.MustEvent("StudentSubscribed", map[string]string{},
+func StudentSubscribed(course, student string) pgdcb.Event {
+	return pgdcb.MustEvent("StudentSubscribed", map[string]string{},
 		"course="+course, "student="+student)
 }
 
 // DefineCourse defines a course once: the condition fails if the course was
 // already defined, whoever defined it and however concurrently.
-func DefineCourse(ctx context.Context, store eventstore.Interface, course string, capacity int) error {
+func DefineCourse(ctx context.Context, store pgdcb.Store, course string, capacity int) error {
 	defined := query.Tagged([]string{"CourseDefined"}, "course="+course)
-	_, err := store.AppendIf(ctx, []eventstore.Event{CourseDefined(course, capacity)},
+	_, err := store.AppendIf(ctx, []pgdcb.Event{CourseDefined(course, capacity)},
 		appendif.FailIf(defined, nil)) // nil cursor: fail if any such event exists
 	if errors.Is(err, pgdcb.ErrConditionFailed) {
 		return ErrCourseExists
@@ -55,10 +54,10 @@ type courseState struct {
 // Subscribe subscribes a student to a course unless it is full. The decision
 // reads the course's events, and AppendIf commits only if none of them
 // changed meanwhile: two students racing for the last seat cannot both get it.
-func Subscribe(ctx context.Context, store eventstore.Interface, course, student string) error {
+func Subscribe(ctx context.Context, store pgdcb.Store, course, student string) error {
 	for {
-		state := eventstore.NewModel(query.Tagged(nil, "course="+course), courseState{},
-			func(s courseState, ev eventstore.StoredEvent) courseState {
+		state := pgdcb.NewModel(query.Tagged(nil, "course="+course), courseState{},
+			func(s courseState, ev pgdcb.StoredEvent) courseState {
 				switch ev.Type {
 				case "CourseDefined":
 					var d struct{ Capacity int }
@@ -84,7 +83,7 @@ func Subscribe(ctx context.Context, store eventstore.Interface, course, student 
 		case s.Students >= s.Capacity:
 			return ErrCourseFull
 		}
-		_, err = store.AppendIf(ctx, []eventstore.Event{StudentSubscribed(course, student)}, cond)
+		_, err = store.AppendIf(ctx, []pgdcb.Event{StudentSubscribed(course, student)}, cond)
 		if errors.Is(err, pgdcb.ErrConditionFailed) {
 			continue // someone else decided first: read again, decide again
 		}

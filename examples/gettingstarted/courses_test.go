@@ -6,7 +6,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	gs "github.com/pgdcb/pgdcb/examples/gettingstarted"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
@@ -26,7 +26,7 @@ func TestSubscribe(t *testing.T) {
 	if err := gs.Subscribe(ctx, store, "c1", "bob"); !errors.Is(err, gs.ErrCourseFull) {
 		t.Fatalf("bob: got %v, want ErrCourseFull", err)
 	}
-	pgdcbtest.RequireEvents(t, pgdcbtest.ReadAll(t, store), []eventstore.Event{
+	pgdcbtest.RequireEvents(t, pgdcbtest.ReadAll(t, store), []pgdcb.Event{
 		gs.CourseDefined("c1", 1),
 		gs.StudentSubscribed("c1", "ann"),
 	})
@@ -62,7 +62,7 @@ func TestLastSeats(t *testing.T) {
 	}
 }
 
-// Subscribe takes an eventstore.Interface: the same race on the in-memory
+// Subscribe takes an pgdcb.Store: the same race on the in-memory
 // store, as the guide says.
 func TestLastSeatsOnMemstore(t *testing.T) {
 	t.Parallel()

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	gs "github.com/pgdcb/pgdcb/examples/gettingstarted"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
@@ -92,7 +92,7 @@ func TestSubscriptionBoundary(t *testing.T) {
 		}
 	}
 	got := pgdcbtest.Select(pgdcbtest.ReadAll(t, store), gs.SubscriptionBoundary("c1", "ann"))
-	pgdcbtest.RequireEvents(t, got, []eventstore.Event{
+	pgdcbtest.RequireEvents(t, got, []pgdcb.Event{
 		gs.CourseDefined("c1", 5),
 		gs.StudentSubscribed("c1", "ann"),
 		gs.StudentSubscribed("c2", "ann"),

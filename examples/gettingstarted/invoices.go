@@ -8,7 +8,6 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -16,7 +15,7 @@ import (
 // duplicate. The decision reads only the last InvoiceCreated event, and the
 // condition (every InvoiceCreated after that read) makes concurrent creators
 // take turns: the loser of a race reads again and takes the next number.
-func CreateInvoice(ctx context.Context, store eventstore.Interface, customer string) (int, error) {
+func CreateInvoice(ctx context.Context, store pgdcb.Store, customer string) (int, error) {
 	invoices := query.Tagged([]string{"InvoiceCreated"})
 	for {
 		last, cur, err := store.ReadLast(ctx, invoices) // one event, however many invoices exist
@@ -31,9 +30,9 @@ func CreateInvoice(ctx context.Context, store eventstore.Interface, customer str
 			}
 			next = d.Number + 1
 		}
-		ev := eventstore.MustEvent("InvoiceCreated", map[string]any{"number": next, "customer": customer},
+		ev := pgdcb.MustEvent("InvoiceCreated", map[string]any{"number": next, "customer": customer},
 			"invoice="+strconv.Itoa(next), "customer="+customer)
-		_, err = store.AppendIf(ctx, []eventstore.Event{ev}, appendif.FailIf(invoices, &cur))
+		_, err = store.AppendIf(ctx, []pgdcb.Event{ev}, appendif.FailIf(invoices, &cur))
 		if errors.Is(err, pgdcb.ErrConditionFailed) {
 			continue // another invoice was created meanwhile: take the next number
 		}

@@ -5,6 +5,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -21,7 +22,7 @@ func CourseSizes(ctx context.Context, store *eventstore.Store) (*projection.Runn
 	if err != nil {
 		return nil, err
 	}
-	apply := func(ctx context.Context, tx pgx.Tx, events []eventstore.StoredEvent) error {
+	apply := func(ctx context.Context, tx pgx.Tx, events []pgdcb.StoredEvent) error {
 		for _, ev := range events {
 			course, _ := ev.Tags.Get("course")
 			if _, err := tx.Exec(ctx, `INSERT INTO `+table+` VALUES ($1, 1)

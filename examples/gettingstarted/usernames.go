@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -14,10 +13,10 @@ var ErrUsernameTaken = errors.New("username taken")
 
 // Register claims a username for an account unless another account holds it.
 // The boundary is the name's tag: registrations of other names never contend.
-func Register(ctx context.Context, store eventstore.Interface, account, username string) error {
+func Register(ctx context.Context, store pgdcb.Store, account, username string) error {
 	name := "username=" + strings.ToLower(strings.TrimSpace(username)) // the tag is the uniqueness key
-	taken := eventstore.NewModel(query.Tagged(nil, name), false,
-		func(_ bool, ev eventstore.StoredEvent) bool { return ev.Type != "UsernameReleased" })
+	taken := pgdcb.NewModel(query.Tagged(nil, name), false,
+		func(_ bool, ev pgdcb.StoredEvent) bool { return ev.Type != "UsernameReleased" })
 	cond, err := store.Project(ctx, taken)
 	if err != nil {
 		return err
@@ -25,8 +24,8 @@ func Register(ctx context.Context, store eventstore.Interface, account, username
 	if taken.State {
 		return ErrUsernameTaken
 	}
-	_, err = store.AppendIf(ctx, []eventstore.Event{
-		eventstore.MustEvent("AccountRegistered", map[string]string{}, "account="+account, name),
+	_, err = store.AppendIf(ctx, []pgdcb.Event{
+		pgdcb.MustEvent("AccountRegistered", map[string]string{}, "account="+account, name),
 	}, cond)
 	if errors.Is(err, pgdcb.ErrConditionFailed) {
 		return ErrUsernameTaken // it was free when we read; someone claimed or changed it since: decide again or refuse

@@ -8,6 +8,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/projection"
@@ -104,7 +105,7 @@ func (b *Balances) Run(ctx context.Context) error {
 }
 
 // apply is the projection's handler: one upsert of the batch's deltas.
-func (b *Balances) apply(ctx context.Context, tx pgx.Tx, events []eventstore.StoredEvent) error {
+func (b *Balances) apply(ctx context.Context, tx pgx.Tx, events []pgdcb.StoredEvent) error {
 	deltas := map[string]int64{}
 	var order []string
 	for _, ev := range events {

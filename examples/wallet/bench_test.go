@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
@@ -19,12 +20,12 @@ import (
 // seedWallets opens n wallets with balance each, by plain appends (fast setup).
 func seedWallets(b *testing.B, st *eventstore.Store, prefix string, n int, balance int64) []string {
 	ids := make([]string, n)
-	var batch []eventstore.Event
+	var batch []pgdcb.Event
 	for i := range ids {
 		ids[i] = fmt.Sprintf("%s%04d", prefix, i)
 		batch = append(batch,
-			eventstore.MustEvent(wallet.WalletOpened, wallet.EventData{WalletID: ids[i]}, "wallet="+ids[i]),
-			eventstore.MustEvent(wallet.MoneyDeposited, wallet.EventData{WalletID: ids[i], Amount: balance, Balance: balance}, "wallet="+ids[i]))
+			pgdcb.MustEvent(wallet.WalletOpened, wallet.EventData{WalletID: ids[i]}, "wallet="+ids[i]),
+			pgdcb.MustEvent(wallet.MoneyDeposited, wallet.EventData{WalletID: ids[i], Amount: balance, Balance: balance}, "wallet="+ids[i]))
 		if len(batch) >= 900 || i == n-1 {
 			_, err := st.Append(context.Background(), batch)
 			require.NoError(b, err)
@@ -52,9 +53,9 @@ func BenchmarkTransfers(b *testing.B) {
 	b.Run("baseline-append-1", func(b *testing.B) {
 		for i := 0; b.Loop(); i++ {
 			from, to := uniform[i%1000], uniform[(i+1)%1000]
-			_, err := st.Append(ctx, []eventstore.Event{
-				eventstore.MustEvent(wallet.TransferSent, wallet.EventData{WalletID: from, Amount: 0}, "wallet="+from),
-				eventstore.MustEvent(wallet.TransferReceived, wallet.EventData{WalletID: to, Amount: 0}, "wallet="+to),
+			_, err := st.Append(ctx, []pgdcb.Event{
+				pgdcb.MustEvent(wallet.TransferSent, wallet.EventData{WalletID: from, Amount: 0}, "wallet="+from),
+				pgdcb.MustEvent(wallet.TransferReceived, wallet.EventData{WalletID: to, Amount: 0}, "wallet="+to),
 			})
 			if err != nil {
 				b.Fatal(err)

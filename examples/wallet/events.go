@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"regexp"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -53,7 +53,7 @@ func Query(id string) query.Query {
 }
 
 // Delta is the change an event makes to its wallet's balance.
-func Delta(ev eventstore.StoredEvent) (int64, error) {
+func Delta(ev pgdcb.StoredEvent) (int64, error) {
 	switch ev.Type {
 	case MoneyDeposited, TransferReceived, MoneyWithdrawn, TransferSent:
 		var d EventData
@@ -68,6 +68,6 @@ func Delta(ev eventstore.StoredEvent) (int64, error) {
 	return 0, nil
 }
 
-func newEvent(typ string, d EventData) (eventstore.Event, error) {
-	return eventstore.NewEvent(typ, d, TagKey+"="+d.WalletID)
+func newEvent(typ string, d EventData) (pgdcb.Event, error) {
+	return pgdcb.NewEvent(typ, d, TagKey+"="+d.WalletID)
 }

@@ -3,12 +3,12 @@ package wallet
 import (
 	"errors"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 )
 
 // State is a wallet's decision state. Decisions start from a stored snapshot
-// of it (eventstore.Model.WithSnapshots, docs/SNAPSHOTS.md), so it must
+// of it (pgdcb.Model.WithSnapshots, docs/SNAPSHOTS.md), so it must
 // survive a JSON round trip: change modelVersion whenever it or the fold
 // changes.
 type State struct {
@@ -46,8 +46,8 @@ const (
 )
 
 // Model returns the decision model of one wallet, with snapshots.
-func Model(id string) *eventstore.Model[State] {
-	return eventstore.NewModel(Query(id), State{}, func(s State, ev eventstore.StoredEvent) State {
+func Model(id string) *pgdcb.Model[State] {
+	return pgdcb.NewModel(Query(id), State{}, func(s State, ev pgdcb.StoredEvent) State {
 		s.LastTransactionID, s.LastPosition = ev.TransactionID, ev.Position
 		if ev.Type == WalletOpened {
 			s.Open = true

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	pgdcb "github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/cursor"
@@ -27,7 +28,7 @@ type Config struct {
 
 // Service runs the wallet commands.
 type Service struct {
-	store eventstore.Interface
+	store pgdcb.Store
 	pg    *eventstore.Store // store, when it is PostgreSQL's; else nil
 	exec  *commands.Executor
 	// claims bounds the connections held by idempotency-key locks (see claim)
@@ -44,12 +45,12 @@ type Service struct {
 }
 
 // New returns a Service over a migrated PostgreSQL store, or over any other
-// eventstore.Interface (memstore, for domain tests). On another store the
+// pgdcb.Store (memstore, for domain tests). On another store the
 // Idempotency-Key locks and the recorded rejections are held in this process
 // only, and a replayed command id with a Fingerprint fails (the fingerprint is
 // read back from the commands table, which only PostgreSQL has:
 // errors.ErrUnsupported).
-func New(store eventstore.Interface, cfg *Config) (*Service, error) {
+func New(store pgdcb.Store, cfg *Config) (*Service, error) {
 	var cc *commands.Config
 	if cfg != nil {
 		cc = cfg.Commands
@@ -74,7 +75,7 @@ func (s *Service) Executor() *commands.Executor { return s.exec }
 func (s *Service) Store() *eventstore.Store { return s.pg }
 
 // Log returns the store the service runs on, whichever it is.
-func (s *Service) Log() eventstore.Interface { return s.store }
+func (s *Service) Log() pgdcb.Store { return s.store }
 
 // Options are per-command options; nil means none.
 type Options struct {
@@ -180,7 +181,7 @@ func (s *Service) Open(ctx context.Context, id string, opt *Options) (Result, er
 	if !ValidID(id) {
 		return Result{}, ErrInvalidWalletID
 	}
-	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		m := Model(id)
 		cond, err := dc.Project(ctx, m)
 		if err != nil {
@@ -190,7 +191,7 @@ func (s *Service) Open(ctx context.Context, id string, opt *Options) (Result, er
 			return nil, cond, ErrWalletExists
 		}
 		ev, err := newEvent(WalletOpened, EventData{WalletID: id})
-		return []eventstore.Event{ev}, cond, err
+		return []pgdcb.Event{ev}, cond, err
 	})
 	return s.run(ctx, CmdOpen, cmdData{WalletID: id}, opt, h)
 }
@@ -212,7 +213,7 @@ func (s *Service) single(ctx context.Context, cmdType, evType, id string, amount
 	if amount <= 0 {
 		return Result{}, ErrInvalidAmount
 	}
-	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		m := Model(id)
 		cond, err := dc.Project(ctx, m)
 		if err != nil {
@@ -240,7 +241,7 @@ func (s *Service) single(ctx context.Context, cmdType, evType, id string, amount
 			bal -= amount
 		}
 		ev, err := newEvent(evType, EventData{WalletID: id, Amount: amount, Balance: bal})
-		return []eventstore.Event{ev}, cond, err
+		return []pgdcb.Event{ev}, cond, err
 	})
 	return s.run(ctx, cmdType, cmdData{WalletID: id, Amount: amount}, opt, h)
 }
@@ -259,7 +260,7 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 	if from == to {
 		return Result{}, ErrSameWallet
 	}
-	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	h := commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		src, dst := Model(from), Model(to)
 		// One read of both wallets; the condition covers the union of their tags.
 		cond, err := dc.Project(ctx, src, dst)
@@ -290,7 +291,7 @@ func (s *Service) Transfer(ctx context.Context, from, to string, amount int64, o
 		}
 		recv, err := newEvent(TransferReceived, EventData{WalletID: to, Amount: amount,
 			Balance: dst.State.Balance + amount, TransferID: tid, From: from, To: to})
-		return []eventstore.Event{sent, recv}, cond, err
+		return []pgdcb.Event{sent, recv}, cond, err
 	})
 	return s.run(ctx, CmdTransfer, cmdData{From: from, To: to, Amount: amount}, opt, h)
 }
@@ -440,7 +441,7 @@ func (s *Service) recordRejection(ctx context.Context, c commands.Command, rejEr
 		return Result{}, rejErr
 	}
 	c.Metadata = raw
-	c.Handler = commands.HandlerFunc(func(context.Context, *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	c.Handler = commands.HandlerFunc(func(context.Context, *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		return nil, appendif.Condition{}, nil
 	})
 	out, err := s.exec.Execute(ctx, c)

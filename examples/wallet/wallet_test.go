@@ -15,7 +15,6 @@ import (
 	pgdcb "github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/commands/commandstest"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/query"
@@ -49,28 +48,28 @@ func fixture(t *testing.T) (*commandstest.Fixture, *wallet.Service) {
 	return fx, svc
 }
 
-func walletEvent(typ string, d wallet.EventData) eventstore.Event {
-	return eventstore.MustEvent(typ, d, wallet.TagKey+"="+d.WalletID)
+func walletEvent(typ string, d wallet.EventData) pgdcb.Event {
+	return pgdcb.MustEvent(typ, d, wallet.TagKey+"="+d.WalletID)
 }
 
-func opened(id string) eventstore.Event {
+func opened(id string) pgdcb.Event {
 	return walletEvent(wallet.WalletOpened, wallet.EventData{WalletID: id})
 }
 
-func deposited(id string, amount, balance int64) eventstore.Event {
+func deposited(id string, amount, balance int64) pgdcb.Event {
 	return walletEvent(wallet.MoneyDeposited, wallet.EventData{WalletID: id, Amount: amount, Balance: balance})
 }
 
-func withdrawn(id string, amount, balance int64) eventstore.Event {
+func withdrawn(id string, amount, balance int64) pgdcb.Event {
 	return walletEvent(wallet.MoneyWithdrawn, wallet.EventData{WalletID: id, Amount: amount, Balance: balance})
 }
 
-func transferred(id uuid.UUID, from, to string, amount, fromBalance, toBalance int64) []eventstore.Event {
+func transferred(id uuid.UUID, from, to string, amount, fromBalance, toBalance int64) []pgdcb.Event {
 	d := wallet.EventData{Amount: amount, TransferID: id.String(), From: from, To: to}
 	sent, recv := d, d
 	sent.WalletID, sent.Balance = from, fromBalance
 	recv.WalletID, recv.Balance = to, toBalance
-	return []eventstore.Event{walletEvent(wallet.TransferSent, sent), walletEvent(wallet.TransferReceived, recv)}
+	return []pgdcb.Event{walletEvent(wallet.TransferSent, sent), walletEvent(wallet.TransferReceived, recv)}
 }
 
 // outcome adapts a service call to commandstest's WhenFunc.
@@ -108,37 +107,37 @@ func TestDepositAndWithdraw(t *testing.T) {
 		return outcome(func(ctx context.Context) (wallet.Result, error) { return svc.Withdraw(ctx, id, amount, nil) })
 	}
 	for name, tc := range map[string]struct {
-		given []eventstore.Event
+		given []pgdcb.Event
 		when  func(svc *wallet.Service) func(context.Context) (commands.Outcome, error)
-		then  []eventstore.Event
+		then  []pgdcb.Event
 		err   error
 	}{
-		"deposit": {[]eventstore.Event{opened("w1")},
+		"deposit": {[]pgdcb.Event{opened("w1")},
 			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
 				return deposit(svc, "w1", 100)
 			},
-			[]eventstore.Event{deposited("w1", 100, 100)}, nil},
-		"withdraw": {[]eventstore.Event{opened("w1"), deposited("w1", 100, 100)},
+			[]pgdcb.Event{deposited("w1", 100, 100)}, nil},
+		"withdraw": {[]pgdcb.Event{opened("w1"), deposited("w1", 100, 100)},
 			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
 				return withdraw(svc, "w1", 30)
 			},
-			[]eventstore.Event{withdrawn("w1", 30, 70)}, nil},
-		"withdraw everything": {[]eventstore.Event{opened("w1"), deposited("w1", 100, 100), withdrawn("w1", 30, 70)},
+			[]pgdcb.Event{withdrawn("w1", 30, 70)}, nil},
+		"withdraw everything": {[]pgdcb.Event{opened("w1"), deposited("w1", 100, 100), withdrawn("w1", 30, 70)},
 			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
 				return withdraw(svc, "w1", 70)
 			},
-			[]eventstore.Event{withdrawn("w1", 70, 0)}, nil},
-		"overdraft": {[]eventstore.Event{opened("w1"), deposited("w1", 100, 100), withdrawn("w1", 30, 70)},
+			[]pgdcb.Event{withdrawn("w1", 70, 0)}, nil},
+		"overdraft": {[]pgdcb.Event{opened("w1"), deposited("w1", 100, 100), withdrawn("w1", 30, 70)},
 			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
 				return withdraw(svc, "w1", 71)
 			},
 			nil, wallet.ErrInsufficientFunds},
-		"deposit zero": {[]eventstore.Event{opened("w1")},
+		"deposit zero": {[]pgdcb.Event{opened("w1")},
 			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
 				return deposit(svc, "w1", 0)
 			},
 			nil, wallet.ErrInvalidAmount},
-		"withdraw a negative amount": {[]eventstore.Event{opened("w1")},
+		"withdraw a negative amount": {[]pgdcb.Event{opened("w1")},
 			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
 				return withdraw(svc, "w1", -5)
 			},
@@ -153,7 +152,7 @@ func TestDepositAndWithdraw(t *testing.T) {
 				return withdraw(svc, "ghost", 1)
 			},
 			nil, wallet.ErrWalletNotFound},
-		"balance overflow": {[]eventstore.Event{opened("w1"), deposited("w1", 1, 1)},
+		"balance overflow": {[]pgdcb.Event{opened("w1"), deposited("w1", 1, 1)},
 			func(svc *wallet.Service) func(context.Context) (commands.Outcome, error) {
 				return deposit(svc, "w1", math.MaxInt64)
 			},
@@ -180,7 +179,7 @@ func TestTransfer(t *testing.T) {
 			return svc.Transfer(ctx, from, to, amount, &wallet.Options{CommandID: id})
 		})
 	}
-	given := []eventstore.Event{opened("a"), opened("b"), deposited("a", 100, 100), deposited("b", 5, 5)}
+	given := []pgdcb.Event{opened("a"), opened("b"), deposited("a", 100, 100), deposited("b", 5, 5)}
 
 	fx, svc := fixture(t)
 	out := fx.Given(given...).WhenFunc(transfer(svc, "a", "b", 60)).Then(transferred(id, "a", "b", 60, 40, 65)...)

@@ -12,7 +12,7 @@ import (
 
 // Backend is the backend running the oldest transaction of the pool's
 // database that has an xid: the one holding every tailing reader's horizon
-// back (eventstore.TailBatch.Horizon).
+// back (pgdcb.TailBatch.Horizon).
 type Backend struct {
 	PID             int
 	Database        string
@@ -30,7 +30,7 @@ type Backend struct {
 // pg_stat_activity; transactions of other databases of the cluster do not
 // hold the horizon and are not reported (see eventstore.ReadTail), and a
 // prepared transaction (pg_prepared_xacts) also holds it but has no backend,
-// so it is not reported here. eventstore.TailBatch.HorizonHolder names the
+// so it is not reported here. pgdcb.TailBatch.HorizonHolder names the
 // holder of one read's horizon exactly. The role needs pg_read_all_stats (or
 // to be superuser) to see other users' queries.
 func Oldest(ctx context.Context, pool *pgxpool.Pool) (h Backend, ok bool, err error) {

@@ -3,8 +3,8 @@ package wake
 import (
 	"time"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 )
 
 // Lag says how far a tailing reader is behind the head of the log. It has
@@ -18,12 +18,12 @@ type Lag struct {
 	// Behind is the age of the last delivered event while the reader is
 	// behind the head; 0 when caught up (or before the first delivery).
 	Behind time.Duration
-	// HorizonHeld is how long the horizon (eventstore.TailBatch.Horizon) has
+	// HorizonHeld is how long the horizon (pgdcb.TailBatch.Horizon) has
 	// stayed at the same transaction while the head was at or above it.
 	HorizonHeld time.Duration
 	// HorizonHolder is the transaction at the horizon while HorizonHeld is
 	// not zero.
-	HorizonHolder eventstore.HorizonHolder
+	HorizonHolder pgdcb.HorizonHolder
 }
 
 // LagTracker turns successive tail batches into Lag. Not safe for concurrent
@@ -36,7 +36,7 @@ type LagTracker struct {
 }
 
 // Observe records a batch that was delivered (or was empty) at now.
-func (t *LagTracker) Observe(b eventstore.TailBatch, now time.Time) Lag {
+func (t *LagTracker) Observe(b pgdcb.TailBatch, now time.Time) Lag {
 	if n := len(b.Events); n > 0 {
 		t.lastPos = b.Events[n-1].Position
 		t.lastAt = b.Events[n-1].OccurredAt
@@ -82,7 +82,7 @@ type HorizonWait struct {
 }
 
 // Next returns the wait after batch b.
-func (h *HorizonWait) Next(b eventstore.TailBatch, poll time.Duration) time.Duration {
+func (h *HorizonWait) Next(b pgdcb.TailBatch, poll time.Duration) time.Duration {
 	if b.Horizon == 0 || b.Head.TransactionID < b.Horizon {
 		h.horizon, h.d = 0, 0
 		return poll

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/wake"
 )
 
@@ -15,9 +15,9 @@ func TestHorizonWait(t *testing.T) {
 	t.Parallel()
 	var h wake.HorizonWait
 	poll := 100 * time.Millisecond
-	free := eventstore.TailBatch{Horizon: 50, Head: cursor.Cursor{TransactionID: 40}}
+	free := pgdcb.TailBatch{Horizon: 50, Head: cursor.Cursor{TransactionID: 40}}
 	require.Equal(t, poll, h.Next(free, poll))
-	held := eventstore.TailBatch{Horizon: 50, Head: cursor.Cursor{TransactionID: 60}}
+	held := pgdcb.TailBatch{Horizon: 50, Head: cursor.Cursor{TransactionID: 60}}
 	var got []time.Duration
 	for range 8 {
 		got = append(got, h.Next(held, poll))
@@ -41,18 +41,18 @@ func TestLagTracker(t *testing.T) {
 	t.Parallel()
 	var lt wake.LagTracker
 	now := time.Now()
-	ev := eventstore.StoredEvent{Position: 10, TransactionID: 5, OccurredAt: now.Add(-3 * time.Second)}
-	l := lt.Observe(eventstore.TailBatch{Events: []eventstore.StoredEvent{ev}, Cursor: cursor.Cursor{TransactionID: 5, Position: 10},
+	ev := pgdcb.StoredEvent{Position: 10, TransactionID: 5, OccurredAt: now.Add(-3 * time.Second)}
+	l := lt.Observe(pgdcb.TailBatch{Events: []pgdcb.StoredEvent{ev}, Cursor: cursor.Cursor{TransactionID: 5, Position: 10},
 		Horizon: 6, Head: cursor.Cursor{TransactionID: 9, Position: 30}}, now)
 	require.Equal(t, int64(20), l.Events)
 	require.Equal(t, 3*time.Second, l.Behind)
 	require.Zero(t, l.HorizonHeld)
-	holder := eventstore.HorizonHolder{PID: 4242, Database: "app"}
-	l = lt.Observe(eventstore.TailBatch{Cursor: cursor.Cursor{TransactionID: 5, Position: 10},
+	holder := pgdcb.HorizonHolder{PID: 4242, Database: "app"}
+	l = lt.Observe(pgdcb.TailBatch{Cursor: cursor.Cursor{TransactionID: 5, Position: 10},
 		Horizon: 6, HorizonHolder: holder, Head: cursor.Cursor{TransactionID: 9, Position: 30}}, now.Add(2*time.Second))
 	require.Equal(t, 2*time.Second, l.HorizonHeld)
 	require.Equal(t, holder, l.HorizonHolder, "the holder is reported while the horizon is held")
-	l = lt.Observe(eventstore.TailBatch{Cursor: cursor.Cursor{TransactionID: 9, Position: 1 << 62},
+	l = lt.Observe(pgdcb.TailBatch{Cursor: cursor.Cursor{TransactionID: 9, Position: 1 << 62},
 		Horizon: 10, Head: cursor.Cursor{TransactionID: 9, Position: 30}}, now.Add(3*time.Second))
 	require.Equal(t, wake.Lag{}, l)
 }

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/retry"
 )
 
@@ -22,7 +22,7 @@ import (
 const DefaultPoll = time.Second
 
 // Waker tells a tailing reader when to read again: when the store reports an
-// append (eventstore.Interface.Listen: a NOTIFY on the store's channel for the
+// append (pgdcb.Store.Listen: a NOTIFY on the store's channel for the
 // PostgreSQL store, a wake-up in memory for memstore), unless notifications
 // are disabled, and in any case every poll interval, so polling alone is
 // enough.
@@ -31,7 +31,7 @@ const DefaultPoll = time.Second
 // backoff; the store wakes the reader once each time it listens again, since
 // notifications sent meanwhile were lost.
 type Waker struct {
-	store  eventstore.Interface
+	store  pgdcb.Store
 	poll   time.Duration
 	notify bool
 	log    *slog.Logger
@@ -47,7 +47,7 @@ type Waker struct {
 // New returns a Waker for the store. poll <= 0 means DefaultPoll; notify
 // false means polling only (for example behind PgBouncer in transaction mode,
 // where LISTEN cannot work). logger nil means quiet.
-func New(store eventstore.Interface, poll time.Duration, notify bool, logger *slog.Logger) *Waker {
+func New(store pgdcb.Store, poll time.Duration, notify bool, logger *slog.Logger) *Waker {
 	if poll <= 0 {
 		poll = DefaultPoll
 	}

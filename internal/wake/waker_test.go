@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/wake"
 	"github.com/pgdcb/pgdcb/memstore"
 )
@@ -24,7 +24,7 @@ func TestWakerWakesOnAppend(t *testing.T) {
 	w.Start(ctx)
 	defer w.Stop()
 	require.NoError(t, w.Wait(ctx), "the wake-up when listening starts")
-	_, err := s.Append(ctx, []eventstore.Event{eventstore.MustEvent("E", 1, "k=v")})
+	_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("E", 1, "k=v")})
 	require.NoError(t, err)
 	require.NoError(t, w.Wait(ctx), "the wake-up after the append")
 }

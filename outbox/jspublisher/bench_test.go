@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 )
@@ -19,8 +19,8 @@ func benchBatch(first, n int) []outbox.Message {
 	msgs := make([]outbox.Message, n)
 	for i := range msgs {
 		pos := int64(first + i)
-		msgs[i] = outbox.Message{ID: fmt.Sprintf("bench-%d", pos), Topic: "orders", Event: eventstore.StoredEvent{
-			Event:    eventstore.MustEvent("OrderPlaced", map[string]int{"amount": 12}, "order=o1"),
+		msgs[i] = outbox.Message{ID: fmt.Sprintf("bench-%d", pos), Topic: "orders", Event: pgdcb.StoredEvent{
+			Event:    pgdcb.MustEvent("OrderPlaced", map[string]int{"amount": 12}, "order=o1"),
 			Position: pos, TransactionID: uint64(1000 + pos), OccurredAt: time.Now(),
 		}}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/outbox"
@@ -56,9 +57,9 @@ func appendWhile(t *testing.T, s *eventstore.Store, typ string, stop <-chan stru
 				return
 			case <-time.After(5 * time.Millisecond):
 			}
-			evs := make([]eventstore.Event, 10)
+			evs := make([]pgdcb.Event, 10)
 			for i := range evs {
-				evs[i] = eventstore.MustEvent(typ, map[string]int{"i": n + i}, "order=o1")
+				evs[i] = pgdcb.MustEvent(typ, map[string]int{"i": n + i}, "order=o1")
 			}
 			if _, err := s.Append(context.Background(), evs); err != nil {
 				t.Errorf("append: %v", err)

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
@@ -58,7 +59,7 @@ func ExampleNew() {
 	defer js.DeleteStream(context.WithoutCancel(ctx), stream)
 
 	for _, order := range []string{"o1", "o2", "o3"} {
-		if _, err := store.Append(ctx, []eventstore.Event{eventstore.MustEvent("OrderPlaced", map[string]string{"order": order}, "order="+order)}); err != nil {
+		if _, err := store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("OrderPlaced", map[string]string{"order": order}, "order="+order)}); err != nil {
 			panic(err)
 		}
 	}

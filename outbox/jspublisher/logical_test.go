@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
@@ -65,10 +65,10 @@ func (*slotSeen) TraceBatchStart(ctx context.Context, _ subscription.TraceBatchD
 	return ctx
 }
 func (*slotSeen) TraceBatchEnd(context.Context, subscription.TraceBatchData) {}
-func (*slotSeen) TraceReaderError(context.Context, string, error)               {}
-func (*slotSeen) TraceLag(context.Context, string, subscription.Lag)            {}
-func (*slotSeen) TraceLeader(context.Context, string, bool)                     {}
-func (*slotSeen) TraceFailed(context.Context, string, bool)                     {}
+func (*slotSeen) TraceReaderError(context.Context, string, error)            {}
+func (*slotSeen) TraceLag(context.Context, string, subscription.Lag)         {}
+func (*slotSeen) TraceLeader(context.Context, string, bool)                  {}
+func (*slotSeen) TraceFailed(context.Context, string, bool)                  {}
 func (s *slotSeen) TraceSlot(_ context.Context, name string, _ subscription.SlotStatus) {
 	s.names.Store(name, true)
 }
@@ -125,7 +125,7 @@ func TestLogicalRelaySIGKILL(t *testing.T) {
 			early, err := pool.Begin(ctx)
 			require.NoError(t, err)
 			defer early.Rollback(context.Background())
-			first, err := s.AppendTx(ctx, early, []eventstore.Event{eventstore.MustEvent("OrderPlaced", map[string]int{"i": -1}, "order=early")})
+			first, err := s.AppendTx(ctx, early, []pgdcb.Event{pgdcb.MustEvent("OrderPlaced", map[string]int{"i": -1}, "order=early")})
 			require.NoError(t, err)
 			appendN(t, s, "OrderPlaced", 600, 100)
 			require.NoError(t, early.Commit(ctx))

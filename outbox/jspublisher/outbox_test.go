@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/outbox"
@@ -92,9 +93,9 @@ func appendN(t testing.TB, s *eventstore.Store, typ string, n, per int) {
 	t.Helper()
 	for n > 0 {
 		k := min(n, per)
-		evs := make([]eventstore.Event, k)
+		evs := make([]pgdcb.Event, k)
 		for i := range evs {
-			evs[i] = eventstore.MustEvent(typ, map[string]int{"i": i}, "order=o"+strconv.Itoa(i%3))
+			evs[i] = pgdcb.MustEvent(typ, map[string]int{"i": i}, "order=o"+strconv.Itoa(i%3))
 		}
 		_, err := s.Append(context.Background(), evs)
 		require.NoError(t, err)

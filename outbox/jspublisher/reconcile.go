@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/relayterm"
 	"github.com/pgdcb/pgdcb/outbox"
@@ -23,7 +23,7 @@ type logKey struct {
 	pos int64
 }
 
-func keyOf(ev eventstore.StoredEvent) logKey { return logKey{ev.TransactionID, ev.Position} }
+func keyOf(ev pgdcb.StoredEvent) logKey { return logKey{ev.TransactionID, ev.Position} }
 
 func (a logKey) less(b logKey) bool {
 	return a.tx < b.tx || (a.tx == b.tx && a.pos < b.pos)

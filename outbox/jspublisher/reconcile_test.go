@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/outbox"
 	"github.com/pgdcb/pgdcb/outbox/jspublisher"
 	"github.com/pgdcb/pgdcb/projection"
@@ -93,8 +93,8 @@ func TestReconcileNeverSkipsARefusedMessage(t *testing.T) {
 	js, st, prefix := testStreamWith(t, func(sc *jetstream.StreamConfig) { sc.MaxMsgSize = 1000 })
 	s := newStore(t)
 	appendN(t, s, "OrderPlaced", 10, 10)
-	big, err := s.Append(context.Background(), []eventstore.Event{
-		eventstore.MustEvent("OrderPlaced", map[string]string{"blob": strings.Repeat("x", 2000)}, "order=big"),
+	big, err := s.Append(context.Background(), []pgdcb.Event{
+		pgdcb.MustEvent("OrderPlaced", map[string]string{"blob": strings.Repeat("x", 2000)}, "order=big"),
 	})
 	require.NoError(t, err)
 	appendN(t, s, "OrderPlaced", 10, 10)

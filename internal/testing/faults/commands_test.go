@@ -17,7 +17,6 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/commands"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
@@ -31,22 +30,22 @@ type deposit struct {
 	K    int    `json:"k"`
 }
 
-var depositHandler = commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+var depositHandler = commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 	var d deposit
 	if err := json.Unmarshal(dc.Command.Data, &d); err != nil {
 		return nil, appendif.Condition{}, err
 	}
 	acct := "acct=" + d.Acct
-	seen := eventstore.NewModel(query.Tagged([]string{"Deposited"}, acct), 0,
-		func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+	seen := pgdcb.NewModel(query.Tagged([]string{"Deposited"}, acct), 0,
+		func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 	cond, err := dc.Project(ctx, seen)
 	if err != nil {
 		return nil, appendif.Condition{}, err
 	}
-	evs := make([]eventstore.Event, d.K)
+	evs := make([]pgdcb.Event, d.K)
 	for i := range evs {
 		data, _ := json.Marshal(map[string]any{"i": i, "seen": seen.State})
-		evs[i] = eventstore.Event{Type: "Deposited", Tags: tags.MustParseSet(acct), Data: data}
+		evs[i] = pgdcb.Event{Type: "Deposited", Tags: tags.MustParseSet(acct), Data: data}
 	}
 	return evs, cond, nil
 })
@@ -56,7 +55,7 @@ var depositHandler = commands.HandlerFunc(func(ctx context.Context, dc *commands
 // returns the store's error.
 func probeHandler(reading chan<- struct{}, crashed <-chan struct{}) commands.Handler {
 	var first atomic.Bool
-	return commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]eventstore.Event, appendif.Condition, error) {
+	return commands.HandlerFunc(func(ctx context.Context, dc *commands.DecideContext) ([]pgdcb.Event, appendif.Condition, error) {
 		evs, cond, err := depositHandler(ctx, dc)
 		if err != nil || first.Swap(true) {
 			return evs, cond, err

@@ -180,12 +180,12 @@ type payload struct {
 }
 
 // batch returns n events of type typ carrying the attempt id.
-func batch(typ, id string, n int, tagStrings ...string) []eventstore.Event {
+func batch(typ, id string, n int, tagStrings ...string) []pgdcb.Event {
 	ts := tags.MustParseSet(tagStrings...)
-	evs := make([]eventstore.Event, n)
+	evs := make([]pgdcb.Event, n)
 	for i := range evs {
 		data, _ := json.Marshal(payload{A: id, I: i})
-		evs[i] = eventstore.Event{Type: typ, Tags: ts, Data: data}
+		evs[i] = pgdcb.Event{Type: typ, Tags: ts, Data: data}
 	}
 	return evs
 }
@@ -193,9 +193,9 @@ func batch(typ, id string, n int, tagStrings ...string) []eventstore.Event {
 // The contended boundary: a counter every decision increments by one.
 var counterQ = query.Tagged([]string{"Counter"}, "counter=c1")
 
-func counterEvent(id string, n int) []eventstore.Event {
+func counterEvent(id string, n int) []pgdcb.Event {
 	data, _ := json.Marshal(payload{A: id, N: n})
-	return []eventstore.Event{{Type: "Counter", Tags: tags.MustParseSet("counter=c1"), Data: data}}
+	return []pgdcb.Event{{Type: "Counter", Tags: tags.MustParseSet("counter=c1"), Data: data}}
 }
 
 // writers run the mixed workload of scenarios 1 and 2 until halted.
@@ -227,7 +227,7 @@ func (w *writers) run(store *eventstore.Store, writer int, led *ledger) {
 		id := fmt.Sprintf("w%d-%d", writer, seq)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		a := attempt{id: id}
-		var res eventstore.AppendResult
+		var res pgdcb.AppendResult
 		switch r := rng.IntN(100); {
 		case r < 30:
 			a.kind, a.n = "append-1", 1

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -46,7 +47,7 @@ func createOrderedRM(t *testing.T, e *env) {
 }
 
 func insertOrderedRows(quoted string) projection.Handler {
-	return func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		pos := make([]int64, len(evs))
 		txs := make([]string, len(evs))
 		for i, ev := range evs {
@@ -275,7 +276,7 @@ func TestHelperLogicalProjection(t *testing.T) {
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
 	ins := insertOrderedRows(pgx.Identifier{schema}.Sanitize())
-	r, err := projection.New(store, "rm", projQ, func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	r, err := projection.New(store, "rm", projQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		if err := ins(ctx, tx, evs); err != nil {
 			return err
 		}
@@ -458,7 +459,7 @@ func logicalModeSwitch(t *testing.T, modes ...string) {
 				id := fmt.Sprint("w", w, "-", i)
 				start := time.Now()
 				var (
-					res   eventstore.AppendResult
+					res   pgdcb.AppendResult
 					err   error
 					pause = 25 * time.Millisecond
 				)

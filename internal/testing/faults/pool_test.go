@@ -14,8 +14,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -113,7 +113,7 @@ func TestPoolExhaustion(t *testing.T) {
 }
 
 // readOpts keeps the scenario's reads short.
-var readOpts = eventstore.ReadOptions{Limit: 50}
+var readOpts = pgdcb.ReadOptions{Limit: 50}
 
 // settledGoroutines waits up to 10 s for the number of goroutines to come
 // down to target (0: to stop changing) and returns it.

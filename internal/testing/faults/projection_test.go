@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/projection"
@@ -40,7 +41,7 @@ func projConfig() *projection.Config {
 }
 
 func insertRows(quoted string) projection.Handler {
-	return func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		pos := make([]int64, len(evs))
 		for i, ev := range evs {
 			pos[i] = ev.Position
@@ -63,7 +64,7 @@ func TestHelperProjection(t *testing.T) {
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
 	ins := insertRows(pgx.Identifier{schema}.Sanitize())
-	r, err := projection.New(store, "rm", projQ, func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+	r, err := projection.New(store, "rm", projQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		if err := ins(ctx, tx, evs); err != nil {
 			return err
 		}

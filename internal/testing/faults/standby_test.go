@@ -34,7 +34,7 @@ type promotionDecision struct {
 	Read []string `json:"read"`
 }
 
-func eventKey(e eventstore.StoredEvent) string {
+func eventKey(e pgdcb.StoredEvent) string {
 	return fmt.Sprintf("%d:%d:%d", e.TransactionID, e.Position, e.OccurredAt.UnixMicro())
 }
 
@@ -98,7 +98,7 @@ func promotionScenario(t *testing.T, boundary bool) {
 
 	counter := query.Tagged(nil, "counter=c")
 	handler := func(table string) projection.Handler {
-		return func(ctx context.Context, tx pgx.Tx, evs []eventstore.StoredEvent) error {
+		return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 			for _, e := range evs {
 				if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.`+table+` (position, transaction_id) VALUES ($1, $2::xid8)`,
 					e.Position, e.TransactionID); err != nil {
@@ -138,7 +138,7 @@ func promotionScenario(t *testing.T, boundary bool) {
 							errs.Add(1)
 							continue
 						}
-						if _, err := s.AppendTx(ctx, tx, []eventstore.Event{eventstore.MustEvent("Bumped", nil, "counter=c")}); err != nil {
+						if _, err := s.AppendTx(ctx, tx, []pgdcb.Event{pgdcb.MustEvent("Bumped", nil, "counter=c")}); err != nil {
 							errs.Add(1)
 							_ = tx.Rollback(ctx)
 							continue
@@ -160,7 +160,7 @@ func promotionScenario(t *testing.T, boundary bool) {
 					}
 					last[w] = lastRead{cur, rec}
 					attempts.Add(1)
-					_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Decided", rec, "counter=c")},
+					_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Decided", rec, "counter=c")},
 						appendif.FailIf(counter, &cur))
 					switch {
 					case err == nil:
@@ -222,7 +222,7 @@ func promotionScenario(t *testing.T, boundary bool) {
 				break
 			}
 			require.Less(t, i, 200, "the position sequence's log_cnt never reached 0")
-			_, err := oldP.Append(ctx, []eventstore.Event{eventstore.MustEvent("Bumped", nil, "counter=c")}) // as the writers' plain appends
+			_, err := oldP.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Bumped", nil, "counter=c")}) // as the writers' plain appends
 			require.NoError(t, err)
 		}
 		lsn, err := primary.WALPosition(ctx)
@@ -270,7 +270,7 @@ func promotionScenario(t *testing.T, boundary bool) {
 				continue
 			}
 			oldTried.Add(1)
-			_, err := s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Decided", lr.rec, "counter=c")},
+			_, err := s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Decided", lr.rec, "counter=c")},
 				appendif.FailIf(counter, &lr.cur))
 			if err == nil {
 				oldOK.Add(1)

@@ -26,7 +26,7 @@ import (
 // deliveries records what a subscription handed to its handler.
 type deliveries struct {
 	mu      sync.Mutex
-	events  []eventstore.StoredEvent
+	events  []pgdcb.StoredEvent
 	count   map[int64]int // by position
 	cursors []cursor.Cursor
 }
@@ -58,10 +58,10 @@ func (d *deliveries) lastCursor() cursor.Cursor {
 	return d.cursors[len(d.cursors)-1]
 }
 
-func (d *deliveries) all() []eventstore.StoredEvent {
+func (d *deliveries) all() []pgdcb.StoredEvent {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return append([]eventstore.StoredEvent(nil), d.events...)
+	return append([]pgdcb.StoredEvent(nil), d.events...)
 }
 
 // Scenario 4. A subscription (LISTEN, 100 ms polls, batches of 2) follows
@@ -115,14 +115,14 @@ func TestSubscriptionAcrossRestartAndCrash(t *testing.T) {
 	// a commit that happened). A retry of a batch that was stored fails with
 	// ErrIdempotent; the batch is then read back from the log, and must be
 	// there whole, in one transaction.
-	appendS := func(t *testing.T, st *eventstore.Store, n int) eventstore.AppendResult {
+	appendS := func(t *testing.T, st *eventstore.Store, n int) pgdcb.AppendResult {
 		t.Helper()
 		seq++
 		evs := batch("S", fmt.Sprint("s-", seq), n)
 		for i := range evs {
 			evs[i].ID = uuid.New()
 		}
-		var res eventstore.AppendResult
+		var res pgdcb.AppendResult
 		var err error
 		wasUnknown := false
 		await.Within(10*time.Second, func() (bool, string) { // retried, not a verdict
@@ -266,15 +266,15 @@ func TestSubscriptionAcrossRestartAndCrash(t *testing.T) {
 
 // committedBatch reads back a batch that a retry found stored (its ids
 // matched): every event of it, in one transaction, in batch order.
-func committedBatch(t *testing.T, st *eventstore.Store, q query.Query, evs []eventstore.Event) eventstore.AppendResult {
+func committedBatch(t *testing.T, st *eventstore.Store, q query.Query, evs []pgdcb.Event) pgdcb.AppendResult {
 	t.Helper()
 	logged, _, err := st.ReadAll(t.Context(), q, nil)
 	require.NoError(t, err)
-	byID := map[uuid.UUID]eventstore.StoredEvent{}
+	byID := map[uuid.UUID]pgdcb.StoredEvent{}
 	for _, ev := range logged {
 		byID[ev.ID] = ev
 	}
-	var res eventstore.AppendResult
+	var res pgdcb.AppendResult
 	for i, ev := range evs {
 		got, ok := byID[ev.ID]
 		require.True(t, ok, "event %d of a batch found stored by its first id is missing: a partial append", i)

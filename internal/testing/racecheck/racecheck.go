@@ -16,7 +16,6 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -76,7 +75,7 @@ type DecisionRecord struct {
 // cursor did not see must sort after E in log order, i.e. must have been
 // appended after E committed. It returns how many conditional events it
 // checked.
-func VerifyNoLostDecision(t testing.TB, s eventstore.Interface, q query.Query) int {
+func VerifyNoLostDecision(t testing.TB, s pgdcb.Store, q query.Query) int {
 	t.Helper()
 	evs, _, err := s.ReadAll(context.Background(), q, nil)
 	require.NoError(t, err)

@@ -5,7 +5,7 @@
 // counting the reads makes the check mean what it says.
 //
 // Wrap the store a subscription (or any reader taking an
-// eventstore.Interface) reads from:
+// pgdcb.Store) reads from:
 //
 //	polls := tailpolls.New(store)
 //	sub, _ := subscription.New(polls, q, cfg)
@@ -19,25 +19,25 @@ import (
 	"testing"
 	"time"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// Store is an eventstore.Interface that counts the ReadTail calls made
+// Store is an pgdcb.Store that counts the ReadTail calls made
 // through it; every other method is the wrapped store's.
 type Store struct {
-	eventstore.Interface
+	pgdcb.Store
 	mu      sync.Mutex
 	started int
 	moved   chan struct{} // closed and dropped at every read started
 }
 
 // New wraps s.
-func New(s eventstore.Interface) *Store { return &Store{Interface: s} }
+func New(s pgdcb.Store) *Store { return &Store{Store: s} }
 
 // ReadTail counts the read, then reads through the wrapped store.
-func (p *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (eventstore.TailBatch, error) {
+func (p *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (pgdcb.TailBatch, error) {
 	p.mu.Lock()
 	p.started++
 	if p.moved != nil {
@@ -45,7 +45,7 @@ func (p *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor
 		p.moved = nil
 	}
 	p.mu.Unlock()
-	return p.Interface.ReadTail(ctx, q, after, limit)
+	return p.Store.ReadTail(ctx, q, after, limit)
 }
 
 // Started returns how many tailing reads have started.

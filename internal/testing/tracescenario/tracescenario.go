@@ -56,27 +56,27 @@ func Run(t testing.TB, s *eventstore.Store) {
 			t.Fatalf("tracescenario: %s: got %v, want %v", step, err, want)
 		}
 	}
-	_, err := s.Append(ctx, []eventstore.Event{
-		eventstore.MustEvent("Opened", nil, "course=c1"),
-		eventstore.MustEvent("Subscribed", nil, "course=c1", "student=s1"),
+	_, err := s.Append(ctx, []pgdcb.Event{
+		pgdcb.MustEvent("Opened", nil, "course=c1"),
+		pgdcb.MustEvent("Subscribed", nil, "course=c1", "student=s1"),
 	})
 	check("append", err, nil)
-	seats := eventstore.NewModel(course, 0, func(n int, _ eventstore.StoredEvent) int { return n + 1 })
+	seats := pgdcb.NewModel(course, 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 })
 	cond, err := s.Project(ctx, seats)
 	check("project", err, nil)
 	if seats.State != ProjectEvents {
 		t.Fatalf("tracescenario: project folded %d events, want %d", seats.State, ProjectEvents)
 	}
-	_, err = s.Append(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", nil, "course=c1", "student=s2")})
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", nil, "course=c1", "student=s2")})
 	check("second append", err, nil)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", nil, "course=c1", "student=s3")}, cond)
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", nil, "course=c1", "student=s3")}, cond)
 	check("stale AppendIf", err, pgdcb.ErrConditionFailed)
 	head, err := s.Head(ctx)
 	check("head", err, nil)
-	_, err = s.AppendIf(ctx, []eventstore.Event{eventstore.MustEvent("Subscribed", nil, "course=c1", "student=s1")},
+	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", nil, "course=c1", "student=s1")},
 		appendif.FailIf(course, &head).WithIdempotency(query.Tagged([]string{"Subscribed"}, "student=s1")))
 	check("repeated AppendIf", err, pgdcb.ErrIdempotent)
-	_, err = s.Append(ctx, []eventstore.Event{{Data: []byte(`{}`)}})
+	_, err = s.Append(ctx, []pgdcb.Event{{Data: []byte(`{}`)}})
 	check("invalid append", err, pgdcb.ErrInvalidEvent)
 	evs, _, err := s.ReadAll(ctx, course, nil)
 	check("read", err, nil)
