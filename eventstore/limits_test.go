@@ -13,6 +13,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
@@ -99,8 +100,8 @@ func TestSizeLimits(t *testing.T) {
 	ctx := context.Background()
 	s, _ := newStore(t, nil)
 	cfg := s.Config()
-	require.Equal(t, eventstore.DefaultMaxEventBytes, cfg.MaxEventBytes)
-	require.Equal(t, eventstore.DefaultMaxBatchBytes, cfg.MaxBatchBytes)
+	require.Equal(t, storekit.DefaultMaxEventBytes, cfg.MaxEventBytes)
+	require.Equal(t, storekit.DefaultMaxBatchBytes, cfg.MaxBatchBytes)
 
 	// payload builds an event of exactly size bytes (type, tag, data).
 	payload := func(size int) pgdcb.Event {
@@ -186,8 +187,8 @@ func TestConfigRefusesNegatives(t *testing.T) {
 		field string
 		cfg   eventstore.Config
 	}{
-		{"MaxEventBytes over MaxBytesLimit", eventstore.Config{MaxEventBytes: eventstore.MaxBytesLimit + 1}},
-		{"MaxBatchBytes over MaxBytesLimit", eventstore.Config{MaxBatchBytes: eventstore.MaxBytesLimit + 1}},
+		{"MaxEventBytes over MaxBytesLimit", eventstore.Config{MaxEventBytes: storekit.MaxBytesLimit + 1}},
+		{"MaxBatchBytes over MaxBytesLimit", eventstore.Config{MaxBatchBytes: storekit.MaxBytesLimit + 1}},
 	} {
 		t.Run(c.field, func(t *testing.T) {
 			_, err := eventstore.New(pool, &c.cfg)
@@ -199,7 +200,7 @@ func TestConfigRefusesNegatives(t *testing.T) {
 	s, err := eventstore.New(pool, &eventstore.Config{})
 	require.NoError(t, err)
 	cfg := s.Config()
-	require.Equal(t, eventstore.DefaultMaxBatchSize, cfg.MaxBatchSize)
+	require.Equal(t, storekit.DefaultMaxBatchSize, cfg.MaxBatchSize)
 	require.Equal(t, eventstore.DefaultMaxLockKeys, cfg.MaxLockKeys)
 }
 

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -46,39 +47,5 @@ func (s *Store) project(ctx context.Context, db dbtx, projectors []pgdcb.Project
 	if !s.cfg.SnapshotsDisabled && anySnapshottable(projectors) {
 		return s.projectSnapshots(ctx, db, projectors, projectOpts{})
 	}
-	return Fold(func(q query.Query) pgdcb.Events { return s.read(ctx, db, q, nil) }, projectors...)
-}
-
-// Fold is Project over a read: it reads the union of the projectors' queries
-// with read (forward, no limit, no cursor), hands each event to every
-// projector whose own query matches it, and returns FailIf(union, &cursor).
-// For implementers of Interface (snapshots aside, which only spare work: the
-// results are the same; see the package documentation, "Implementing
-// Interface").
-func Fold(read func(query.Query) pgdcb.Events, projectors ...pgdcb.Projector) (appendif.Condition, error) {
-	if len(projectors) == 0 {
-		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
-	}
-	if err := validateSnapshotKeys(projectors); err != nil {
-		return appendif.Condition{}, err
-	}
-	var union query.Query
-	queries := make([]query.Query, len(projectors))
-	for i, p := range projectors {
-		queries[i] = p.Query()
-		union = union.Or(queries[i])
-	}
-	es := read(union)
-	for ev, err := range es.All() {
-		if err != nil {
-			return appendif.Condition{}, err
-		}
-		for i, p := range projectors {
-			if queries[i].Matches(ev.Type, ev.Tags) {
-				p.Apply(ev)
-			}
-		}
-	}
-	c, _ := es.Cursor()
-	return appendif.FailIf(union, &c), nil
+	return storekit.Fold(func(q query.Query) pgdcb.Events { return s.read(ctx, db, q, nil) }, projectors...)
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -66,11 +67,11 @@ func TestSnapshotNameValidated(t *testing.T) {
 	s, pool := newStore(t, nil)
 	q := query.Tagged(nil, "n=1")
 	appendN(t, s, 2, "n=1")
-	for _, name := range []string{"a\x00b", "bad\xffutf8", strings.Repeat("n", eventstore.MaxSnapshotNameBytes+1)} {
-		require.Error(t, eventstore.ValidateSnapshotName(name))
+	for _, name := range []string{"a\x00b", "bad\xffutf8", strings.Repeat("n", storekit.MaxSnapshotNameBytes+1)} {
+		require.Error(t, storekit.ValidateSnapshotName(name))
 		_, err := s.Project(ctx, snapModel(q, name))
 		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, "%q", name)
-		var ne *eventstore.InvalidSnapshotNameError
+		var ne *pgdcb.InvalidSnapshotNameError
 		require.ErrorAs(t, err, &ne)
 		require.Equal(t, name, ne.Name)
 		require.ErrorIs(t, s.SaveSnapshot(ctx, snapModel(q, name)), pgdcb.ErrInvalidArgument)
@@ -83,8 +84,8 @@ func TestSnapshotNameValidated(t *testing.T) {
 		require.NoError(t, tx.QueryRow(ctx, "SELECT 1").Scan(&one), "the caller's transaction is not aborted")
 		require.NoError(t, tx.Rollback(ctx))
 	}
-	require.NoError(t, eventstore.ValidateSnapshotName(strings.Repeat("n", eventstore.MaxSnapshotNameBytes)))
-	require.NoError(t, eventstore.ValidateSnapshotName(""))
+	require.NoError(t, storekit.ValidateSnapshotName(strings.Repeat("n", storekit.MaxSnapshotNameBytes)))
+	require.NoError(t, storekit.ValidateSnapshotName(""))
 }
 
 // saveCurrent saves the model's snapshot until the stored row (name,

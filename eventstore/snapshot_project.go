@@ -13,6 +13,7 @@ import (
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/horizon"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -106,7 +107,7 @@ func (s *Store) loadSnapshots(ctx context.Context, db dbtx, entries []*snapEntry
 
 // projectSnapshots is Project when some projector is Snapshottable.
 func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []pgdcb.Projector, o projectOpts) (appendif.Condition, error) {
-	if err := validateSnapshotKeys(projectors); err != nil {
+	if err := storekit.ValidateSnapshotKeys(projectors); err != nil {
 		return appendif.Condition{}, err
 	}
 	var union query.Query

@@ -43,6 +43,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
@@ -152,18 +153,6 @@ type Config struct {
 	SettleDisabled bool
 }
 
-// Defaults and bounds of Config.
-const (
-	DefaultMaxBatchSize  = 1000
-	DefaultMaxLockKeys   = 128
-	DefaultMaxEventBytes = 1 << 20
-	DefaultMaxBatchBytes = 16 << 20
-	// MaxBytesLimit bounds MaxEventBytes and MaxBatchBytes: 256 MiB, the
-	// size at which PostgreSQL refuses a jsonb value (54000) in any case; a
-	// batch is held in memory several times over on its way to the server.
-	MaxBytesLimit = 256 << 20
-)
-
 // Store is a DCB event store in one PostgreSQL schema.
 type Store struct {
 	pool    *pgxpool.Pool
@@ -248,10 +237,10 @@ func (c *Config) validate() error {
 		return nil
 	}
 	if err := cfgcheck.NonNegative(
-		cfgcheck.Int("MaxBatchSize", c.MaxBatchSize, DefaultMaxBatchSize),
+		cfgcheck.Int("MaxBatchSize", c.MaxBatchSize, storekit.DefaultMaxBatchSize),
 		cfgcheck.Int("MaxLockKeys", c.MaxLockKeys, DefaultMaxLockKeys),
-		cfgcheck.Int("MaxEventBytes", c.MaxEventBytes, DefaultMaxEventBytes),
-		cfgcheck.Int("MaxBatchBytes", c.MaxBatchBytes, DefaultMaxBatchBytes),
+		cfgcheck.Int("MaxEventBytes", c.MaxEventBytes, storekit.DefaultMaxEventBytes),
+		cfgcheck.Int("MaxBatchBytes", c.MaxBatchBytes, storekit.DefaultMaxBatchBytes),
 		cfgcheck.Int("GroupMaxAppends", c.GroupMaxAppends, DefaultGroupMaxAppends),
 		cfgcheck.Int("GroupMaxEvents", c.GroupMaxEvents, DefaultGroupMaxEvents),
 		cfgcheck.Int("GroupSenders", c.GroupSenders, DefaultGroupSenders),
@@ -265,16 +254,8 @@ func (c *Config) validate() error {
 		return &pgdcb.InvalidArgumentError{Name: "Config.SettleTimeout",
 			Reason: fmt.Sprintf("must be at most MaxSettleTimeout %s (got %s)", MaxSettleTimeout, c.SettleTimeout)}
 	}
-	for _, f := range []struct {
-		name string
-		v    int
-	}{{"MaxEventBytes", c.MaxEventBytes}, {"MaxBatchBytes", c.MaxBatchBytes}} {
-		if f.v > MaxBytesLimit {
-			return &pgdcb.InvalidArgumentError{Name: "Config." + f.name,
-				Reason: fmt.Sprintf("must be at most MaxBytesLimit %d (got %d)", MaxBytesLimit, f.v)}
-		}
-	}
-	return nil
+	_, err := storekit.ResolveLimits(c.limits())
+	return err
 }
 
 // withDefaults returns a copy of c (nil: the zero Config) with every zero
@@ -285,10 +266,10 @@ func (c *Config) withDefaults() Config {
 		o = *c
 	}
 	o.Schema = cmp.Or(o.Schema, pgdcbsql.DefaultSchema)
-	o.MaxBatchSize = cmp.Or(o.MaxBatchSize, DefaultMaxBatchSize)
+	o.MaxBatchSize = cmp.Or(o.MaxBatchSize, storekit.DefaultMaxBatchSize)
 	o.MaxLockKeys = cmp.Or(o.MaxLockKeys, DefaultMaxLockKeys)
-	o.MaxEventBytes = cmp.Or(o.MaxEventBytes, DefaultMaxEventBytes)
-	o.MaxBatchBytes = cmp.Or(o.MaxBatchBytes, max(DefaultMaxBatchBytes, o.MaxEventBytes))
+	o.MaxEventBytes = cmp.Or(o.MaxEventBytes, storekit.DefaultMaxEventBytes)
+	o.MaxBatchBytes = cmp.Or(o.MaxBatchBytes, max(storekit.DefaultMaxBatchBytes, o.MaxEventBytes))
 	o.GroupMaxAppends = cmp.Or(o.GroupMaxAppends, DefaultGroupMaxAppends)
 	o.GroupMaxEvents = cmp.Or(o.GroupMaxEvents, DefaultGroupMaxEvents)
 	o.GroupSenders = cmp.Or(o.GroupSenders, DefaultGroupSenders)
@@ -299,6 +280,14 @@ func (c *Config) withDefaults() Config {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	return o
+}
+
+// DefaultMaxLockKeys is Config.MaxLockKeys's default.
+const DefaultMaxLockKeys = 128
+
+// limits is c's input limits.
+func (c *Config) limits() storekit.Limits {
+	return storekit.Limits{MaxBatchSize: c.MaxBatchSize, MaxEventBytes: c.MaxEventBytes, MaxBatchBytes: c.MaxBatchBytes}
 }
 
 // Config returns the store's configuration with every default filled in.

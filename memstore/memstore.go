@@ -40,9 +40,9 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -52,15 +52,15 @@ import (
 // eventstore.Config, with the same defaults.
 type Config struct {
 	// MaxBatchSize is the most events one append may carry. 0: the default,
-	// eventstore.DefaultMaxBatchSize.
+	// 1000.
 	MaxBatchSize int
 	// MaxEventBytes is the most bytes one event may take (see
 	// pgdcb.Event.Size). 0: the default, eventstore.DefaultMaxEventBytes;
-	// at most eventstore.MaxBytesLimit.
+	// at most 256 MiB.
 	MaxEventBytes int
 	// MaxBatchBytes is the most bytes one append may carry. 0: the default,
-	// eventstore.DefaultMaxBatchBytes (or MaxEventBytes when larger); at most
-	// eventstore.MaxBytesLimit.
+	// 16 MiB (or MaxEventBytes when larger); at most
+	// 256 MiB.
 	MaxBatchBytes int
 	// Now stamps appended events (StoredEvent.OccurredAt). Default time.Now.
 	Now func() time.Time
@@ -68,7 +68,7 @@ type Config struct {
 
 // Store is an in-memory event store. Create it with New.
 type Store struct {
-	limits eventstore.Config // the limits, defaults filled in
+	limits storekit.Limits // the limits, defaults filled in
 	now    func() time.Time
 
 	mu      sync.RWMutex
@@ -91,30 +91,30 @@ func New(cfg *Config) (*Store, error) {
 		return nil, errfmt.Errorf("pgdcb: memstore.New: %w", err)
 	}
 	c := cfg.withDefaults(l)
-	return &Store{limits: *c.limits(), now: c.Now, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
+	return &Store{limits: c.limits(), now: c.Now, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
 		listeners: make(map[chan struct{}]struct{})}, nil
 }
 
-// limits is c's limits as an eventstore.Config (nil for nil).
-func (c *Config) limits() *eventstore.Config {
+// limits is c's limits (none for nil).
+func (c *Config) limits() storekit.Limits {
 	if c == nil {
-		return nil
+		return storekit.Limits{}
 	}
-	return &eventstore.Config{MaxBatchSize: c.MaxBatchSize, MaxEventBytes: c.MaxEventBytes, MaxBatchBytes: c.MaxBatchBytes}
+	return storekit.Limits{MaxBatchSize: c.MaxBatchSize, MaxEventBytes: c.MaxEventBytes, MaxBatchBytes: c.MaxBatchBytes}
 }
 
 // validate refuses what eventstore.New refuses in the same fields, through
-// eventstore.ResolveConfig, and returns the limits that resolved (defaults
+// storekit.ResolveLimits, and returns the limits that resolved (defaults
 // filled in) for withDefaults: the limits are resolved once. New calls it
 // first, then withDefaults.
-func (c *Config) validate() (limits eventstore.Config, err error) {
-	return eventstore.ResolveConfig(c.limits())
+func (c *Config) validate() (limits storekit.Limits, err error) {
+	return storekit.ResolveLimits(c.limits())
 }
 
 // withDefaults returns a copy of c (nil: the zero Config) with every zero
 // field set to its default: the limits as validate resolved them (l), so
 // eventstore.Config's defaults.
-func (c *Config) withDefaults(l eventstore.Config) Config {
+func (c *Config) withDefaults(l storekit.Limits) Config {
 	var o Config
 	if c != nil {
 		o = *c
@@ -155,7 +155,7 @@ func (s *Store) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendi
 }
 
 func (s *Store) append(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
-	if err := eventstore.ValidateEvents(s.limits, events); err != nil {
+	if err := storekit.ValidateEvents(s.limits, events); err != nil {
 		return pgdcb.AppendResult{}, err
 	}
 	if err := ctx.Err(); err != nil {

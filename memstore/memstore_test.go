@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -17,7 +17,7 @@ import (
 func TestConfig(t *testing.T) {
 	t.Parallel()
 	for _, cfg := range []memstore.Config{{MaxBatchSize: -1}, {MaxEventBytes: -1}, {MaxBatchBytes: -2},
-		{MaxEventBytes: eventstore.MaxBytesLimit + 1}} {
+		{MaxEventBytes: storekit.MaxBytesLimit + 1}} {
 		t.Run(fmt.Sprintf("%+v", cfg), func(t *testing.T) {
 			_, err := memstore.New(&cfg)
 			require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, "%+v", cfg)

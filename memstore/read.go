@@ -6,8 +6,8 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -93,7 +93,7 @@ func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
 // eventstore.Store.Project). Snapshottable models are folded from the start:
 // the state and the condition are those the PostgreSQL store returns.
 func (s *Store) Project(ctx context.Context, projectors ...pgdcb.Projector) (appendif.Condition, error) {
-	return eventstore.Fold(func(q query.Query) pgdcb.Events { return s.Read(ctx, q, nil) }, projectors...)
+	return storekit.Fold(func(q query.Query) pgdcb.Events { return s.Read(ctx, q, nil) }, projectors...)
 }
 
 // ReadTail reads up to limit events matching q after the cursor (see

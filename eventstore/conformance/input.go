@@ -12,7 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
-	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -31,7 +31,7 @@ func testBadEvents(t testing.TB, s pgdcb.Store, _ Options) {
 		says   string
 	}{
 		{"empty batch", nil, -1, "batch", "no events"},
-		{"over MaxBatchSize", make([]pgdcb.Event, eventstore.DefaultMaxBatchSize+1), -1, "batch", "MaxBatchSize"},
+		{"over MaxBatchSize", make([]pgdcb.Event, storekit.DefaultMaxBatchSize+1), -1, "batch", "MaxBatchSize"},
 		{"empty type", []pgdcb.Event{good, {Type: "", Data: json.RawMessage(`{}`)}}, 1, "type", "empty"},
 		{"long type", []pgdcb.Event{{Type: strings.Repeat("t", 65), Data: json.RawMessage(`{}`)}}, 0, "type", "longer than 64"},
 		{"type with NUL", []pgdcb.Event{{Type: "a\x00b", Data: json.RawMessage(`{}`)}}, 0, "type", "NUL"},
@@ -78,7 +78,7 @@ func testBadQueries(t testing.TB, s pgdcb.Store, _ Options) {
 	m := pgdcb.NewModel(query.Tagged(nil, "a=b"), 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 }).
 		WithSnapshots("nul\x00name", 1)
 	_, err = s.Project(ctx, m)
-	var ne *eventstore.InvalidSnapshotNameError
+	var ne *pgdcb.InvalidSnapshotNameError
 	require.ErrorAs(t, err, &ne, "a snapshot name with NUL")
 	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
 	cur, err := s.Head(ctx)
@@ -130,8 +130,8 @@ func testSizeLimits(t testing.TB, s pgdcb.Store, _ Options) {
 		return json.RawMessage(`"` + strings.Repeat("a", size-2) + `"`)
 	}
 	// Type "E" (1 byte) plus data.
-	atLimit := pgdcb.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes - 1)}
-	over := pgdcb.Event{Type: "E", Data: payload(eventstore.DefaultMaxEventBytes)}
+	atLimit := pgdcb.Event{Type: "E", Data: payload(storekit.DefaultMaxEventBytes - 1)}
+	over := pgdcb.Event{Type: "E", Data: payload(storekit.DefaultMaxEventBytes)}
 	_, err := s.Append(ctx, []pgdcb.Event{over})
 	require.ErrorIs(t, err, pgdcb.ErrInvalidEvent)
 	var ie *pgdcb.InvalidEventError
@@ -140,7 +140,7 @@ func testSizeLimits(t testing.TB, s pgdcb.Store, _ Options) {
 	require.Contains(t, err.Error(), "MaxEventBytes")
 	requireEmpty(t, s, "an event over the size limit")
 
-	n := eventstore.DefaultMaxBatchBytes/eventstore.DefaultMaxEventBytes + 1
+	n := storekit.DefaultMaxBatchBytes/storekit.DefaultMaxEventBytes + 1
 	batch := make([]pgdcb.Event, n)
 	for i := range batch {
 		batch[i] = atLimit
@@ -155,7 +155,7 @@ func testSizeLimits(t testing.TB, s pgdcb.Store, _ Options) {
 	appendOK(t, s, atLimit)
 	evs := readAll(t, s, query.All())
 	require.Len(t, evs, 1)
-	require.Equal(t, eventstore.DefaultMaxEventBytes, evs[0].Size())
+	require.Equal(t, storekit.DefaultMaxEventBytes, evs[0].Size())
 }
 
 // A context that has already ended fails every call, and nothing is written.
