@@ -6,4 +6,6 @@ import (
 )
 
 // validate checks a batch in Go before anything is sent (see ValidateEvents).
-func (s *Store) validate(events []pgdcb.Event) error { return storekit.ValidateEvents(s.cfg.limits(), events) }
+func (s *Store) validate(events []pgdcb.Event) error {
+	return storekit.ValidateEvents(s.cfg.limits(), events)
+}

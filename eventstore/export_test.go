@@ -27,3 +27,17 @@ const (
 // ProofPast is the standby xmin of the store's last decision read whose
 // proof was past its bounds (0: none).
 func ProofPast(s *Store) uint64 { return s.proofPast.Load() }
+
+var CommitTx = commitTx
+
+var DefaultMaxLockKeys = defaultMaxLockKeys
+
+var ListenConn = listenConn
+
+var UnlistenConn = unlistenConn
+
+var ListenerCheckInterval = listenerCheckInterval
+
+var ListenerSettle = listenerSettle
+
+var NotifyChannel = notifyChannel

@@ -40,8 +40,8 @@ import (
 
 // Defaults of the group fields of Config.
 const (
-	DefaultGroupMaxAppends = 64
-	DefaultGroupMaxEvents  = 1000
+	defaultGroupMaxAppends = 64
+	defaultGroupMaxEvents  = 1000
 	DefaultGroupSenders    = 2
 )
 

@@ -28,7 +28,7 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 		defer cancel()
 		_ = conn.Close(cctx)
 	}()
-	if err := ListenConn(ctx, conn, s.cfg.Schema); err != nil {
+	if err := listenConn(ctx, conn, s.cfg.Schema); err != nil {
 		return err
 	}
 	var (
@@ -42,7 +42,7 @@ func (s *Store) Listen(ctx context.Context, wake func()) error {
 			wake()
 		}
 	}
-	settled := time.AfterFunc(ListenerSettle, once) // the appends a store did not notify
+	settled := time.AfterFunc(listenerSettle, once) // the appends a store did not notify
 	defer func() {
 		settled.Stop()
 		mu.Lock()

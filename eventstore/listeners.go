@@ -16,12 +16,12 @@ import (
 // returns and once more ListenerSettle later (Store.Listen calls its wake
 // function both times); ListenerSettle is ListenerCheckInterval plus a
 // tenth, for clocks of different processes.
-const ListenerSettle = ListenerCheckInterval + ListenerCheckInterval/10
+const listenerSettle = listenerCheckInterval + listenerCheckInterval/10
 
 // ListenerCheckInterval is how long a store that found no listener
 // registered sends no notification (and no statement) after appends; see
 // ListenerSettle.
-const ListenerCheckInterval = 100 * time.Millisecond
+const listenerCheckInterval = 100 * time.Millisecond
 
 // ListenerLockKey is the session advisory lock (two-int4 form, a key space
 // apart from the store's own bigint keys) that marks a connection listening
@@ -38,7 +38,7 @@ const ListenerCheckInterval = 100 * time.Millisecond
 //
 // or it is notified only while some other listener is registered. Either
 // way it reads the log after its LISTEN and again ListenerSettle later.
-func ListenerLockKey(schema string) (int32, int32) {
+func listenerLockKey(schema string) (int32, int32) {
 	h := fnv.New64a()
 	h.Write([]byte("pgdcb.listen\x00" + schema))
 	v := h.Sum64()
@@ -52,12 +52,12 @@ func ListenerLockKey(schema string) (int32, int32) {
 // returns, and once more ListenerSettle later (Store.Listen calls its wake
 // function for both). A pooled
 // connection must be given back with UnlistenConn first.
-func ListenConn(ctx context.Context, conn *pgx.Conn, schema string) error {
-	k1, k2 := ListenerLockKey(schema)
+func listenConn(ctx context.Context, conn *pgx.Conn, schema string) error {
+	k1, k2 := listenerLockKey(schema)
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock_shared($1, $2)", k1, k2); err != nil {
 		return errf("listen", err)
 	}
-	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{NotifyChannel(schema)}.Sanitize()); err != nil {
+	if _, err := conn.Exec(ctx, "LISTEN "+pgx.Identifier{notifyChannel(schema)}.Sanitize()); err != nil {
 		return errf("listen", err)
 	}
 	return nil
@@ -65,9 +65,9 @@ func ListenConn(ctx context.Context, conn *pgx.Conn, schema string) error {
 
 // UnlistenConn undoes ListenConn: UNLISTEN on the channel, then the
 // registration is released (closing the connection does both).
-func UnlistenConn(ctx context.Context, conn *pgx.Conn, schema string) error {
-	k1, k2 := ListenerLockKey(schema)
-	if _, err := conn.Exec(ctx, "UNLISTEN "+pgx.Identifier{NotifyChannel(schema)}.Sanitize()); err != nil {
+func unlistenConn(ctx context.Context, conn *pgx.Conn, schema string) error {
+	k1, k2 := listenerLockKey(schema)
+	if _, err := conn.Exec(ctx, "UNLISTEN "+pgx.Identifier{notifyChannel(schema)}.Sanitize()); err != nil {
 		return errf("unlisten", err)
 	}
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_unlock_shared($1, $2)", k1, k2); err != nil {

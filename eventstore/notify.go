@@ -95,5 +95,5 @@ func (s *Store) sinceBorn() time.Duration { return time.Since(s.born) }
 // ListenerCheckInterval ago found no listener.
 func (s *Store) noListenerRecently() bool {
 	at := s.noListenerAt.Load()
-	return at != 0 && s.sinceBorn()-time.Duration(at) < ListenerCheckInterval
+	return at != 0 && s.sinceBorn()-time.Duration(at) < listenerCheckInterval
 }

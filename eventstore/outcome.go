@@ -30,7 +30,7 @@ import (
 // pgdcb.ErrOutcomeUnknown) is returned as a *pgdcb.OutcomeUnknownError; any
 // other error means the transaction did not commit. Use it to commit the
 // transaction of AppendTx or AppendIfTx.
-func CommitTx(ctx context.Context, tx pgx.Tx) error {
+func commitTx(ctx context.Context, tx pgx.Tx) error {
 	return MarkOutcomeUnknown("commit", tx.Commit(ctx))
 }
 

@@ -50,9 +50,9 @@ const (
 	// DefaultSettleTimeout is Config.SettleTimeout's default: long enough for
 	// a routine restart or a crash recovery of a small server, short enough
 	// that a dead server still fails the call within seconds.
-	DefaultSettleTimeout = 5 * time.Second
+	defaultSettleTimeout = 5 * time.Second
 	// MaxSettleTimeout bounds Config.SettleTimeout.
-	MaxSettleTimeout = 5 * time.Minute
+	maxSettleTimeout = 5 * time.Minute
 	// maxResends bounds how often one call is sent again after it settled
 	// as absent (each resend met a dead connection again: the pool's idle
 	// connections after a restart).

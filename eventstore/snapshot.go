@@ -18,8 +18,8 @@ import (
 
 // Defaults of the snapshot settings of Config.
 const (
-	DefaultSnapshotEvery        = 100
-	DefaultSnapshotWriteTimeout = 5 * time.Second
+	defaultSnapshotEvery        = 100
+	defaultSnapshotWriteTimeout = 5 * time.Second
 	// maxPendingSnapshotWrites bounds the background writes in flight.
 	maxPendingSnapshotWrites = 4
 )

@@ -207,8 +207,8 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: c, schema: q, channel: NotifyChannel(c.Schema)}
-	s.listenK1, s.listenK2 = ListenerLockKey(c.Schema)
+	s := &Store{pool: pool, cfg: c, schema: q, channel: notifyChannel(c.Schema)}
+	s.listenK1, s.listenK2 = listenerLockKey(c.Schema)
 	s.born = time.Now()
 	s.sql = newStatements(q)
 	s.sql.head = [2]string{s.headSQL(false), s.headSQL(true)}
@@ -238,21 +238,21 @@ func (c *Config) validate() error {
 	}
 	if err := cfgcheck.NonNegative(
 		cfgcheck.Int("MaxBatchSize", c.MaxBatchSize, storekit.DefaultMaxBatchSize),
-		cfgcheck.Int("MaxLockKeys", c.MaxLockKeys, DefaultMaxLockKeys),
+		cfgcheck.Int("MaxLockKeys", c.MaxLockKeys, defaultMaxLockKeys),
 		cfgcheck.Int("MaxEventBytes", c.MaxEventBytes, storekit.DefaultMaxEventBytes),
 		cfgcheck.Int("MaxBatchBytes", c.MaxBatchBytes, storekit.DefaultMaxBatchBytes),
-		cfgcheck.Int("GroupMaxAppends", c.GroupMaxAppends, DefaultGroupMaxAppends),
-		cfgcheck.Int("GroupMaxEvents", c.GroupMaxEvents, DefaultGroupMaxEvents),
+		cfgcheck.Int("GroupMaxAppends", c.GroupMaxAppends, defaultGroupMaxAppends),
+		cfgcheck.Int("GroupMaxEvents", c.GroupMaxEvents, defaultGroupMaxEvents),
 		cfgcheck.Int("GroupSenders", c.GroupSenders, DefaultGroupSenders),
-		cfgcheck.Int("SnapshotEvery", c.SnapshotEvery, DefaultSnapshotEvery),
-		cfgcheck.Duration("SnapshotWriteTimeout", c.SnapshotWriteTimeout, DefaultSnapshotWriteTimeout),
-		cfgcheck.Duration("SettleTimeout", c.SettleTimeout, DefaultSettleTimeout),
+		cfgcheck.Int("SnapshotEvery", c.SnapshotEvery, defaultSnapshotEvery),
+		cfgcheck.Duration("SnapshotWriteTimeout", c.SnapshotWriteTimeout, defaultSnapshotWriteTimeout),
+		cfgcheck.Duration("SettleTimeout", c.SettleTimeout, defaultSettleTimeout),
 	); err != nil {
 		return err
 	}
-	if c.SettleTimeout > MaxSettleTimeout {
+	if c.SettleTimeout > maxSettleTimeout {
 		return &pgdcb.InvalidArgumentError{Name: "Config.SettleTimeout",
-			Reason: fmt.Sprintf("must be at most MaxSettleTimeout %s (got %s)", MaxSettleTimeout, c.SettleTimeout)}
+			Reason: fmt.Sprintf("must be at most MaxSettleTimeout %s (got %s)", maxSettleTimeout, c.SettleTimeout)}
 	}
 	_, err := storekit.ResolveLimits(c.limits())
 	return err
@@ -267,15 +267,15 @@ func (c *Config) withDefaults() Config {
 	}
 	o.Schema = cmp.Or(o.Schema, pgdcbsql.DefaultSchema)
 	o.MaxBatchSize = cmp.Or(o.MaxBatchSize, storekit.DefaultMaxBatchSize)
-	o.MaxLockKeys = cmp.Or(o.MaxLockKeys, DefaultMaxLockKeys)
+	o.MaxLockKeys = cmp.Or(o.MaxLockKeys, defaultMaxLockKeys)
 	o.MaxEventBytes = cmp.Or(o.MaxEventBytes, storekit.DefaultMaxEventBytes)
 	o.MaxBatchBytes = cmp.Or(o.MaxBatchBytes, max(storekit.DefaultMaxBatchBytes, o.MaxEventBytes))
-	o.GroupMaxAppends = cmp.Or(o.GroupMaxAppends, DefaultGroupMaxAppends)
-	o.GroupMaxEvents = cmp.Or(o.GroupMaxEvents, DefaultGroupMaxEvents)
+	o.GroupMaxAppends = cmp.Or(o.GroupMaxAppends, defaultGroupMaxAppends)
+	o.GroupMaxEvents = cmp.Or(o.GroupMaxEvents, defaultGroupMaxEvents)
 	o.GroupSenders = cmp.Or(o.GroupSenders, DefaultGroupSenders)
-	o.SnapshotEvery = cmp.Or(o.SnapshotEvery, DefaultSnapshotEvery)
-	o.SnapshotWriteTimeout = cmp.Or(o.SnapshotWriteTimeout, DefaultSnapshotWriteTimeout)
-	o.SettleTimeout = cmp.Or(o.SettleTimeout, DefaultSettleTimeout)
+	o.SnapshotEvery = cmp.Or(o.SnapshotEvery, defaultSnapshotEvery)
+	o.SnapshotWriteTimeout = cmp.Or(o.SnapshotWriteTimeout, defaultSnapshotWriteTimeout)
+	o.SettleTimeout = cmp.Or(o.SettleTimeout, defaultSettleTimeout)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -283,7 +283,7 @@ func (c *Config) withDefaults() Config {
 }
 
 // DefaultMaxLockKeys is Config.MaxLockKeys's default.
-const DefaultMaxLockKeys = 128
+const defaultMaxLockKeys = 128
 
 // limits is c's input limits.
 func (c *Config) limits() storekit.Limits {
@@ -294,7 +294,7 @@ func (c *Config) limits() storekit.Limits {
 func (s *Store) Config() Config { return s.cfg }
 
 // NotifyChannel is the LISTEN channel appends to the schema notify on.
-func NotifyChannel(schema string) string { return "pgdcb_events_" + schema }
+func notifyChannel(schema string) string { return "pgdcb_events_" + schema }
 
 // Pool returns the pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }

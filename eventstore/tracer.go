@@ -69,7 +69,7 @@ const (
 // OutcomeOf returns the Outcome a tracer reports for a call's error:
 // OutcomeOK for nil (an append's nil is OutcomeCommitted). (To mark a
 // commit's error as an unknown outcome, see MarkOutcomeUnknown.)
-func OutcomeOf(err error) Outcome {
+func outcomeOf(err error) Outcome {
 	switch {
 	case err == nil:
 		return OutcomeOK
@@ -269,7 +269,7 @@ func (t *opTrace) endAppend(events int, res pgdcb.AppendResult, err error) {
 	if t == nil {
 		return
 	}
-	o := OutcomeOf(err)
+	o := outcomeOf(err)
 	if err == nil {
 		o = OutcomeCommitted
 	}
@@ -300,7 +300,7 @@ func (t *opTrace) endRead(op ReadOp, err error) {
 	if t == nil {
 		return
 	}
-	t.tracer.TraceReadEnd(t.ctx, TraceReadEndData{Op: op, Outcome: OutcomeOf(err), Err: err,
+	t.tracer.TraceReadEnd(t.ctx, TraceReadEndData{Op: op, Outcome: outcomeOf(err), Err: err,
 		Events: int(t.events.Load()), Duration: time.Since(t.start)})
 }
 
