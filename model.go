@@ -29,7 +29,7 @@ type Model[S any] struct {
 	// Default "": no snapshots.
 	Name    string
 	Version int
-	// Codec encodes State for snapshots; nil: JSONCodec. State must
+	// Codec encodes State for snapshots; nil: encoding/json. State must
 	// survive the round trip.
 	Codec Codec[S]
 }
@@ -67,23 +67,23 @@ type Codec[S any] interface {
 	Unmarshal([]byte) (S, error)
 }
 
-// JSONCodec is the default Codec: encoding/json, decoding into a zero S.
-type JSONCodec[S any] struct{}
+// jsonCodec is the default Codec: encoding/json, decoding into a zero S.
+type jsonCodec[S any] struct{}
 
 // Marshal implements Codec.
-func (JSONCodec[S]) Marshal(s S) ([]byte, error) { return json.Marshal(s) }
+func (jsonCodec[S]) Marshal(s S) ([]byte, error) { return json.Marshal(s) }
 
 // Unmarshal implements Codec.
-func (JSONCodec[S]) Unmarshal(b []byte) (S, error) {
+func (jsonCodec[S]) Unmarshal(b []byte) (S, error) {
 	var s S
 	err := json.Unmarshal(b, &s)
 	return s, err
 }
 
 // WithSnapshots opts the model into snapshots under name and version (see
-// Snapshottable; Codec nil means JSONCodec) and returns it. The name must be
+// Snapshottable; Codec nil means encoding/json) and returns it. The name must be
 // 1..MaxSnapshotNameBytes bytes of UTF-8 without NUL (ValidateSnapshotName):
-// Project refuses another with an *InvalidSnapshotNameError before running
+// Project refuses another with an *InvalidArgumentError before running
 // any statement. The version is any int, stored whole (a timestamp such as
 // 202611251200 works).
 func (m *Model[S]) WithSnapshots(name string, version int) *Model[S] {
@@ -98,7 +98,7 @@ func (m *Model[S]) codec() Codec[S] {
 	if m.Codec != nil {
 		return m.Codec
 	}
-	return JSONCodec[S]{}
+	return jsonCodec[S]{}
 }
 
 // MarshalState implements Snapshottable.

@@ -17,20 +17,20 @@ import (
 func TestSentinelsAreReexported(t *testing.T) {
 	t.Parallel()
 	failed := fmt.Errorf("wrapped: %w", &appendif.ConditionFailedError{Query: query.All()})
-	require.ErrorIs(t, failed, appendif.ErrConditionFailed)
 	require.ErrorIs(t, failed, pgdcb.ErrConditionFailed)
-	require.ErrorIs(t, &appendif.IdempotentError{EventID: "x"}, appendif.ErrIdempotent)
-	require.True(t, errors.Is(appendif.ErrTransactionState, pgdcb.ErrTransactionState))
-	require.True(t, errors.Is(appendif.ErrOutcomeUnknown, pgdcb.ErrOutcomeUnknown))
+	require.ErrorIs(t, failed, pgdcb.ErrConditionFailed)
+	require.ErrorIs(t, &appendif.IdempotentError{EventID: "x"}, pgdcb.ErrIdempotent)
+	require.True(t, errors.Is(pgdcb.ErrTransactionState, pgdcb.ErrTransactionState))
+	require.True(t, errors.Is(pgdcb.ErrOutcomeUnknown, pgdcb.ErrOutcomeUnknown))
 }
 
 // Telling a lost race from a repeated request.
 func ExampleConditionFailedError() {
 	var err error = &appendif.ConditionFailedError{Query: query.All(), ConflictPosition: 7}
 	switch {
-	case errors.Is(err, appendif.ErrIdempotent):
+	case errors.Is(err, pgdcb.ErrIdempotent):
 		fmt.Println("already applied")
-	case errors.Is(err, appendif.ErrConditionFailed):
+	case errors.Is(err, pgdcb.ErrConditionFailed):
 		fmt.Println("decide again")
 	}
 	// Output: decide again

@@ -71,9 +71,9 @@ func TestSnapshotNameValidated(t *testing.T) {
 		require.Error(t, storekit.ValidateSnapshotName(name))
 		_, err := s.Project(ctx, snapModel(q, name))
 		require.ErrorIs(t, err, pgdcb.ErrInvalidArgument, "%q", name)
-		var ne *pgdcb.InvalidSnapshotNameError
-		require.ErrorAs(t, err, &ne)
-		require.Equal(t, name, ne.Name)
+		var ae *pgdcb.InvalidArgumentError
+		require.ErrorAs(t, err, &ae)
+		require.Equal(t, "snapshot name", ae.Name)
 		require.ErrorIs(t, s.SaveSnapshot(ctx, snapModel(q, name)), pgdcb.ErrInvalidArgument)
 
 		tx, err := pool.Begin(ctx)

@@ -199,7 +199,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if pool == nil {
 		return nil, errors.New("pgdcb: eventstore.New: nil pool")
 	}
-	c, err := ResolveConfig(cfg)
+	c, err := resolveConfig(cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 // above MaxBytesLimit is refused with a *pgdcb.InvalidArgumentError) and
 // returns it with every default filled in. For implementers of Interface
 // (see the package documentation, "Implementing Interface").
-func ResolveConfig(cfg *Config) (Config, error) {
+func resolveConfig(cfg *Config) (Config, error) {
 	if err := cfg.validate(); err != nil {
 		return Config{}, err
 	}

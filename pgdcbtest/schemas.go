@@ -29,8 +29,8 @@ const SchemaPrefix = "pgdcbtest_"
 // ahead of the tests that will take them; Makers is how many it migrates at
 // once.
 const (
-	Spares = 3
-	Makers = 2
+	spares = 3
+	makers = 2
 )
 
 // made is one schema the workers migrated, or why they could not.
@@ -102,7 +102,7 @@ func startSchemas(dsn string) (*schemas, error) {
 	if s.pool, err = pgfind.NewPool(ctx, dsn); err != nil {
 		return nil, err
 	}
-	for range Makers {
+	for range makers {
 		go s.make()
 	}
 	go s.drop()
@@ -125,7 +125,7 @@ func (s *schemas) take(ctx context.Context) (string, error) {
 	n := 1
 	if !s.started {
 		s.started = true
-		n += Spares
+		n += spares
 	}
 	s.mu.Unlock()
 	for range n {

@@ -14,7 +14,7 @@ import (
 
 // WaitTimeout bounds every wait of this package (or the test's deadline,
 // when that is sooner).
-const WaitTimeout = 30 * time.Second
+const waitTimeout = 30 * time.Second
 
 // pollEvery is how often WaitFor asks where a reader is.
 const pollEvery = 5 * time.Millisecond
@@ -55,14 +55,14 @@ func WaitFor(tb testing.TB, target cursor.Cursor, at func(ctx context.Context) (
 		}
 		select {
 		case <-ctx.Done():
-			tb.Fatalf("pgdcbtest: waiting for %s: still at %s after %s: %v", target, last, WaitTimeout, ctx.Err())
+			tb.Fatalf("pgdcbtest: waiting for %s: still at %s after %s: %v", target, last, waitTimeout, ctx.Err())
 		case <-time.After(pollEvery):
 		}
 	}
 }
 
 func waitContext(tb testing.TB) (context.Context, context.CancelFunc) {
-	ctx, cancel := context.WithTimeout(tb.Context(), WaitTimeout)
+	ctx, cancel := context.WithTimeout(tb.Context(), waitTimeout)
 	if t, ok := tb.(interface{ Deadline() (time.Time, bool) }); ok {
 		if d, ok := t.Deadline(); ok {
 			ctx2, cancel2 := context.WithDeadline(ctx, d.Add(-time.Second))

@@ -21,9 +21,6 @@ import (
 // maxTypeLen is the longest event type, in bytes.
 const maxTypeLen = 64
 
-// ErrInvalidQuery is matched by every *InvalidQueryError.
-var ErrInvalidQuery = errs.ErrInvalidQuery
-
 // InvalidQueryError says which item of a query is invalid and why. Error()
 // cuts what it repeats of the input to a few hundred bytes; the fields hold
 // it whole.
@@ -40,7 +37,7 @@ func (e *InvalidQueryError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrInvalidQuery) true.
-func (e *InvalidQueryError) Is(target error) bool { return target == ErrInvalidQuery }
+func (e *InvalidQueryError) Is(target error) bool { return target == errs.ErrInvalidQuery }
 
 // Item selects events by types (OR) and tags (AND). An item with neither matches
 // every event.
@@ -142,8 +139,8 @@ func (e *InvalidTypeError) Error() string {
 	return "event type " + clip.Quote(e.Type) + " " + e.Reason
 }
 
-// Matches reports whether an event of the given type and tags matches the item.
-func (it Item) Matches(eventType string, eventTags tags.Set) bool {
+// matches reports whether an event of the given type and tags matches the item.
+func (it Item) matches(eventType string, eventTags tags.Set) bool {
 	if len(it.Types) > 0 && !slices.Contains(it.Types, eventType) {
 		return false
 	}
@@ -153,7 +150,7 @@ func (it Item) Matches(eventType string, eventTags tags.Set) bool {
 // Matches reports whether an event of the given type and tags matches any item.
 func (q Query) Matches(eventType string, eventTags tags.Set) bool {
 	for _, it := range q.items {
-		if it.Matches(eventType, eventTags) {
+		if it.matches(eventType, eventTags) {
 			return true
 		}
 	}

@@ -21,9 +21,6 @@ const (
 	maxValueLen = 256
 )
 
-// ErrInvalidTag is matched (errors.Is) by every *InvalidTagError.
-var ErrInvalidTag = errs.ErrInvalidTag
-
 // InvalidTagError names the offending tag and why it was refused. Error()
 // quotes the tag cut to a few hundred bytes (with its length); Tag holds it
 // whole.
@@ -37,7 +34,7 @@ func (e *InvalidTagError) Error() string {
 }
 
 // Is makes errors.Is(err, ErrInvalidTag) true.
-func (e *InvalidTagError) Is(target error) bool { return target == ErrInvalidTag }
+func (e *InvalidTagError) Is(target error) bool { return target == errs.ErrInvalidTag }
 
 // Tag is a validated `key=value` string. The zero Tag is invalid; build tags with
 // New or Parse.

@@ -80,14 +80,14 @@ func TestErrorMessageIsBounded(t *testing.T) {
 	t.Parallel()
 	long := "k=" + strings.Repeat("v", 1<<20)
 	_, err := tags.Parse(long)
-	require.ErrorIs(t, err, tags.ErrInvalidTag)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
 	require.Less(t, len(err.Error()), 1024)
 	require.Contains(t, err.Error(), "(1048578 bytes)")
 	var te *tags.InvalidTagError
 	require.ErrorAs(t, err, &te)
 	require.Equal(t, long, te.Tag)
 	_, err = tags.ParseSet("k=1", "k="+strings.Repeat("é", 100))
-	require.ErrorIs(t, err, tags.ErrInvalidTag)
+	require.ErrorIs(t, err, pgdcb.ErrInvalidTag)
 	require.Less(t, len(err.Error()), 1024)
 	require.Equal(t, 3+2+200, tags.MustParseSet("a=1", "b="+strings.Repeat("é", 100)).Size())
 }

@@ -78,8 +78,8 @@ func testBadQueries(t testing.TB, s pgdcb.Store, _ Options) {
 	m := pgdcb.NewModel(query.Tagged(nil, "a=b"), 0, func(n int, _ pgdcb.StoredEvent) int { return n + 1 }).
 		WithSnapshots("nul\x00name", 1)
 	_, err = s.Project(ctx, m)
-	var ne *pgdcb.InvalidSnapshotNameError
-	require.ErrorAs(t, err, &ne, "a snapshot name with NUL")
+	var ae *pgdcb.InvalidArgumentError
+	require.ErrorAs(t, err, &ae, "a snapshot name with NUL")
 	require.ErrorIs(t, err, pgdcb.ErrInvalidArgument)
 	cur, err := s.Head(ctx)
 	require.NoError(t, err)

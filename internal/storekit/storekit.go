@@ -15,6 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
+	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -119,7 +120,7 @@ func Fold(read func(query.Query) pgdcb.Events, projectors ...pgdcb.Projector) (a
 // Snapshottable.SnapshotKey) the store accepts.
 const MaxSnapshotNameBytes = 256
 
-// ValidateSnapshotName returns an *pgdcb.InvalidSnapshotNameError unless name is a
+// ValidateSnapshotName returns an *pgdcb.InvalidArgumentError unless name is a
 // valid snapshot name; "" (no snapshots) is valid.
 func ValidateSnapshotName(name string) error {
 	var reason string
@@ -135,7 +136,7 @@ func ValidateSnapshotName(name string) error {
 	default:
 		return nil
 	}
-	return &pgdcb.InvalidSnapshotNameError{Name: name, Reason: reason}
+	return &pgdcb.InvalidArgumentError{Name: "snapshot name", Reason: clip.Quote(name) + ": " + reason}
 }
 
 // validateSnapshotKeys checks the snapshot name of every Snapshottable
