@@ -29,6 +29,20 @@ func TestComponentsDependOnNoObservabilityLibrary(t *testing.T) {
 	}
 }
 
+// The store abstraction compiles without pgx: the vocabulary (this root
+// package), the packages it is made of, the in-memory store and the
+// conformance suite. Code written against pgdcb.Store, and its tests on
+// memstore, never link the PostgreSQL driver.
+func TestCoreImportsNoPgx(t *testing.T) {
+	t.Parallel()
+	for _, p := range []string{"", "/query", "/tags", "/cursor", "/append", "/memstore", "/eventstore/conformance"} {
+		out, err := exec.Command("go", "list", "-deps", "github.com/pgdcb/pgdcb"+p).CombinedOutput()
+		require.NoError(t, err, "%s", out)
+		require.Contains(t, string(out), "github.com/pgdcb/pgdcb"+p+"\n", "the list is github.com/pgdcb/pgdcb%s's dependencies", p)
+		require.NotContains(t, string(out), "github.com/jackc/", "github.com/pgdcb/pgdcb%s depends on pgx", p)
+	}
+}
+
 // optional are the module path prefixes of the optional parts' libraries,
 // each the dependency of one nested module: the Docker client behind
 // testcontainers-go (pgdcbtest/docker), NATS (outbox/jspublisher),
