@@ -5,7 +5,7 @@
 // deciders and subscriptions without a server; package
 // eventstore/conformance checks that both stores behave alike.
 //
-// Make one with memstore.New(nil) and use it where an pgdcb.Store
+// Make one with memstore.New(nil) and use it where a pgdcb.Store
 // is expected.
 //
 // A Store is safe for concurrent use. Appends are serialised by a mutex, so

@@ -8,7 +8,7 @@
 // batch in log order, at least once; persist each Batch.Cursor and resume
 // from it.
 //
-// A subscription takes an pgdcb.Store: the PostgreSQL store, or the
+// A subscription takes a pgdcb.Store: the PostgreSQL store, or the
 // in-memory store of package memstore in tests. Every read goes through its
 // ReadTail; eventstore.Store.ReadTail stops at the horizon of the store's
 // database: an event that commits late (a lower position in a transaction

@@ -62,7 +62,7 @@ func TestLastSeats(t *testing.T) {
 	}
 }
 
-// Subscribe takes an pgdcb.Store: the same race on the in-memory
+// Subscribe takes a pgdcb.Store: the same race on the in-memory
 // store, as the guide says.
 func TestLastSeatsOnMemstore(t *testing.T) {
 	t.Parallel()

@@ -24,7 +24,7 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// Store is an pgdcb.Store that counts the ReadTail calls made
+// Store is a pgdcb.Store that counts the ReadTail calls made
 // through it; every other method is the wrapped store's.
 type Store struct {
 	pgdcb.Store
