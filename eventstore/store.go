@@ -11,20 +11,9 @@
 // A Store is safe for concurrent use. Every call that can block takes a context
 // first; each call has a …Tx twin that runs in the caller's pgx.Tx.
 //
-// # Implementing Interface
-//
-// Interface is the store's operations without PostgreSQL's …Tx forms (the
-// name follows sort.Interface and heap.Interface: the methods a type must
-// have to be used where an event store is expected). Package memstore
-// implements it in memory, and package eventstore/conformance checks an
-// implementation. An implementation that must refuse, order and fold as
-// *Store does uses these helpers, which an application has no need of:
-//
-//   - ResolveConfig: Config checked and with its defaults, the limits an
-//     implementation honours;
-//   - ValidateEvents: a batch checked as Append checks it;
-//   - NewEvents: the result of Read, from the implementation's events;
-//   - Fold: Project over the implementation's Read.
+// *Store satisfies pgdcb.Store, the interface code that only appends, reads,
+// projects and tails takes; package memstore implements it in memory, and
+// package eventstore/conformance checks an implementation.
 package eventstore
 
 import (
@@ -218,10 +207,9 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	return s, nil
 }
 
-// ResolveConfig checks cfg as New does (a negative field or a byte limit
-// above MaxBytesLimit is refused with a *pgdcb.InvalidArgumentError) and
-// returns it with every default filled in. For implementers of Interface
-// (see the package documentation, "Implementing Interface").
+// resolveConfig checks cfg (a negative field or a byte limit above
+// storekit.MaxBytesLimit is refused with a *pgdcb.InvalidArgumentError) and
+// returns it with every default filled in.
 func resolveConfig(cfg *Config) (Config, error) {
 	if err := cfg.validate(); err != nil {
 		return Config{}, err
