@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 )
 
-// Listen implements Interface: it registers as a listener and LISTENs on
+// Listen implements pgdcb.Store: it registers as a listener and LISTENs on
 // NotifyChannel(schema) (ListenConn) on a dedicated connection (not from
 // the pool: a pooled connection would carry the LISTEN to its next user) and
 // calls wake for every notification (see Notify), until ctx ends or the

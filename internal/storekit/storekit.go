@@ -23,10 +23,8 @@ import (
 // ValidateEvents checks a batch as Append does before anything is sent: every
 // string the server would refuse (invalid UTF-8, NUL), every JSON text jsonb
 // would refuse (see package internal/pgjson), the sizes against cfg's limits
-// (cfg as ResolveConfig returns it), duplicate event ids. It fails with an
-// *InvalidEventError. For implementers of Interface, which must refuse what
-// the PostgreSQL store refuses (see the package documentation, "Implementing
-// Interface").
+// (as ResolveLimits returns them), duplicate event ids. It fails with a
+// *pgdcb.InvalidEventError: every store refuses what PostgreSQL's refuses.
 func ValidateEvents(cfg Limits, events []pgdcb.Event) error {
 	if len(events) == 0 {
 		return &pgdcb.InvalidEventError{Index: -1, Field: "batch", Reason: "no events"}
@@ -85,9 +83,7 @@ func ValidateEvents(cfg Limits, events []pgdcb.Event) error {
 // Fold is Project over a read: it reads the union of the projectors' queries
 // with read (forward, no limit, no cursor), hands each event to every
 // projector whose own query matches it, and returns FailIf(union, &cursor).
-// For implementers of Interface (snapshots aside, which only spare work: the
-// results are the same; see the package documentation, "Implementing
-// Interface").
+// Snapshots aside, which only spare work, the results are the store's.
 func Fold(read func(query.Query) pgdcb.Events, projectors ...pgdcb.Projector) (appendif.Condition, error) {
 	if len(projectors) == 0 {
 		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
