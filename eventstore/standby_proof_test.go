@@ -137,16 +137,8 @@ func TestStandbyDecisionReadInCallersTransaction(t *testing.T) {
 	defer cancel()
 	onPrimary, onStandby, pp, sp := standbyStores(t, pair, nil)
 	q := query.Tagged(nil, "seat=s1")
-	open, err := pp.Begin(ctx)
-	require.NoError(t, err)
-	defer open.Rollback(context.WithoutCancel(ctx))
-	_, err = onPrimary.AppendTx(ctx, open, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", nil, "seat=s1")})
-	require.NoError(t, err)
-	var x uint64
-	require.NoError(t, open.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x))
-	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", nil, "other=o1")})
-	require.NoError(t, err)
-	require.NoError(t, pair.Sync(ctx))
+	open, x := openSeatTrap(ctx, t, pair, onPrimary, pp)
+	var err error
 
 	var curs []cursor.Cursor
 	for _, s := range []*eventstore.Store{onPrimary, onStandby} {

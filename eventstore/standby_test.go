@@ -79,18 +79,8 @@ func TestStandbySnapshotTrap(t *testing.T) {
 	onPrimary, onStandby, pp, sp := standbyStores(t, pair, nil)
 	q := query.Tagged(nil, "seat=s1")
 
-	// The open transaction: an append of a matching event, not committed.
-	open, err := pp.Begin(ctx)
-	require.NoError(t, err)
-	defer open.Rollback(context.WithoutCancel(ctx))
-	_, err = onPrimary.AppendTx(ctx, open, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", nil, "seat=s1")})
-	require.NoError(t, err)
-	var x uint64
-	require.NoError(t, open.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x))
-	// A later, committed transaction: the standby's snapshot then spans x.
-	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", nil, "other=o1")})
-	require.NoError(t, err)
-	require.NoError(t, pair.Sync(ctx))
+	open, x := openSeatTrap(ctx, t, pair, onPrimary, pp)
+	var err error
 
 	var primarySnap, standbySnap string
 	require.NoError(t, pp.QueryRow(ctx, `SELECT pg_current_snapshot()::text`).Scan(&primarySnap))
@@ -652,4 +642,22 @@ func TestStandbyFailoverSamePoint(t *testing.T) {
 	v1.EventTime = 0
 	_, err = s.AppendIf(ctx, []pgdcb.Event{pgdcb.MustEvent("Subscribed", "s3", "course=c1")}, appendif.FailIf(course, &v1))
 	require.NoError(t, err, "a version 1 cursor passes the probe on the event now at its point")
+}
+
+// openSeatTrap opens the trap on the primary: a transaction that appended a
+// SeatTaken for seat s1 and stays open (its id x), then a later, committed
+// transaction, so that the standby's snapshot spans x; the standby has
+// replayed both. The open transaction is rolled back when the test ends.
+func openSeatTrap(ctx context.Context, t *testing.T, pair *pgtest.Pair, onPrimary *eventstore.Store, pp *pgxpool.Pool) (open pgx.Tx, x uint64) {
+	t.Helper()
+	open, err := pp.Begin(ctx)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = open.Rollback(context.WithoutCancel(ctx)) })
+	_, err = onPrimary.AppendTx(ctx, open, []pgdcb.Event{pgdcb.MustEvent("SeatTaken", nil, "seat=s1")})
+	require.NoError(t, err)
+	require.NoError(t, open.QueryRow(ctx, `SELECT pg_current_xact_id()::text::bigint`).Scan(&x))
+	_, err = onPrimary.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Other", nil, "other=o1")})
+	require.NoError(t, err)
+	require.NoError(t, pair.Sync(ctx))
+	return open, x
 }
