@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb/effects"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 )
@@ -114,7 +115,7 @@ func TestWorkerCollectors(t *testing.T) {
 
 	stop := startWorkers(t, w)
 	defer stop()
-	waitFor(t, time.Minute, "two effects executed, one failed for good, one left", func() (bool, string) {
+	await.Until(t, time.Minute, func() (bool, string) { // two effects executed, one failed for good, one left
 		m := gatherEffects(t, reg, "w-1")
 		return m["pgdcb_effects_executed_total"] == 2 && m["pgdcb_effects_failed_total"] == 1 &&
 			m["pgdcb_effects_backlog"] == 1, fmt.Sprint(m)
@@ -123,7 +124,7 @@ func TestWorkerCollectors(t *testing.T) {
 	require.Equal(t, 3.0, m["pgdcb_effects_claims_total"])
 	require.Zero(t, m["pgdcb_effects_retried_total"], "MaxAttempts 1: no retry")
 	require.Greater(t, m["pgdcb_effects_oldest_unfinished_seconds"], 0.0)
-	waitFor(t, time.Minute, "three attempts traced to their end", func() (bool, string) {
+	await.Until(t, time.Minute, func() (bool, string) { // three attempts traced to their end
 		_, ends := tr.snapshot()
 		return len(ends) == 3, fmt.Sprint(len(ends))
 	})
@@ -170,19 +171,4 @@ func startWorkers(t testing.TB, ws ...*effects.Worker) (stop func()) {
 			}
 		}
 	}
-}
-
-// waitFor polls cond until it holds or the timeout passes.
-func waitFor(t testing.TB, timeout time.Duration, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last string
-	for time.Now().Before(deadline) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("timed out after %v waiting for %s (last: %s)", timeout, what, last)
 }

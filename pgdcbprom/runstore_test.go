@@ -2,12 +2,14 @@ package pgdcbprom_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/pgdcbprom"
 	"github.com/pgdcb/pgdcb/runstore"
@@ -94,11 +96,15 @@ func TestLagIsMeasuredAtScrapeTime(t *testing.T) {
 
 	_, err := rs.AppendEvent(ctx, conformance.Event("stale", "StepCompleted", "k1")) // nobody projects it
 	require.NoError(t, err)
-	time.Sleep(300 * time.Millisecond)
-	first := runstoreGauge(t, reg, "pgdcb_runstore_projector_lag_seconds")
-	require.GreaterOrEqual(t, first, 0.3)
-	time.Sleep(200 * time.Millisecond)
-	require.Greater(t, runstoreGauge(t, reg, "pgdcb_runstore_projector_lag_seconds"), first, "it keeps growing")
+	var first float64
+	await.Until(t, time.Minute, func() (bool, string) {
+		first = runstoreGauge(t, reg, "pgdcb_runstore_projector_lag_seconds")
+		return first >= 0.3, fmt.Sprintf("lag %.3f s", first)
+	})
+	await.Until(t, time.Minute, func() (bool, string) { // it keeps growing
+		lag := runstoreGauge(t, reg, "pgdcb_runstore_projector_lag_seconds")
+		return lag > first, fmt.Sprintf("lag %.3f s, first %.3f s", lag, first)
+	})
 	require.Zero(t, runstoreGauge(t, reg, "pgdcb_runstore_projector_lag_high"))
 
 	require.NoError(t, rs.CatchUp(ctx))

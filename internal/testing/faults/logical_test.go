@@ -175,8 +175,11 @@ func TestLogicalProjectionServerCrash(t *testing.T) {
 				failed++
 			}
 			mu.Unlock()
-			if err != nil {
-				time.Sleep(20 * time.Millisecond)
+			if err != nil { // the server is down: back off, or stop when told
+				select {
+				case <-wctx.Done():
+				case <-time.After(20 * time.Millisecond):
+				}
 			}
 		}
 	})
