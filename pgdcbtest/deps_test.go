@@ -47,10 +47,13 @@ func TestUserModuleGoSum(t *testing.T) {
 import (
 	"testing"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
+
+var _ pgdcb.Store = (*eventstore.Store)(nil)
 
 func TestStores(t *testing.T) {
 	mem, err := memstore.New(nil)
