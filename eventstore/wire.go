@@ -17,7 +17,7 @@ import (
 )
 
 // The append call on the wire (issue #26 §2, bench/PROFILE.md "The client's
-// encoding of the append call"). pgx encodes each of the call's 16 or 18
+// encoding of the append call"). pgx encodes each of the call's 17 or 19
 // parameters through its type map: a plan per parameter, an ArrayGetter
 // wrapper and a boxed value per array element, and it plans the scan of each
 // result column at every call; that was a fifth of the client's CPU per

@@ -134,10 +134,10 @@ type appendRecorder struct {
 type appendCallKey struct{}
 
 func (r *appendRecorder) TraceQueryStart(ctx context.Context, _ *pgx.Conn, d pgx.TraceQueryStartData) context.Context {
-	// An append call: the store's statement with its 16 or 18 arguments
+	// An append call: the store's statement with its 17 or 19 arguments
 	// (not the migration that creates the functions).
 	if (strings.Contains(d.SQL, ".append_events(") || strings.Contains(d.SQL, ".append_group(")) &&
-		(len(d.Args) == 16 || len(d.Args) == 18) {
+		(len(d.Args) == 17 || len(d.Args) == 19) {
 		r.mu.Lock()
 		r.calls++
 		r.mu.Unlock()
