@@ -1,9 +1,3 @@
-// Package pgdcb is a Dynamic Consistency Boundary event store on PostgreSQL.
-//
-// This root package holds the sentinel errors every other package matches with
-// errors.Is; the store itself lives in package eventstore, tags in package tags,
-// queries in package query, append conditions in package appendif and cursors in
-// package cursor.
 package pgdcb
 
 import "github.com/pgdcb/pgdcb/internal/errs"
