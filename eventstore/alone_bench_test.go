@@ -83,7 +83,7 @@ func BenchmarkAloneCPU(b *testing.B) {
 					case "alone":
 						out, _, err = s.tryCallAlone(ctx, conn, r)
 					case "group":
-						out, _, err = s.tryCall(ctx, conn, []*groupReq{r})
+						out, _, err = s.group.tryCall(ctx, conn, []*groupReq{r})
 					}
 					if err == nil && out != nil {
 						res, err = out[0].res, out[0].err

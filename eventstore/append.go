@@ -47,9 +47,9 @@ func (s *Store) appendPool(ctx context.Context, events []pgdcb.Event, cond *appe
 	}
 	defer s.bg.leave()
 	if !s.cfg.GroupCommitDisabled {
-		return s.appendGrouped(ctx, events, cond)
+		return s.group.appendGrouped(ctx, events, cond)
 	}
-	return s.appendOne(ctx, events, cond)
+	return s.group.appendOne(ctx, events, cond)
 }
 
 // AppendTx is Append in the caller's transaction. The transaction must be READ

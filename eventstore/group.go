@@ -136,6 +136,8 @@ func (r *groupReq) finish(res pgdcb.AppendResult, err error) {
 }
 
 type groupCommitter struct {
+	s *Store // the store it sends for
+
 	mu      sync.Mutex
 	queue   []*groupReq
 	senders int
@@ -289,17 +291,18 @@ func storeMax(m *atomic.Int64, v int64) {
 }
 
 // appendGrouped is appendPool with group commit on (events validated).
-func (s *Store) appendGrouped(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
-	return s.appendGroupedAgain(ctx, events, cond, false)
+func (g *groupCommitter) appendGrouped(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
+	s := g.s
+	return s.group.appendGroupedAgain(ctx, events, cond, false)
 }
 
 // appendGroupedAgain is appendGrouped; again says the append found a key
 // busy before and came back from appendBehind (it will not twice).
-func (s *Store) appendGroupedAgain(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, again bool) (pgdcb.AppendResult, error) {
+func (g *groupCommitter) appendGroupedAgain(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, again bool) (pgdcb.AppendResult, error) {
+	s := g.s
 	if err := ctx.Err(); err != nil {
 		return pgdcb.AppendResult{}, errf("append", err) // nothing was sent
 	}
-	g := &s.group
 	maxSenders := s.cfg.GroupSenders
 	r := &groupReq{ctx: ctx, events: events, cond: cond, id: s.callID(events), done: make(chan groupResult, 1), again: again,
 		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
@@ -316,17 +319,17 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []pgdcb.Event, co
 		keys := unionKeys([]*groupReq{r})
 		addUse(g.inflight, keys, 1)
 		g.mu.Unlock()
-		out := s.sendAlone(r)
+		out := s.group.sendAlone(r)
 		g.mu.Lock()
 		addUse(g.inflight, keys, -1)
 		if len(g.queue) > 0 {
-			s.startSender(ctx)
+			s.group.startSender(ctx)
 		} else {
 			g.senders--
 			g.signalLocked()
 		}
 		g.mu.Unlock()
-		return s.outcome(r, out)
+		return s.group.outcome(r, out)
 	}
 	g.mu.Unlock()
 	for _, e := range events {
@@ -339,12 +342,12 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []pgdcb.Event, co
 	if g.senders < maxSenders {
 		g.senders++
 		g.signalLocked()
-		s.startSender(ctx)
+		s.group.startSender(ctx)
 	}
 	g.mu.Unlock()
 	select {
 	case out := <-r.done:
-		return s.outcome(r, out)
+		return s.group.outcome(r, out)
 	case <-ctx.Done():
 	}
 	g.mu.Lock()
@@ -368,22 +371,23 @@ func (s *Store) appendGroupedAgain(ctx context.Context, events []pgdcb.Event, co
 	g.mu.Unlock()
 	// In flight: the sender settles it (settle.go); wait for its answer.
 	if out, ok := s.awaitSettled(r); ok {
-		return s.outcome(r, out)
+		return s.group.outcome(r, out)
 	}
 	return pgdcb.AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: ctx.Err()}
 }
 
 // outcome is the caller's answer for r: its result, or, when its group
 // found one of its keys busy (nothing was sent), appendBehind's.
-func (s *Store) outcome(r *groupReq, out groupResult) (pgdcb.AppendResult, error) {
+func (g *groupCommitter) outcome(r *groupReq, out groupResult) (pgdcb.AppendResult, error) {
+	s := g.s
 	if out.resend {
 		// Settled as absent (settle.go): sent again on the path without
 		// grouping, by the caller, waiting for its keys there.
 		s.settleCount.resent.Add(1)
-		return s.appendOne(r.ctx, r.events, r.cond)
+		return s.group.appendOne(r.ctx, r.events, r.cond)
 	}
 	if out.busy {
-		return s.appendBehind(r.ctx, r.events, r.cond, out.busyKey, r.again)
+		return s.group.appendBehind(r.ctx, r.events, r.cond, out.busyKey, r.again)
 	}
 	return out.res, out.err
 }
@@ -391,11 +395,12 @@ func (s *Store) outcome(r *groupReq, out groupResult) (pgdcb.AppendResult, error
 // sendAlone sends r at once, as a group of one, on a pooled connection of
 // its caller's (who holds a sender's place); one that was closed before
 // anything was sent is replaced (sendFresh).
-func (s *Store) sendAlone(r *groupReq) groupResult {
+func (g *groupCommitter) sendAlone(r *groupReq) groupResult {
+	s := g.s
 	s.group.alone.Add(1)
 	var out groupResult
 	if err := s.sendFresh(r.ctx, func(conn *pgxpool.Conn) error {
-		o, unsent, _ := s.trySendAlone(conn, r)
+		o, unsent, _ := s.group.trySendAlone(conn, r)
 		out = o
 		return unsent
 	}); err != nil {
@@ -408,7 +413,8 @@ func (s *Store) sendAlone(r *groupReq) groupResult {
 // pooled connection, waiting for its keys, telling a certain failure from an
 // unknown outcome: the path of every call without grouping, and of an
 // append that found a key busy.
-func (s *Store) appendOne(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
+func (g *groupCommitter) appendOne(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
+	s := g.s
 	res, err := s.sendSettled(ctx, events, cond, s.callID(events))
 	if err == nil {
 		s.Notify(ctx)
@@ -437,8 +443,8 @@ type keyGate struct {
 // committer instead, once (again false), so that the appends that queued
 // up behind a held key are grouped again when it is released, rather than
 // sent one commit each.
-func (s *Store) appendBehind(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, key int64, again bool) (pgdcb.AppendResult, error) {
-	g := &s.group
+func (g *groupCommitter) appendBehind(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, key int64, again bool) (pgdcb.AppendResult, error) {
+	s := g.s
 	g.behind.Add(1)
 	g.mu.Lock()
 	if g.gates == nil {
@@ -476,7 +482,7 @@ func (s *Store) appendBehind(ctx context.Context, events []pgdcb.Event, cond *ap
 	if back {
 		<-gate.turn
 		leave()
-		return s.appendGroupedAgain(ctx, events, cond, true)
+		return s.group.appendGroupedAgain(ctx, events, cond, true)
 	}
 	defer leave()
 	defer func() { <-gate.turn }()
@@ -486,7 +492,7 @@ func (s *Store) appendBehind(ctx context.Context, events []pgdcb.Event, cond *ap
 		return pgdcb.AppendResult{}, errf("append", ctx.Err()) // nothing was sent
 	}
 	defer func() { <-lanes }()
-	res, err := s.appendOne(ctx, events, cond)
+	res, err := s.group.appendOne(ctx, events, cond)
 	if err == nil || errors.Is(err, pgdcb.ErrConditionFailed) || errors.Is(err, pgdcb.ErrIdempotent) {
 		// It had its keys.
 		g.mu.Lock()
@@ -499,8 +505,9 @@ func (s *Store) appendBehind(ctx context.Context, events []pgdcb.Event, cond *ap
 // startSender starts a sender goroutine (g.senders counted already, under
 // g.mu), one that Close waits for (close.go). ctx gives it values, not
 // cancellation.
-func (s *Store) startSender(ctx context.Context) {
-	if !s.bg.run(ctx, false, s.groupLoop) {
+func (g *groupCommitter) startSender(ctx context.Context) {
+	s := g.s
+	if !s.bg.run(ctx, false, g.groupLoop) {
 		s.group.senders-- // cannot happen: the calling append holds the store open
 	}
 }
@@ -508,8 +515,8 @@ func (s *Store) startSender(ctx context.Context) {
 // groupLoop is a sender: whenever it has a connection, it takes everything
 // queued (within the limits) and sends it; it ends when the queue is empty.
 // ctx ends only when Close gives up waiting.
-func (s *Store) groupLoop(ctx context.Context) {
-	g := &s.group
+func (g *groupCommitter) groupLoop(ctx context.Context) {
+	s := g.s
 	for {
 		g.mu.Lock()
 		if len(g.queue) == 0 {
@@ -523,7 +530,7 @@ func (s *Store) groupLoop(ctx context.Context) {
 		// append is still queued leaves the queue by itself.
 		conn, err := s.acquire(ctx)
 		g.mu.Lock()
-		batch := s.takeGroupLocked()
+		batch := s.group.takeGroupLocked()
 		if len(batch) == 0 && len(g.queue) > 0 {
 			// Everything queued conflicts with sends in flight; their
 			// senders (or callers) take it over when they are done.
@@ -544,7 +551,7 @@ func (s *Store) groupLoop(ctx context.Context) {
 			}
 		} else {
 			if len(batch) > 0 {
-				s.sendGroup(conn, batch)
+				s.group.sendGroup(conn, batch)
 			}
 			conn.Release()
 		}
@@ -565,8 +572,8 @@ func (s *Store) groupLoop(ctx context.Context) {
 // in a group of its own. Appends whose context ended are dropped with
 // their error (nothing was sent). The group may be empty when everything
 // queued conflicts with the sends in flight.
-func (s *Store) takeGroupLocked() []*groupReq {
-	g := &s.group
+func (g *groupCommitter) takeGroupLocked() []*groupReq {
+	s := g.s
 	maxAppends := s.cfg.GroupMaxAppends
 	maxEvents := s.cfg.GroupMaxEvents
 	var batch, rest []*groupReq
@@ -650,8 +657,7 @@ var errConnLost = errors.New("connection closed before the append was sent")
 // committer asks it first. A send that fails after it is classified by
 // errOutcome (outcome.go): certain only on a server error of severity
 // ERROR, else the outcome is unknown.
-func (s *Store) claim(conn *pgxpool.Conn, r *groupReq) (abandoned, lost bool, err error) {
-	g := &s.group
+func (g *groupCommitter) claim(conn *pgxpool.Conn, r *groupReq) (abandoned, lost bool, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if r.abandoned {
@@ -671,8 +677,7 @@ func (s *Store) claim(conn *pgxpool.Conn, r *groupReq) (abandoned, lost bool, er
 // members abandoned by their callers are left out (no answer), those whose
 // context ended are answered with its error; if two or more remain, they
 // are marked sent. It returns the remaining members.
-func (s *Store) claimGroup(batch []*groupReq) []*groupReq {
-	g := &s.group
+func (g *groupCommitter) claimGroup(batch []*groupReq) []*groupReq {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	kept := batch[:0]
@@ -696,8 +701,7 @@ func (s *Store) claimGroup(batch []*groupReq) []*groupReq {
 // unsend marks members whose send certainly wrote nothing (their group
 // was rolled back, or found keys busy) as not sent, before they are sent
 // again: a caller that gives up meanwhile answers for itself.
-func (s *Store) unsend(batch []*groupReq) {
-	g := &s.group
+func (g *groupCommitter) unsend(batch []*groupReq) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	for _, r := range batch {
@@ -708,11 +712,11 @@ func (s *Store) unsend(batch []*groupReq) {
 // requeue puts appends that were never sent back at the head of the
 // queue, each to be sent in a group of its own (one of them may be why its
 // group failed), and makes sure a sender will take them.
-func (s *Store) requeue(rs []*groupReq) {
+func (g *groupCommitter) requeue(rs []*groupReq) {
+	s := g.s
 	if len(rs) == 0 {
 		return
 	}
-	g := &s.group
 	g.requeued.Add(int64(len(rs)))
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -733,18 +737,19 @@ func (s *Store) requeue(rs []*groupReq) {
 	if g.senders < s.cfg.GroupSenders {
 		g.senders++
 		g.signalLocked()
-		s.startSender(back[0].ctx)
+		s.group.startSender(back[0].ctx)
 	}
 }
 
 // requeueUnsent is requeue for members whose send on a sender's
 // connection never left the client (unsent, as trySendAlone says): the
 // sender's form of sendFresh's retry (acquire.go), another connection.
-func (s *Store) requeueUnsent(rs []*groupReq, unsent error) {
+func (g *groupCommitter) requeueUnsent(rs []*groupReq, unsent error) {
+	s := g.s
 	if notSent(unsent) {
 		s.settleCount.notSent.Add(1)
 	}
-	s.requeue(rs)
+	s.group.requeue(rs)
 }
 
 // trySendAlone sends r on conn as a group of one. When nothing was sent
@@ -754,8 +759,9 @@ func (s *Store) requeueUnsent(rs []*groupReq, unsent error) {
 // When the send fails with an unknown outcome, r is settled (settle.go):
 // conn is released first (released reports it; conn must not be used
 // again then) and r's answer is what the settling found.
-func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, unsent error, released bool) {
-	if abandoned, lost, err := s.claim(conn, r); abandoned {
+func (g *groupCommitter) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, unsent error, released bool) {
+	s := g.s
+	if abandoned, lost, err := s.group.claim(conn, r); abandoned {
 		return groupResult{abandoned: true}, nil, false
 	} else if err != nil {
 		return groupResult{err: err}, nil, false
@@ -788,12 +794,12 @@ func (s *Store) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out groupResult, 
 // A member that needs a busy key leaves the group (its caller sends it
 // alone, see appendBehind) and the others are sent again; a group that
 // fails with a certain error is retried member by member.
-func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
-	g := &s.group
+func (g *groupCommitter) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
+	s := g.s
 	if len(batch) == 1 {
 		g.alone.Add(1)
-		if out, unsent, _ := s.trySendAlone(conn, batch[0]); unsent != nil {
-			s.requeueUnsent(batch, unsent)
+		if out, unsent, _ := s.group.trySendAlone(conn, batch[0]); unsent != nil {
+			s.group.requeueUnsent(batch, unsent)
 		} else {
 			batch[0].reply(out)
 		}
@@ -807,17 +813,17 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 		if conn.Conn().IsClosed() {
 			// Closed before anything was sent (the server ended it): the
 			// members go back to the queue, for another connection.
-			s.requeue(batch)
+			s.group.requeue(batch)
 			return
 		}
-		if batch = s.claimGroup(batch); len(batch) < 2 {
+		if batch = s.group.claimGroup(batch); len(batch) < 2 {
 			break // one left (or none): sent alone below
 		}
-		results, busy, err := s.groupCall(conn, batch)
+		results, busy, err := s.group.groupCall(conn, batch)
 		if notSent(err) {
 			// Nothing left the client (acquire.go): the members go back
 			// to the queue, for another connection.
-			s.requeueUnsent(batch, err)
+			s.group.requeueUnsent(batch, err)
 			return
 		}
 		if err != nil {
@@ -836,8 +842,8 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 			// Each member runs alone, as it would have without grouping.
 			s.cfg.Logger.WarnContext(context.WithoutCancel(batch[0].ctx), "pgdcb: group append failed; retrying its appends alone", "appends", len(batch), "err", err)
 			g.retried.Add(int64(len(batch)))
-			s.unsend(batch)
-			s.sendEach(conn, batch)
+			s.group.unsend(batch)
+			s.group.sendEach(conn, batch)
 			return
 		}
 		if busy == nil {
@@ -866,31 +872,32 @@ func (s *Store) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 			kept = append(kept, r)
 		}
 		batch = kept
-		s.unsend(batch) // nothing was written: claimed again before the next send
+		s.group.unsend(batch) // nothing was written: claimed again before the next send
 	}
 	if len(batch) == 1 {
-		s.sendEach(conn, batch)
+		s.group.sendEach(conn, batch)
 	}
 }
 
 // sendEach sends the members one by one on conn, each as a group of one.
 // Once conn is closed (a member's context ended during its call), the
 // members not yet sent go back to the queue.
-func (s *Store) sendEach(conn *pgxpool.Conn, batch []*groupReq) {
+func (g *groupCommitter) sendEach(conn *pgxpool.Conn, batch []*groupReq) {
+	s := g.s
 	for i, r := range batch {
 		if s.group.retryHook != nil {
 			s.group.retryHook(conn, i)
 		}
-		out, unsent, released := s.trySendAlone(conn, r)
+		out, unsent, released := s.group.trySendAlone(conn, r)
 		if unsent != nil {
-			s.requeueUnsent(batch[i:], unsent)
+			s.group.requeueUnsent(batch[i:], unsent)
 			return
 		}
 		r.reply(out)
 		if released {
 			// conn was lost sending r (which was settled): the members
 			// not yet sent go back to the queue.
-			s.requeue(batch[i+1:])
+			s.group.requeue(batch[i+1:])
 			return
 		}
 	}
@@ -920,10 +927,11 @@ func groupCtx(batch []*groupReq) (context.Context, func()) {
 
 // groupCall sends the group (two or more members) in one call, its keys
 // tried first.
-func (s *Store) groupCall(conn *pgxpool.Conn, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
+func (g *groupCommitter) groupCall(conn *pgxpool.Conn, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
+	s := g.s
 	ctx, cancel := groupCtx(batch)
 	defer cancel()
-	return s.tryCall(ctx, conn, batch)
+	return s.group.tryCall(ctx, conn, batch)
 }
 
 // blockedBy says whether r needs one of the busy keys in a mode it could
@@ -952,7 +960,8 @@ func firstBusy(r *groupReq, busy map[int64]bool) int64 {
 // first (statements.appendGroupWire), and decodes each member's outcome. When a
 // key was busy it returns the busy keys, and nothing was written. An error
 // is the call's: nothing was written unless it is of unknown outcome.
-func (s *Store) tryCall(ctx context.Context, conn *pgxpool.Conn, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
+func (g *groupCommitter) tryCall(ctx context.Context, conn *pgxpool.Conn, batch []*groupReq) ([]groupResult, map[int64]bool, error) {
+	s := g.s
 	calls := make([]wireCall, len(batch))
 	for m, r := range batch {
 		calls[m] = newWireCall(r.events, r.cond, r.id)

@@ -198,6 +198,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, cfg: c, schema: q, channel: notifyChannel(c.Schema)}
 	s.listenK1, s.listenK2 = listenerLockKey(c.Schema)
+	s.group.s = s
 	s.born = time.Now()
 	s.sql = newStatements(q)
 	s.sql.head = [2]string{s.headSQL(false), s.headSQL(true)}
