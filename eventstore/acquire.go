@@ -50,7 +50,7 @@ func (s *Store) acquire(ctx context.Context) (*pgxpool.Conn, error) {
 		if s.usable(ctx, conn) {
 			return conn, nil
 		}
-		s.settleCount.deadConns.Add(1)
+		s.settler.deadConns.Add(1)
 		discard(ctx, conn)
 	}
 	return s.pool.Acquire(ctx)
@@ -109,7 +109,7 @@ func (s *Store) sendFresh(ctx context.Context, send func(conn *pgxpool.Conn) err
 			return withCtxErr(ctx, err)
 		}
 		if notSent(err) {
-			s.settleCount.notSent.Add(1)
+			s.settler.notSent.Add(1)
 		}
 	}
 }

@@ -73,7 +73,7 @@ func BenchmarkAloneCPU(b *testing.B) {
 						c := appendif.FailIf(query.Tagged([]string{"BenchAppended"}, writer), after)
 						cond = &c
 					}
-					r := &groupReq{ctx: ctx, events: []pgdcb.Event{ev}, cond: cond, id: s.callID([]pgdcb.Event{ev}),
+					r := &groupReq{ctx: ctx, events: []pgdcb.Event{ev}, cond: cond, id: s.settler.callID([]pgdcb.Event{ev}),
 						locks: locksFor(schema, []pgdcb.Event{ev}, cond, s.cfg.MaxLockKeys)}
 					var out []groupResult
 					var res pgdcb.AppendResult

@@ -14,7 +14,7 @@ import (
 // an append alone (tryCallAlone), and returns its result or the busy keys
 // (tests).
 func TryAppendAlone(ctx context.Context, s *Store, conn *pgxpool.Conn, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, []int64, error) {
-	r := &groupReq{ctx: ctx, events: events, cond: cond, id: s.callID(events),
+	r := &groupReq{ctx: ctx, events: events, cond: cond, id: s.settler.callID(events),
 		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
 	out, busy, err := s.tryCallAlone(ctx, conn, r)
 	if err != nil || busy != nil {

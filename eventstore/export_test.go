@@ -16,7 +16,7 @@ func ReadSQL(s *Store, q query.Query, opts pgdcb.ReadOptions) (string, []any) {
 func NoListenerCached(s *Store) bool { return s.noListenerAt.Load() != 0 }
 
 // SettleLookupSQL exposes the settle lookup to the test that EXPLAINs it.
-func SettleLookupSQL(s *Store) string { return s.settleLookupSQL() }
+func SettleLookupSQL(s *Store) string { return s.settler.settleLookupSQL() }
 
 // The standby proof's bounds (standby.go).
 const (

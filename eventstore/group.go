@@ -304,7 +304,7 @@ func (g *groupCommitter) appendGroupedAgain(ctx context.Context, events []pgdcb.
 		return pgdcb.AppendResult{}, errf("append", err) // nothing was sent
 	}
 	maxSenders := s.cfg.GroupSenders
-	r := &groupReq{ctx: ctx, events: events, cond: cond, id: s.callID(events), done: make(chan groupResult, 1), again: again,
+	r := &groupReq{ctx: ctx, events: events, cond: cond, id: s.settler.callID(events), done: make(chan groupResult, 1), again: again,
 		locks: locksFor(s.cfg.Schema, events, cond, s.cfg.MaxLockKeys)}
 	g.mu.Lock()
 	if g.inflight == nil {
@@ -370,7 +370,7 @@ func (g *groupCommitter) appendGroupedAgain(ctx context.Context, events []pgdcb.
 	}
 	g.mu.Unlock()
 	// In flight: the sender settles it (settle.go); wait for its answer.
-	if out, ok := s.awaitSettled(r); ok {
+	if out, ok := s.settler.awaitSettled(r); ok {
 		return s.group.outcome(r, out)
 	}
 	return pgdcb.AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: ctx.Err()}
@@ -383,7 +383,7 @@ func (g *groupCommitter) outcome(r *groupReq, out groupResult) (pgdcb.AppendResu
 	if out.resend {
 		// Settled as absent (settle.go): sent again on the path without
 		// grouping, by the caller, waiting for its keys there.
-		s.settleCount.resent.Add(1)
+		s.settler.resent.Add(1)
 		return s.group.appendOne(r.ctx, r.events, r.cond)
 	}
 	if out.busy {
@@ -415,7 +415,7 @@ func (g *groupCommitter) sendAlone(r *groupReq) groupResult {
 // append that found a key busy.
 func (g *groupCommitter) appendOne(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
 	s := g.s
-	res, err := s.sendSettled(ctx, events, cond, s.callID(events))
+	res, err := s.settler.sendSettled(ctx, events, cond, s.settler.callID(events))
 	if err == nil {
 		s.Notify(ctx)
 	}
@@ -747,7 +747,7 @@ func (g *groupCommitter) requeue(rs []*groupReq) {
 func (g *groupCommitter) requeueUnsent(rs []*groupReq, unsent error) {
 	s := g.s
 	if notSent(unsent) {
-		s.settleCount.notSent.Add(1)
+		s.settler.notSent.Add(1)
 	}
 	s.group.requeue(rs)
 }
@@ -780,7 +780,7 @@ func (g *groupCommitter) trySendAlone(conn *pgxpool.Conn, r *groupReq) (out grou
 			return groupResult{err: err}, nil, false
 		}
 		discard(r.ctx, conn) // dead or in an unknown state
-		return s.settleMember(b, r, err), nil, true
+		return s.settler.settleMember(b, r, err), nil, true
 	case busy != nil:
 		return groupResult{busy: true, busyKey: firstBusy(r, busy)}, nil, false
 	}
@@ -835,7 +835,7 @@ func (g *groupCommitter) sendGroup(conn *pgxpool.Conn, batch []*groupReq) {
 				// an unknown state, is discarded (groupLoop's Release is
 				// then a no-op).
 				discard(batch[0].ctx, conn)
-				s.settleGroup(context.WithoutCancel(batch[0].ctx), b, batch, errOutcome("append", err))
+				s.settler.settleGroup(context.WithoutCancel(batch[0].ctx), b, batch, errOutcome("append", err))
 				return
 			}
 			// The server rolled the group back: nothing of it was written.

@@ -83,13 +83,15 @@ type SettleStats struct {
 	NotSent int64
 }
 
-type settleCounters struct {
+type settler struct {
+	s *Store // the store it settles for
+
 	settled, present, absent, resent, unknown, terminated, deadConns, notSent atomic.Int64
 }
 
 // SettleStats returns the settling counters.
 func (s *Store) SettleStats() SettleStats {
-	c := &s.settleCount
+	c := &s.settler
 	return SettleStats{Settled: c.settled.Load(), Present: c.present.Load(), Absent: c.absent.Load(),
 		Resent: c.resent.Load(), Unknown: c.unknown.Load(), Terminated: c.terminated.Load(),
 		DeadConns: c.deadConns.Load(), NotSent: c.notSent.Load()}
@@ -99,7 +101,8 @@ func (s *Store) SettleStats() SettleStats {
 // id when the caller gave one, else a fresh one (version 7: time-ordered,
 // so that its index entry goes to the right edge of events_event_id).
 // uuid.Nil when settling is off: nothing is added then.
-func (s *Store) callID(events []pgdcb.Event) uuid.UUID {
+func (st *settler) callID(events []pgdcb.Event) uuid.UUID {
+	s := st.s
 	if s.cfg.SettleDisabled {
 		return uuid.Nil
 	}
@@ -140,13 +143,14 @@ type found struct {
 // settle makes sure the backend b can no longer commit and looks the calls
 // up, on fresh connections, until it has an answer or the settle budget runs
 // out (then the error is not nil and every outcome stays unknown).
-func (s *Store) settle(ctx context.Context, b backend, calls []settleCall) ([]found, error) {
+func (st *settler) settle(ctx context.Context, b backend, calls []settleCall) ([]found, error) {
+	s := st.s
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.SettleTimeout)
 	defer cancel()
-	s.settleCount.settled.Add(int64(len(calls)))
+	s.settler.settled.Add(int64(len(calls)))
 	wait := 10 * time.Millisecond
 	for {
-		out, err := s.settleOnce(sctx, &b, calls)
+		out, err := s.settler.settleOnce(sctx, &b, calls)
 		if err == nil {
 			return out, nil
 		}
@@ -154,7 +158,7 @@ func (s *Store) settle(ctx context.Context, b backend, calls []settleCall) ([]fo
 		select {
 		case <-sctx.Done():
 			t.Stop()
-			s.settleCount.unknown.Add(int64(len(calls)))
+			s.settler.unknown.Add(int64(len(calls)))
 			return nil, fmt.Errorf("settle budget %s ran out: %w", s.cfg.SettleTimeout, err)
 		case <-t.C:
 		}
@@ -163,7 +167,8 @@ func (s *Store) settle(ctx context.Context, b backend, calls []settleCall) ([]fo
 }
 
 // settleOnce is one try of settle, on one pooled connection.
-func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) ([]found, error) {
+func (st *settler) settleOnce(ctx context.Context, b *backend, calls []settleCall) ([]found, error) {
+	s := st.s
 	conn, err := s.acquire(ctx)
 	if err != nil {
 		return nil, err
@@ -193,7 +198,7 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 		}
 		if n > 0 && !b.signalled {
 			b.signalled = true
-			s.settleCount.terminated.Add(1)
+			s.settler.terminated.Add(1)
 		}
 		if n != gone {
 			return nil, fmt.Errorf("backend %d still running", b.pid)
@@ -210,7 +215,7 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 	// The found events' types and ids are returned too: a call is present
 	// only if they are its own (the first event's id may be an earlier
 	// call's, stored in a group transaction followed by other members).
-	rows, err := conn.Query(ctx, s.settleLookupSQL(), ids, counts)
+	rows, err := conn.Query(ctx, s.settler.settleLookupSQL(), ids, counts)
 	if err != nil {
 		return nil, err
 	}
@@ -244,9 +249,9 @@ func (s *Store) settleOnce(ctx context.Context, b *backend, calls []settleCall) 
 	}
 	for _, f := range out {
 		if f.ok {
-			s.settleCount.present.Add(1)
+			s.settler.present.Add(1)
 		} else {
-			s.settleCount.absent.Add(1)
+			s.settler.absent.Add(1)
 		}
 	}
 	return out, nil
@@ -298,7 +303,8 @@ func (e *NotAppliedError) Unwrap() error { return e.Err }
 // whose send has an unknown outcome is discarded (dead, or in an unknown
 // state) before settling, so that the settling and a resend never wait for
 // its place in the pool.
-func (s *Store) sendSettled(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, id uuid.UUID) (pgdcb.AppendResult, error) {
+func (st *settler) sendSettled(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition, id uuid.UUID) (pgdcb.AppendResult, error) {
+	s := st.s
 	for resend := 0; ; resend++ {
 		var (
 			res pgdcb.AppendResult
@@ -331,7 +337,7 @@ func (s *Store) sendSettled(ctx context.Context, events []pgdcb.Event, cond *app
 		case err == nil || !errors.Is(err, pgdcb.ErrOutcomeUnknown) || s.cfg.SettleDisabled:
 			return res, err
 		}
-		out, serr := s.settle(ctx, b, []settleCall{{id: id, events: events}})
+		out, serr := s.settler.settle(ctx, b, []settleCall{{id: id, events: events}})
 		if serr != nil {
 			return pgdcb.AppendResult{}, &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)}
 		}
@@ -341,7 +347,7 @@ func (s *Store) sendSettled(ctx context.Context, events []pgdcb.Event, cond *app
 		if ctx.Err() != nil || resend == maxResends {
 			return pgdcb.AppendResult{}, &NotAppliedError{Err: withCtxErr(ctx, unwrapUnknown(err))}
 		}
-		s.settleCount.resent.Add(1)
+		s.settler.resent.Add(1)
 	}
 }
 
@@ -366,7 +372,8 @@ func unwrapUnknown(err error) error {
 // with err (of unknown outcome): one termination, one lookup, then each
 // member its answer. Absent members whose context is live are sent again,
 // alone.
-func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, err error) {
+func (st *settler) settleGroup(ctx context.Context, b backend, batch []*groupReq, err error) {
+	s := st.s
 	if s.cfg.SettleDisabled {
 		for _, r := range batch {
 			r.finish(pgdcb.AppendResult{}, err)
@@ -377,7 +384,7 @@ func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, e
 	for i, r := range batch {
 		calls[i] = settleCall{id: r.id, events: r.events}
 	}
-	out, serr := s.settle(ctx, b, calls)
+	out, serr := s.settler.settle(ctx, b, calls)
 	notify := false
 	for i, r := range batch {
 		switch {
@@ -405,8 +412,9 @@ func (s *Store) settleGroup(ctx context.Context, b backend, batch []*groupReq, e
 // absent, a definite error, or, while its caller waits, the mark to be sent
 // again by its caller (outcome, group.go), never here: a resend waits for
 // its keys, and a sender's place must not.
-func (s *Store) settleMember(b backend, r *groupReq, err error) groupResult {
-	out, serr := s.settle(r.ctx, b, []settleCall{{id: r.id, events: r.events}})
+func (st *settler) settleMember(b backend, r *groupReq, err error) groupResult {
+	s := st.s
+	out, serr := s.settler.settle(r.ctx, b, []settleCall{{id: r.id, events: r.events}})
 	switch {
 	case serr != nil:
 		return groupResult{err: &pgdcb.OutcomeUnknownError{Op: "append", Err: errors.Join(unwrapUnknown(err), serr)}}
@@ -423,7 +431,8 @@ func (s *Store) settleMember(b backend, r *groupReq, err error) groupResult {
 // after the caller's context ended: the sender settles it if its send
 // fails. It gives up after the settle budget (and the caller reports an
 // unknown outcome).
-func (s *Store) awaitSettled(r *groupReq) (groupResult, bool) {
+func (st *settler) awaitSettled(r *groupReq) (groupResult, bool) {
+	s := st.s
 	if s.cfg.SettleDisabled {
 		select {
 		case out := <-r.done:
@@ -438,7 +447,7 @@ func (s *Store) awaitSettled(r *groupReq) (groupResult, bool) {
 	case out := <-r.done:
 		return out, true
 	case <-t.C:
-		s.settleCount.unknown.Add(1)
+		s.settler.unknown.Add(1)
 		return groupResult{}, false
 	}
 }
@@ -459,7 +468,8 @@ func discard(ctx context.Context, conn *pgxpool.Conn) {
 // integer[]): per call found, its ordinal, transaction, positions, types,
 // event ids and recorded time. TestSettleLookupPlanUsesTheIdIndex checks its
 // plan.
-func (s *Store) settleLookupSQL() string {
+func (st *settler) settleLookupSQL() string {
+	s := st.s
 	return `SELECT c.i, f.transaction_id, x.pos, x.types, x.ids, f.occurred_at
 		FROM unnest($1::uuid[], $2::integer[]) WITH ORDINALITY AS c(id, n, i)
 		JOIN ` + s.sql.events + ` f ON f.event_id = c.id

@@ -26,7 +26,8 @@ const (
 
 // snapshotEvery is how many events between automatic snapshot writes (New
 // filled the default); 0 with SnapshotsManual.
-func (s *Store) snapshotEvery() int {
+func (sn *snapshotState) snapshotEvery() int {
+	s := sn.s
 	if s.cfg.SnapshotsManual {
 		return 0 // no automatic writes
 	}
@@ -59,6 +60,8 @@ type SnapshotStats struct {
 }
 
 type snapshotState struct {
+	s *Store // the store whose snapshots these are
+
 	loaded, ignoredVersion, ignoredCorrupt, ignoredStale, loadFailures atomic.Int64
 	written, writesSkipped, writeFailures                              atomic.Int64
 
@@ -116,13 +119,14 @@ func (w *snapshotWrite) id() string {
 	return fmt.Sprintf("%s\x00%d\x00%x", w.name, w.version, w.qkey)
 }
 
-func (s *Store) snapshotsTable() string { return s.schema + ".decision_snapshots" }
+func (sn *snapshotState) snapshotsTable() string { s := sn.s; return s.schema + ".decision_snapshots" }
 
 // writeSnapshot stores w unless a newer snapshot of the same key is stored
 // or retention ran since w's read (the epoch moved). It reports whether a
 // row was written.
-func (s *Store) writeSnapshot(ctx context.Context, w *snapshotWrite) (bool, error) {
-	t := s.snapshotsTable()
+func (sn *snapshotState) writeSnapshot(ctx context.Context, w *snapshotWrite) (bool, error) {
+	s := sn.s
+	t := s.snap.snapshotsTable()
 	tag, err := s.pool.Exec(ctx, `INSERT INTO `+t+` AS k
 			(name, version, query_key, query_text, transaction_id, position, state, epoch)
 		SELECT $1, $2, $3, $4, $5::text::xid8, $6, $7, x.epoch
@@ -144,7 +148,8 @@ func (s *Store) writeSnapshot(ctx context.Context, w *snapshotWrite) (bool, erro
 // (ctx's values, not its cancellation) and a bounded timeout; failures are
 // logged and counted, never returned. Close waits for it; once the store is
 // closing, no write starts.
-func (s *Store) scheduleSnapshotWrite(ctx context.Context, w *snapshotWrite) {
+func (sn *snapshotState) scheduleSnapshotWrite(ctx context.Context, w *snapshotWrite) {
+	s := sn.s
 	c := &s.snap
 	id := w.id()
 	if _, busy := c.inflight.LoadOrStore(id, struct{}{}); busy {
@@ -164,8 +169,8 @@ func (s *Store) scheduleSnapshotWrite(ctx context.Context, w *snapshotWrite) {
 		defer c.inflight.Delete(id)
 		ctx, cancel := context.WithTimeout(bg, s.cfg.SnapshotWriteTimeout)
 		defer cancel()
-		ok, err := s.writeSnapshot(ctx, w)
-		s.recordWrite(ctx, ok, err)
+		ok, err := s.snap.writeSnapshot(ctx, w)
+		s.snap.recordWrite(ctx, ok, err)
 	})
 	if !started {
 		c.wg.Done()
@@ -175,7 +180,8 @@ func (s *Store) scheduleSnapshotWrite(ctx context.Context, w *snapshotWrite) {
 	}
 }
 
-func (s *Store) recordWrite(ctx context.Context, ok bool, err error) {
+func (sn *snapshotState) recordWrite(ctx context.Context, ok bool, err error) {
+	s := sn.s
 	c := &s.snap
 	switch {
 	case err != nil:
@@ -189,7 +195,7 @@ func (s *Store) recordWrite(ctx context.Context, ok bool, err error) {
 }
 
 // waitSnapshotWrites waits for the background writes in flight (tests).
-func (s *Store) waitSnapshotWrites() { s.snap.wg.Wait() }
+func (sn *snapshotState) waitSnapshotWrites() { s := sn.s; s.snap.wg.Wait() }
 
 // SaveSnapshot projects the model as Project does (from its newest usable
 // snapshot) and stores its state at the newest point of the log before which

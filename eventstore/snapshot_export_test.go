@@ -6,7 +6,7 @@ import (
 )
 
 // WaitSnapshotWrites waits for the store's background snapshot writes.
-func WaitSnapshotWrites(s *Store) { s.waitSnapshotWrites() }
+func WaitSnapshotWrites(s *Store) { s.snap.waitSnapshotWrites() }
 
 // SnapshotReadSQL exposes the snapshot read's statement.
 func SnapshotReadSQL(s *Store, q query.Query, after cursor.Cursor) (string, []any) {

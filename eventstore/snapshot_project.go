@@ -57,7 +57,7 @@ func (s *Store) loadSnapshots(ctx context.Context, db dbtx, entries []*snapEntry
 		names[i], keys[i] = e.name, e.qkey
 	}
 	rows, err := db.Query(ctx, `SELECT k.name, k.query_key, k.version, k.transaction_id::text, k.position, k.state, k.epoch
-		  FROM `+s.snapshotsTable()+` k
+		  FROM `+s.snap.snapshotsTable()+` k
 		 WHERE (k.name, k.query_key) IN (SELECT * FROM unnest($1::text[], $2::bytea[]))
 		   AND EXISTS (SELECT 1 FROM `+s.sql.events+` e WHERE e.position = k.position AND e.transaction_id = k.transaction_id)`,
 		names, keys)
@@ -152,7 +152,7 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []pgdc
 			after = f
 		}
 	}
-	every := s.snapshotEvery()
+	every := s.snap.snapshotEvery()
 	c, writes, stale, err := s.foldFrom(ctx, db, s.proved(db), union, queries, projectors, entryOf, entries, after, every, o.save)
 	if errors.Is(err, errProofExceeded) {
 		// Past the standby proof's bounds (nothing was folded): the read
@@ -180,8 +180,8 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []pgdc
 	if o.save {
 		var errs []error
 		for _, w := range writes {
-			ok, err := s.writeSnapshot(ctx, w)
-			s.recordWrite(ctx, ok, err)
+			ok, err := s.snap.writeSnapshot(ctx, w)
+			s.snap.recordWrite(ctx, ok, err)
 			errs = append(errs, err)
 		}
 		if err := errors.Join(errs...); err != nil {
@@ -189,7 +189,7 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []pgdc
 		}
 	} else {
 		for _, w := range writes {
-			s.scheduleSnapshotWrite(ctx, w)
+			s.snap.scheduleSnapshotWrite(ctx, w)
 		}
 	}
 	return appendif.FailIf(union, &c), nil

@@ -172,7 +172,7 @@ type Store struct {
 	// the proof and run on the primary (standby.go).
 	proofPast atomic.Uint64
 
-	settleCount settleCounters // settle.go
+	settler settler // settle.go
 
 	bg bgWork // background goroutines, for Close (close.go)
 
@@ -198,7 +198,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, cfg: c, schema: q, channel: notifyChannel(c.Schema)}
 	s.listenK1, s.listenK2 = listenerLockKey(c.Schema)
-	s.group.s = s
+	s.group.s, s.settler.s, s.snap.s = s, s, s
 	s.born = time.Now()
 	s.sql = newStatements(q)
 	s.sql.head = [2]string{s.headSQL(false), s.headSQL(true)}
