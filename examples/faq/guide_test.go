@@ -1,4 +1,4 @@
-package gettingstarted_test
+package faq_test
 
 import (
 	"os"
@@ -39,8 +39,8 @@ func checkBlocks(t *testing.T, doc string, least int) {
 			t.Errorf("Go block %d has no <!-- code: FILE --> line before it:\n%s", i+1, code)
 			continue
 		}
-		if filepath.Dir(name) != "examples/gettingstarted" {
-			t.Errorf("Go block %d names %s, outside examples/gettingstarted", i+1, name)
+		if filepath.Dir(name) != "examples/faq" {
+			t.Errorf("Go block %d names %s, outside examples/faq", i+1, name)
 			continue
 		}
 		src, err := os.ReadFile(filepath.Base(name))

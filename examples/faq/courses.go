@@ -1,4 +1,4 @@
-package gettingstarted
+package faq
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package gettingstarted_test
+package faq_test
 
 import (
 	"errors"
@@ -8,7 +8,7 @@ import (
 	"testing"
 
 	"github.com/pgdcb/pgdcb"
-	gs "github.com/pgdcb/pgdcb/examples/gettingstarted"
+	gs "github.com/pgdcb/pgdcb/examples/faq"
 	"github.com/pgdcb/pgdcb/pgdcbtest"
 )
 
