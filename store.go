@@ -20,22 +20,22 @@ import (
 // guarantee of docs/CONCURRENCY.md. Each method means what the method of the
 // same name on *eventstore.Store documents.
 type Store interface {
-	// Append appends events unconditionally (see Store.Append).
+	// Append appends events unconditionally (see eventstore.Store.Append).
 	Append(ctx context.Context, events []Event) (AppendResult, error)
-	// AppendIf appends events only if cond holds (see Store.AppendIf).
+	// AppendIf appends events only if cond holds (see eventstore.Store.AppendIf).
 	AppendIf(ctx context.Context, events []Event, cond appendif.Condition) (AppendResult, error)
-	// Read streams the events matching q from one snapshot (see Store.Read).
+	// Read streams the events matching q from one snapshot (see eventstore.Store.Read).
 	Read(ctx context.Context, q query.Query, opts *ReadOptions) Events
-	// ReadAll is Read into a slice (see Store.ReadAll).
+	// ReadAll is Read into a slice (see eventstore.Store.ReadAll).
 	ReadAll(ctx context.Context, q query.Query, opts *ReadOptions) ([]StoredEvent, cursor.Cursor, error)
-	// ReadLast returns the last event matching q (see Store.ReadLast).
+	// ReadLast returns the last event matching q (see eventstore.Store.ReadLast).
 	ReadLast(ctx context.Context, q query.Query) (*StoredEvent, cursor.Cursor, error)
-	// Head returns a cursor at the end of the log (see Store.Head).
+	// Head returns a cursor at the end of the log (see eventstore.Store.Head).
 	Head(ctx context.Context) (cursor.Cursor, error)
 	// Project folds the projectors' events and returns the condition to
-	// append with (see Store.Project).
+	// append with (see eventstore.Store.Project).
 	Project(ctx context.Context, projectors ...Projector) (appendif.Condition, error)
-	// ReadTail reads a page of a tailing read (see Store.ReadTail).
+	// ReadTail reads a page of a tailing read (see eventstore.Store.ReadTail).
 	ReadTail(ctx context.Context, q query.Query, after cursor.Cursor, limit int) (TailBatch, error)
 	// Listen calls wake whenever events may have been appended, until ctx
 	// ends or listening fails; it then returns ctx's error or the failure.
