@@ -26,7 +26,8 @@ type tableGrant struct {
 
 // tableGrants: nothing else in the schema is granted. No INSERT, UPDATE,
 // DELETE or TRUNCATE on events (appends go through append_events, which runs
-// as its owner), no DELETE anywhere (retention is the owner's).
+// as its owner), no DELETE but of a partitioned projection's worker rows
+// (retention is the owner's).
 var tableGrants = []tableGrant{
 	// Every read, the conditions' checks and CheckTransactionIDs.
 	{"events", "SELECT", false},
@@ -36,6 +37,11 @@ var tableGrants = []tableGrant{
 	// INSERT … ON CONFLICT DO NOTHING; moved, paused, reset with UPDATE) and
 	// the runstore projector's checkpoint (an upsert).
 	{"checkpoints", "SELECT, INSERT, UPDATE", false},
+	// Partitioned projections: partitions' checkpoints and leases (created,
+	// claimed, moved), and the live workers (a worker that stops deletes
+	// its row, and the rows of workers long dead).
+	{"projection_partitions", "SELECT, INSERT, UPDATE", false},
+	{"projection_workers", "SELECT, INSERT, UPDATE, DELETE", false},
 	// The runstore projector's run view (an upsert), when runstore.Migrate
 	// created it. DeleteRun's DELETE is retention, the owner's.
 	{"run_snapshots", "SELECT, INSERT, UPDATE", true},
