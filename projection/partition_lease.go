@@ -94,14 +94,15 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 		}
 	}
 	lease := p.lease.Seconds()
+	// projection_workers primary key. Committed on its own, before the
+	// round: workers that start together see each other when they count.
+	if _, err := p.store.Pool().Exec(ctx, `INSERT INTO `+lw.schema+`.projection_workers (name, worker, lease_until)
+		VALUES ($1, $2, now() + make_interval(secs => $3))
+		ON CONFLICT (name, worker) DO UPDATE SET lease_until = excluded.lease_until`, p.name, lw.id, lease); err != nil {
+		return err
+	}
 	return pgx.BeginTxFunc(ctx, p.store.Pool(), pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		// projection_workers primary key; the delete scans the
-		// projection's workers (a handful).
-		if _, err := tx.Exec(ctx, `INSERT INTO `+lw.schema+`.projection_workers (name, worker, lease_until)
-			VALUES ($1, $2, now() + make_interval(secs => $3))
-			ON CONFLICT (name, worker) DO UPDATE SET lease_until = excluded.lease_until`, p.name, lw.id, lease); err != nil {
-			return err
-		}
+		// The delete scans the projection's workers (a handful).
 		if _, err := tx.Exec(ctx, `DELETE FROM `+lw.schema+`.projection_workers
 			WHERE name = $1 AND lease_until < now() - make_interval(secs => $2)`, p.name, 10*lease); err != nil {
 			return err
