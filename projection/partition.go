@@ -50,9 +50,9 @@ type PartitionConfig struct {
 	// is refused once another worker claimed the partition. 0: the default,
 	// 10s.
 	Lease time.Duration
-	// BatchSize is the most events read per batch, of every partition: a
-	// batch handles the events of its partition among them. 0: the default,
-	// 500.
+	// BatchSize is about the most events of its partition a batch handles:
+	// a batch reads a page of BatchSize × min(Partitions, 8) events of the
+	// query and keeps those of its partition. 0: the default, 500.
 	BatchSize int
 	// ReaderConfig: PollInterval, NotifyDisabled, HeartbeatInterval (how
 	// often an idle partition's checkpoint catches up with the log), the
@@ -110,8 +110,13 @@ func NewPartitioned(store *eventstore.Store, name string, q query.Query, h Handl
 	if err != nil {
 		return nil, err
 	}
+	parts := cmp.Or(pc.Partitions, defaultPartitions)
+	// The pages its readTail reads: a partition keeps about 1/parts of a
+	// page, so a page of BatchSize × parts events (at most 8 × BatchSize)
+	// gives it batches of about BatchSize.
+	r.cfg.BatchSize *= min(parts, 8)
 	return &Partitioned{store: store, name: name, q: q, h: h, key: pc.Key,
-		n: cmp.Or(pc.Partitions, defaultPartitions), lease: cmp.Or(pc.Lease, defaultLease), cfg: r.cfg, r: r}, nil
+		n: parts, lease: cmp.Or(pc.Lease, defaultLease), cfg: r.cfg, r: r}, nil
 }
 
 // partitionOf is the partition of ev among n: FNV-1a (64 bits) of the value
@@ -172,6 +177,9 @@ func (p *Partitioned) Run(ctx context.Context) error {
 		for range parts {
 			hp := lw.held[parts[next%len(parts)]]
 			next++
+			if hp == nil {
+				continue // lost in this round
+			}
 			writeIdle := time.Since(lastIdle[hp.partition]) >= p.cfg.HeartbeatInterval
 			res, err := lw.batch(ctx, hp, writeIdle)
 			if ctx.Err() != nil {
