@@ -28,12 +28,12 @@ const (
 	maxPartitions     = 1024
 )
 
-// PartitionConfig configures a Partitioned projection. nil or the zero value
-// of a field means its default; negative numbers are refused with a
-// *pgdcb.InvalidArgumentError.
+// PartitionConfig configures a Partitioned projection. Key is required; in
+// every other field the zero value means the default. Negative numbers are
+// refused with a *pgdcb.InvalidArgumentError.
 type PartitionConfig struct {
-	// Key is the tag key whose value routes an event to its partition
-	// (required). An event without a tag of this key is routed as the
+	// Key is the tag key whose value routes an event to its partition. No
+	// default: required. An event without a tag of this key is routed as the
 	// empty value: all such events share one partition, in log order. An
 	// event with several values of the key goes to the partition of the
 	// first in canonical (byte) order.
@@ -89,34 +89,53 @@ func NewPartitioned(store *eventstore.Store, name string, q query.Query, h Handl
 	if h == nil {
 		return nil, errors.New("pgdcb: projection.NewPartitioned: nil handler")
 	}
-	var pc PartitionConfig
-	if cfg != nil {
-		pc = *cfg
+	if err := cfg.validate(); err != nil {
+		return nil, errfmt.Errorf("pgdcb: projection.NewPartitioned %q: %w", name, err)
 	}
-	wrap := func(err error) error { return errfmt.Errorf("pgdcb: projection.NewPartitioned %q: %w", name, err) }
-	if _, err := tags.Parse(pc.Key + "=v"); err != nil || pc.Key == "" {
-		return nil, wrap(&pgdcb.InvalidArgumentError{Name: "PartitionConfig.Key", Reason: fmt.Sprintf("%q is not a tag key", pc.Key)})
-	}
-	if err := cfgcheck.NonNegative(
-		cfgcheck.Int("Partitions", pc.Partitions, defaultPartitions),
-		cfgcheck.Duration("Lease", pc.Lease, defaultLease),
-	); err != nil {
-		return nil, wrap(err)
-	}
-	if pc.Partitions > maxPartitions {
-		return nil, wrap(&pgdcb.InvalidArgumentError{Name: "PartitionConfig.Partitions", Reason: fmt.Sprintf("at most %d (got %d)", maxPartitions, pc.Partitions)})
-	}
+	pc := cfg.withDefaults()
 	r, err := newRunner(store, name, q, &Config{BatchSize: pc.BatchSize, ReaderConfig: pc.ReaderConfig})
 	if err != nil {
 		return nil, err
 	}
-	parts := cmp.Or(pc.Partitions, defaultPartitions)
+	parts := pc.Partitions
 	// The pages its readTail reads: a partition keeps about 1/parts of a
 	// page, so a page of BatchSize × parts events (at most 8 × BatchSize)
 	// gives it batches of about BatchSize.
 	r.cfg.BatchSize *= min(parts, 8)
 	return &Partitioned{store: store, name: name, q: q, h: h, key: pc.Key,
-		n: parts, lease: cmp.Or(pc.Lease, defaultLease), cfg: r.cfg, r: r}, nil
+		n: parts, lease: pc.Lease, cfg: r.cfg, r: r}, nil
+}
+
+// validate refuses a Key that is not a tag key, negative numbers and
+// durations, and more than 1024 partitions, with a
+// *pgdcb.InvalidArgumentError naming the field; newRunner checks BatchSize
+// and ReaderConfig.
+func (c *PartitionConfig) validate() error {
+	if c == nil {
+		return &pgdcb.InvalidArgumentError{Name: "PartitionConfig.Key", Reason: "required"}
+	}
+	if _, err := tags.Parse(c.Key + "=v"); err != nil || c.Key == "" {
+		return &pgdcb.InvalidArgumentError{Name: "PartitionConfig.Key", Reason: fmt.Sprintf("%q is not a tag key", c.Key)}
+	}
+	if err := cfgcheck.NonNegative(
+		cfgcheck.Int("Partitions", c.Partitions, defaultPartitions),
+		cfgcheck.Duration("Lease", c.Lease, defaultLease),
+	); err != nil {
+		return err
+	}
+	if c.Partitions > maxPartitions {
+		return &pgdcb.InvalidArgumentError{Name: "PartitionConfig.Partitions", Reason: fmt.Sprintf("at most %d (got %d)", maxPartitions, c.Partitions)}
+	}
+	return nil
+}
+
+// withDefaults returns c with Partitions and Lease defaulted (c was
+// validated: not nil).
+func (c *PartitionConfig) withDefaults() PartitionConfig {
+	o := *c
+	o.Partitions = cmp.Or(o.Partitions, defaultPartitions)
+	o.Lease = cmp.Or(o.Lease, defaultLease)
+	return o
 }
 
 // partitionOf is the partition of ev among n: FNV-1a (64 bits) of the value
