@@ -71,7 +71,8 @@ var ownerFunctions = []string{"delete_events_tagged", "rebase_transaction_ids", 
 // Grant gives an existing role exactly what the library needs to run as an
 // application, and nothing more, in the (migrated) schema: USAGE on the
 // schema; SELECT on its tables; INSERT on commands; INSERT and UPDATE on
-// checkpoints and decision_snapshots, and on run_snapshots when
+// checkpoints, decision_snapshots, projection_partitions and
+// projection_workers (and DELETE on the last), and on run_snapshots when
 // runstore.Migrate created it; EXECUTE on append_events and append_group,
 // which run as their owner. It first revokes whatever the role held on those objects (and
 // CREATE on the schema), so running it again, or on a role granted more by
