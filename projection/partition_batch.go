@@ -55,6 +55,10 @@ func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, writeIdle b
 		return res, err
 	}
 	res.full = len(tb.Events) == p.cfg.BatchSize
+	// Filtered here, not in SQL: a prototype that kept a partition's events
+	// in the statement (a hash of the key's value extracted from the tags
+	// per row) read 0.4-0.8× as many events/s as pages of the whole query
+	// filtered here (20k events, 8 partitions, 2026-11-29, loaded machine).
 	var evs []pgdcb.StoredEvent
 	for i := range tb.Events {
 		if partitionOf(&tb.Events[i], p.key, p.n) == hp.partition {
