@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -480,4 +482,39 @@ func TestPartitionedSIGKILL(t *testing.T) {
 	var workers int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT worker) FROM `+schema+`.rm_events`).Scan(&workers))
 	t.Logf("%d events handled by %d worker processes (3 SIGKILLed)", total, workers)
+}
+
+// TestPartitionedHandlerErrorRetried: a handler that fails its first three
+// calls has its batches rolled back and retried (with backoff) until they
+// commit; every event is handled once, in per-key order.
+func TestPartitionedHandlerErrorRetried(t *testing.T) {
+	s, pool := newStore(t)
+	schema := ident.Schema(s)
+	keyedModel(t, pool, schema)
+	for i := range 30 {
+		_, err := s.Append(t.Context(), []pgdcb.Event{keyedEvent(fmt.Sprint("w", i%3), i/3+1)})
+		require.NoError(t, err)
+	}
+	h := keyedHandler(schema, "w")
+	var calls atomic.Int64
+	p, err := projection.NewPartitioned(s, "flaky", partQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+		if err := h(ctx, tx, evs); err != nil {
+			return err
+		}
+		if calls.Add(1) <= 3 {
+			return errors.New("flaky read model")
+		}
+		return nil
+	}, partConfig(2, time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	await.True(t, 10*time.Second, "every event handled", func() bool {
+		return rmEventsCount(t, pool, schema) >= 30 && checkpointsCover(t, pool, schema, "flaky")
+	})
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Greater(t, calls.Load(), int64(3))
+	requireKeyedExactlyOnce(t, pool, schema, 30)
 }
