@@ -171,6 +171,8 @@ func (p *Partitioned) Run(ctx context.Context) error {
 		failures int
 		next     int // round robin over the held partitions
 		lastIdle = map[int]time.Time{}
+		fails    = map[int]int{}       // consecutive failed batches per partition
+		retryAt  = map[int]time.Time{} // when a failed partition is tried again
 	)
 	for {
 		if ctx.Err() != nil {
@@ -189,6 +191,7 @@ func (p *Partitioned) Run(ctx context.Context) error {
 				}
 				continue
 			}
+			failures = 0
 			lastTick = time.Now()
 		}
 		parts := lw.partitions()
@@ -196,8 +199,8 @@ func (p *Partitioned) Run(ctx context.Context) error {
 		for range parts {
 			hp := lw.held[parts[next%len(parts)]]
 			next++
-			if hp == nil {
-				continue // lost in this round
+			if hp == nil || time.Now().Before(retryAt[hp.partition]) {
+				continue // lost in this round, or backing off after a failure
 			}
 			writeIdle := time.Since(lastIdle[hp.partition]) >= p.cfg.HeartbeatInterval
 			res, err := lw.batch(ctx, hp, writeIdle)
@@ -209,14 +212,13 @@ func (p *Partitioned) Run(ctx context.Context) error {
 				p.cfg.Logger.InfoContext(ctx, "pgdcb: projection: partition lost (fenced)", "name", p.name, "partition", hp.partition, "worker", lw.id)
 				delete(lw.held, hp.partition)
 			case err != nil:
-				failures++
-				d := retry.Delay(failures, p.cfg.RetryMin, p.cfg.RetryMax)
+				fails[hp.partition]++
+				d := retry.Delay(fails[hp.partition], p.cfg.RetryMin, p.cfg.RetryMax)
+				retryAt[hp.partition] = time.Now().Add(d) // the other partitions go on
 				p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: partition batch failed", "name", p.name, "partition", hp.partition, "err", err, "retry_in", d)
-				if retry.Sleep(ctx, min(d, tick)) != nil {
-					return ctx.Err()
-				}
 			default:
-				failures = 0
+				delete(fails, hp.partition)
+				delete(retryAt, hp.partition)
 				if res.wrote && res.n == 0 {
 					lastIdle[hp.partition] = time.Now()
 				}
@@ -230,6 +232,14 @@ func (p *Partitioned) Run(ctx context.Context) error {
 			continue
 		}
 		wait := min(p.cfg.PollInterval, tick-time.Since(lastTick))
+		for part, at := range retryAt {
+			if lw.held[part] == nil {
+				delete(retryAt, part) // released or lost meanwhile
+				delete(fails, part)
+				continue
+			}
+			wait = min(wait, time.Until(at))
+		}
 		if err := w.WaitFor(ctx, max(wait, time.Millisecond)); err != nil {
 			return err
 		}
