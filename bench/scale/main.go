@@ -15,7 +15,9 @@
 // event measured on the first 100k events, ×1.3) and a reserve of twice
 // max_wal_size plus 1 GiB do not fit. The schema is pgdcb_scale_<hex>,
 // migrated by sql.Migrate, dropped at the end (also on Ctrl-C) unless
-// --keep.
+// --keep. Give it a database of its own (CREATE DATABASE, then --dsn): a
+// transaction holding an xid in the store's database stalls catch-up,
+// `pgdcb tail` and snapshots (docs/CONCURRENCY.md, "The tailing horizon").
 //
 // # The load (a shortcut, documented)
 //
