@@ -6,11 +6,15 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
@@ -107,13 +111,53 @@ type loadStats struct {
 	// IndexSeconds is the time spent re-creating the indexes
 	// (--rebuild-indexes), included in Seconds.
 	IndexSeconds float64
+	// ServerCPU is the loading backend's CPU time (from /proc: a local
+	// server; 0 when unreadable), ClientCPU this program's: on a busy
+	// machine, events per CPU second predict a quiet machine's rate better
+	// than the wall time.
+	ServerCPU, ClientCPU float64
+}
+
+// procCPU is the user+system CPU time of process pid, from /proc.
+func procCPU(pid int) (float64, bool) {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0, false
+	}
+	// Fields after the command's closing parenthesis; utime and stime are
+	// the 14th and 15th of the line, in clock ticks (100 per second).
+	s := string(raw)
+	i := strings.LastIndexByte(s, ')')
+	if i < 0 {
+		return 0, false
+	}
+	f := strings.Fields(s[i+1:])
+	if len(f) < 13 {
+		return 0, false
+	}
+	u, err1 := strconv.ParseFloat(f[11], 64)
+	st, err2 := strconv.ParseFloat(f[12], 64)
+	if err1 != nil || err2 != nil {
+		return 0, false
+	}
+	return (u + st) / 100, true
+}
+
+func selfCPU() float64 {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()).Seconds()
 }
 
 // loader appends generated events to the study's events table: COPY into
 // events in transactions of txEvents rows on one connection with
-// synchronous_commit off. Every column but type, tags and data takes its
-// default, as an append's row does: position from the identity,
-// transaction_id the loading transaction's, occurred_at its start.
+// synchronous_commit off. Every event gets a UUIDv7 event_id, as the first
+// event of every Append call on the pool does (one-event calls: every
+// event). The other columns take their defaults, as an append's row does:
+// position from the identity, transaction_id the loading transaction's,
+// occurred_at its start; metadata stays NULL.
 type loader struct {
 	pool     *pgxpool.Pool
 	schema   string
@@ -144,6 +188,12 @@ func (l *loader) load(ctx context.Context, spec stageSpec) (loadStats, error) {
 		return st, err
 	}
 	defer conn.Exec(context.WithoutCancel(ctx), `RESET synchronous_commit`) //nolint:errcheck
+	var pid int
+	if err := conn.QueryRow(ctx, `SELECT pg_backend_pid()`).Scan(&pid); err != nil {
+		return st, err
+	}
+	srv0, srvOK := procCPU(pid)
+	cli0 := selfCPU()
 
 	// The generator runs ahead on its own goroutine, a few chunks deep.
 	chunks := make(chan [][]any, 4)
@@ -156,7 +206,11 @@ func (l *loader) load(ctx context.Context, spec stageSpec) (loadStats, error) {
 			rows := make([][]any, 0, l.txEvents)
 			for len(rows) < l.txEvents && !g.done() {
 				ev := g.nextEvent()
-				rows = append(rows, []any{ev.Type, ev.Tags, ev.Data})
+				id, err := uuid.NewV7()
+				if err != nil {
+					panic(err) // crypto/rand failed
+				}
+				rows = append(rows, []any{ev.Type, ev.Tags, ev.Data, pgtype.UUID{Bytes: id, Valid: true}})
 			}
 			select {
 			case chunks <- rows:
@@ -172,7 +226,7 @@ func (l *loader) load(ctx context.Context, spec stageSpec) (loadStats, error) {
 		if err != nil {
 			return st, err
 		}
-		if _, err := tx.CopyFrom(ctx, table, []string{"type", "tags", "data"}, pgx.CopyFromRows(rows)); err != nil {
+		if _, err := tx.CopyFrom(ctx, table, []string{"type", "tags", "data", "event_id"}, pgx.CopyFromRows(rows)); err != nil {
 			_ = tx.Rollback(context.WithoutCancel(ctx))
 			return st, fmt.Errorf("copying into events: %w", err)
 		}
@@ -197,6 +251,10 @@ func (l *loader) load(ctx context.Context, spec stageSpec) (loadStats, error) {
 	if st.Events != spec.Count {
 		return st, fmt.Errorf("loaded %d events, want %d", st.Events, spec.Count)
 	}
+	if srv1, ok := procCPU(pid); ok && srvOK {
+		st.ServerCPU = srv1 - srv0
+	}
+	st.ClientCPU = selfCPU() - cli0
 	if len(dropped) > 0 {
 		t0 := time.Now()
 		for _, def := range dropped {

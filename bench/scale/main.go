@@ -34,7 +34,8 @@
 // (never decreasing with position, checked), occurred_at its start, tags
 // in the store's canonical order. What differs from real appends: fewer
 // distinct transaction ids (one per --tx-events events, where group commit
-// makes one per group), and no NOTIFY, event_id or metadata.
+// makes one per group), and no NOTIFY. Every event has a UUIDv7 event_id,
+// as a one-event Append call on the pool gives it (to settle a lost call).
 //
 // The shape (shape.go): a few hundred types (8 entity kinds × 40, Zipf),
 // 2-4 tags per event, background entities interleaved at random (90% with
@@ -329,6 +330,7 @@ func study(ctx context.Context, o *options, logf func(string, ...any)) (rs []*Si
 		}
 		r.LoadedEvents, r.LoadSeconds, r.IndexBuildSecs = st.Events, st.Seconds, st.IndexSeconds
 		r.LoadEventsPerS = float64(st.Events) / st.Seconds
+		r.LoadServerCPU, r.LoadClientCPU = st.ServerCPU, st.ClientCPU
 		t0 := time.Now()
 		if _, err := pool.Exec(ctx, `VACUUM ANALYZE `+pgx.Identifier{schema, "events"}.Sanitize()); err != nil {
 			return rs, err
@@ -341,7 +343,8 @@ func study(ctx context.Context, o *options, logf func(string, ...any)) (rs []*Si
 			return rs, err
 		}
 		loadEnd := lastPos + spec.Count // gapless, checked
-		logf("size %s: loaded in %.0fs (%.0f events/s), VACUUM ANALYZE %.1fs", sizeName(n), st.Seconds, r.LoadEventsPerS, r.VacuumSeconds)
+		logf("size %s: loaded in %.0fs (%.0f events/s; CPU: server %.0fs, this program %.0fs), VACUUM ANALYZE %.1fs",
+			sizeName(n), st.Seconds, r.LoadEventsPerS, st.ServerCPU, st.ClientCPU, r.VacuumSeconds)
 		m := &meter{o: o, pool: pool, store: store, schema: schema, spec: spec, events: n, logf: logf}
 		if err := m.sizes(ctx, r); err != nil {
 			return rs, err
