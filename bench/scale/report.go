@@ -211,7 +211,11 @@ func chartSVG(rs []*SizeResult) string {
 			rel[i] = append(rel[i], v)
 		}
 	}
-	yMax = math.Ceil(yMax*2) / 2
+	step := 0.5 // between grid lines: at most about 8
+	if yMax > 4 {
+		step = math.Ceil(yMax / 8)
+	}
+	yMax = math.Ceil(yMax/step) * step
 	lo, hi := 1.0, 10.0
 	if len(rs) > 0 {
 		lo, hi = math.Log10(float64(rs[0].Events)), math.Log10(float64(rs[len(rs)-1].Events))
@@ -224,7 +228,7 @@ func chartSVG(rs []*SizeResult) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%.0f" height="%.0f" font-family="sans-serif" font-size="11">`+"\n", w, h)
 	fmt.Fprintf(&b, `<rect width="%.0f" height="%.0f" fill="white"/>`+"\n", w, h)
-	for v := 0.0; v <= yMax+1e-9; v += 0.5 {
+	for v := 0.0; v <= yMax+1e-9; v += step {
 		fmt.Fprintf(&b, `<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#ddd"/><text x="%.1f" y="%.1f" text-anchor="end">%.1f×</text>`+"\n",
 			left, y(v), left+plotW, y(v), left-4, y(v)+4, v)
 	}
