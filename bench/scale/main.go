@@ -343,8 +343,8 @@ func study(ctx context.Context, o *options, logf func(string, ...any)) (rs []*Si
 			return rs, err
 		}
 		loadEnd := lastPos + spec.Count // gapless, checked
-		logf("size %s: loaded in %.0fs (%.0f events/s; CPU: server %.0fs, this program %.0fs), VACUUM ANALYZE %.1fs",
-			sizeName(n), st.Seconds, r.LoadEventsPerS, st.ServerCPU, st.ClientCPU, r.VacuumSeconds)
+		logf("size %s: loaded in %.0fs (%.0f events/s; CPU: loading backend %.0fs, this program %.0fs; index re-creation %.0fs), VACUUM ANALYZE %.1fs",
+			sizeName(n), st.Seconds, r.LoadEventsPerS, st.ServerCPU, st.ClientCPU, st.IndexSeconds, r.VacuumSeconds)
 		m := &meter{o: o, pool: pool, store: store, schema: schema, spec: spec, events: n, logf: logf}
 		if err := m.sizes(ctx, r); err != nil {
 			return rs, err

@@ -46,11 +46,6 @@ type stageSpec struct {
 	Seed       uint64
 }
 
-// specials is how many events of the stage belong to the special entities.
-func (s stageSpec) specials() int64 {
-	return int64(s.Probes*probeEvents+2*s.LongEvents) + int64(s.markers())
-}
-
 // markers is the number of marker events of the stage: markerEvents, or
 // fewer when the stage is small.
 func (s stageSpec) markers() int { return int(min(int64(markerEvents), s.Count/100)) }
