@@ -172,3 +172,19 @@ func TestParseFlags(t *testing.T) {
 	_, err = parseFlags([]string{"--reps", "2"}, io.Discard)
 	require.Error(t, err)
 }
+
+// The disk check stops the study when what is left to load (with the
+// margin) and the reserve do not fit, naming both.
+func TestDiskCheckStopsWhenShort(t *testing.T) {
+	d := &disk{dir: t.TempDir(), reserve: 1 << 20}
+	free, err := d.free()
+	require.NoError(t, err)
+	_, _, err = d.check(free/400+1, 400) // ×1.3 of just over the free space
+	require.ErrorIs(t, err, errDiskShort)
+	require.ErrorContains(t, err, "bytes each")
+	need, _, err := d.check(1000, 400)
+	require.NoError(t, err)
+	require.Equal(t, int64(1000*400*diskMargin)+d.reserve, need)
+	_, err = (&disk{dir: "/nonexistent/pgdata"}).free()
+	require.ErrorContains(t, err, "--disk-check=false")
+}
