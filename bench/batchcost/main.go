@@ -3,7 +3,7 @@
 // for it and for the decision read of an entity (bench/PROFILE.md, "Batches
 // and the GIN pending list").
 //
-//	go run ./bench/batchcost --dsn URL [--calls 30] [--rounds 5] [--prefill 50000]
+//	go run ./bench/batchcost --dsn URL [--calls 30] [--rounds 5] [--prefill 50000] [--distinct]
 //
 // Variants, each in a schema of its own (pgdcb_batchcost_<hex>_<n>, dropped at
 // the end) holding --prefill events of entities of 10 events:
@@ -56,6 +56,7 @@ func main() {
 	calls := flag.Int("calls", 30, "calls per variant and round")
 	rounds := flag.Int("rounds", 5, "rounds (median reported)")
 	prefill := flag.Int("prefill", 50000, "events in each schema before measuring")
+	flag.BoolVar(&distinct, "distinct", false, "a new account tag for every event, instead of bench's 100 accounts per writer")
 	flag.Parse()
 	if err := run(context.Background(), *dsn, *calls, *rounds, *prefill); err != nil {
 		fmt.Fprintln(os.Stderr, "batchcost:", err)
@@ -286,9 +287,17 @@ func runTime(pid int) (time.Duration, error) {
 	return time.Duration(ns), err
 }
 
-// benchEvent is bench's event: two tags, about 60 bytes of JSON.
+// distinct gives every event an account of its own (--distinct).
+var distinct bool
+
+// benchEvent is bench's event: two tags, about 60 bytes of JSON. Its
+// account tag repeats every 100 events, as in bench, unless distinct.
 func benchEvent(seq int64) pgdcb.Event {
-	ts := []string{"account=0-" + strconv.FormatInt(seq%100, 10), "writer=0"}
+	acct := seq % 100
+	if distinct {
+		acct = seq
+	}
+	ts := []string{"account=0-" + strconv.FormatInt(acct, 10), "writer=0"}
 	data := `{"n":` + strconv.FormatInt(seq, 10) + `,"amount":42,"note":"benchmark payload"}`
 	return pgdcb.Event{Type: "BenchAppended", Tags: tags.MustParseSet(ts...), Data: json.RawMessage(data)}
 }
