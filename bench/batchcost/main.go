@@ -3,7 +3,7 @@
 // for it and for the decision read of an entity (bench/PROFILE.md, "Batches
 // and the GIN pending list").
 //
-//	go run ./bench/batchcost --dsn URL [--calls 30] [--rounds 5] [--prefill 50000] [--distinct]
+//	go run ./bench/batchcost --dsn URL [--calls 30] [--rounds 5] [--prefill 50000] [--distinct] [--writers N]
 //
 // Variants, each in a schema of its own (pgdcb_batchcost_<hex>_<n>, dropped at
 // the end) holding --prefill events of entities of 10 events:
@@ -24,7 +24,8 @@
 // time (/proc/<pid>/schedstat, nanoseconds), so the server must run on this
 // machine, and the figures stand against other load on it. WAL per call is
 // read by EXPLAIN (ANALYZE, WAL) once per round. Last, one-event appends
-// with the GIN off and cleaned by the append.
+// with the GIN off and cleaned by the append; with --writers N, also their
+// rate at N writers (3 s each, alternated, per round).
 package main
 
 import (
@@ -39,6 +40,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -57,8 +59,9 @@ func main() {
 	rounds := flag.Int("rounds", 5, "rounds (median reported)")
 	prefill := flag.Int("prefill", 50000, "events in each schema before measuring")
 	flag.BoolVar(&distinct, "distinct", false, "a new account tag for every event, instead of bench's 100 accounts per writer")
+	writers := flag.Int("writers", 0, "also one-event appends at this many writers, GIN off against cleaned by the append (appends/s)")
 	flag.Parse()
-	if err := run(context.Background(), *dsn, *calls, *rounds, *prefill); err != nil {
+	if err := run(context.Background(), *dsn, *calls, *rounds, *prefill, *writers); err != nil {
 		fmt.Fprintln(os.Stderr, "batchcost:", err)
 		os.Exit(1)
 	}
@@ -89,7 +92,7 @@ type row struct {
 	records   []float64 // WAL records per call, per round
 }
 
-func run(ctx context.Context, dsn string, calls, rounds, prefill int) error {
+func run(ctx context.Context, dsn string, calls, rounds, prefill, writers int) error {
 	var b [4]byte
 	_, _ = rand.Read(b[:])
 	base := "pgdcb_batchcost_" + hex.EncodeToString(b[:])
@@ -180,6 +183,11 @@ func run(ctx context.Context, dsn string, calls, rounds, prefill int) error {
 			}
 		}
 		fmt.Fprintf(os.Stderr, "batchcost: round %d of %d\n", r+1, rounds)
+	}
+	if writers > 0 {
+		if err := concurrent(ctx, dsn, []*side{sides[0], sides[3]}, writers, rounds); err != nil {
+			return err
+		}
 	}
 	fmt.Printf("| operation | server CPU µs per call | ÷ floor | WAL records, B per call | entity read µs |\n|---|---:|---:|---:|---:|\n")
 	floor := med(rows[0].cpu)
@@ -325,6 +333,61 @@ func appendOne(s *side) func(context.Context, int64) error {
 		_, err := s.st.Append(ctx, []pgdcb.Event{benchEvent(seq)})
 		return err
 	}
+}
+
+// concurrent runs one-event appends at writers writers for 3 s on each
+// side in turn, rounds times, and prints the appends per second.
+func concurrent(ctx context.Context, dsn string, sides []*side, writers, rounds int) error {
+	rates := make([][]float64, len(sides))
+	for r := 0; r < rounds; r++ {
+		for i, s := range sides {
+			cfg, err := pgxpool.ParseConfig(dsn)
+			if err != nil {
+				return err
+			}
+			cfg.MaxConns = int32(writers)
+			pool, err := pgxpool.NewWithConfig(ctx, cfg)
+			if err != nil {
+				return err
+			}
+			st, err := eventstore.New(pool, &eventstore.Config{Schema: s.schema, GroupCommitDisabled: true, NotifyDisabled: true})
+			if err != nil {
+				pool.Close()
+				return err
+			}
+			var done atomic.Int64
+			errs := make(chan error, writers)
+			end := time.Now().Add(3 * time.Second)
+			for w := 0; w < writers; w++ {
+				go func() {
+					for seq := int64(0); time.Now().Before(end); seq++ {
+						e := benchEvent(seq)
+						e.Tags = tags.MustParseSet("account="+strconv.Itoa(w)+"-"+strconv.FormatInt(seq%100, 10), "writer="+strconv.Itoa(w))
+						if _, err := st.Append(ctx, []pgdcb.Event{e}); err != nil {
+							errs <- err
+							return
+						}
+						done.Add(1)
+					}
+					errs <- nil
+				}()
+			}
+			for w := 0; w < writers; w++ {
+				if e := <-errs; e != nil && err == nil {
+					err = e
+				}
+			}
+			pool.Close()
+			if err != nil {
+				return fmt.Errorf("%d writers, GIN %s: %w", writers, s.name, err)
+			}
+			rates[i] = append(rates[i], float64(done.Load())/3)
+		}
+	}
+	for i, s := range sides {
+		fmt.Printf("Store.Append 1 event at %d writers, GIN %s: %s appends/s\n", writers, s.name, spread(rates[i]))
+	}
+	return nil
 }
 
 // columns are the bench batch's columns as the floor's INSERT sends them.
