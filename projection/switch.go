@@ -164,11 +164,15 @@ func servers(ctx context.Context, db querier, schema, name string, views []strin
 }
 
 // caughtUp reports whether name's checkpoint holds every event the
-// checkpoints olds hold: its cursor is at or after theirs, and after every
-// event a logical-mode one consumed beyond its cursor (its consumed set or
-// snapshot read; when its checkpoint names neither, after the log's last
-// event). It fails with ErrNotActive when name is not ACTIVE.
+// checkpoints olds hold (at once when there are none): its cursor is at or
+// after theirs, and no event after it is one that a logical-mode one
+// consumed beyond its cursor (logical.Checkpoint.Consumed; when its
+// checkpoint does not say, name's cursor must be at the log's last event).
+// It fails with ErrNotActive when name is not ACTIVE.
 func caughtUp(ctx context.Context, db querier, schema, name string, olds []switchState) (bool, error) {
+	if len(olds) == 0 {
+		return true, nil
+	}
 	var n switchState
 	// checkpoints primary key.
 	err := db.QueryRow(ctx, `SELECT status, transaction_id, position FROM `+schema+`.checkpoints WHERE name = $1`, name).
@@ -193,19 +197,11 @@ func caughtUp(ctx context.Context, db querier, schema, name string, olds []switc
 		if err != nil {
 			return false, fmt.Errorf("checkpoint %q: %w", o.name, err)
 		}
-		switch {
-		case cp.Done != nil && cp.Done.Snapshot != nil:
-			if cp.Done.Beyond(n.cur) {
-				return false, nil
-			}
-		case cp.Sync != nil && cp.Sync.Snapshot != nil:
-			if !at(cp.Sync.After) || n.cur.TransactionID < cp.Sync.Snapshot.Xmax {
-				return false, nil
-			}
-		default:
+		if cp.Done == nil && cp.Sync == nil {
+			// It does not say what it consumed beyond its cursor: at most
+			// the log's last event.
 			var last cursor.Cursor
-			// The (transaction_id, position) index, backwards: the last
-			// event in log order.
+			// The (transaction_id, position) index, backwards.
 			err := db.QueryRow(ctx, `SELECT transaction_id, position FROM `+schema+`.events
 				ORDER BY transaction_id DESC, position DESC LIMIT 1`).Scan(&last.TransactionID, &last.Position)
 			if err != nil && !errors.Is(err, pgx.ErrNoRows) {
@@ -214,10 +210,41 @@ func caughtUp(ctx context.Context, db querier, schema, name string, olds []switc
 			if !at(last) {
 				return false, nil
 			}
+			continue
+		}
+		// No event after name's cursor may be one it consumed. The
+		// (transaction_id, position) index, from name's cursor on: a few
+		// rows once name is about caught up (the cursors compared above).
+		rows, err := db.Query(ctx, `SELECT transaction_id, position FROM `+schema+`.events
+			WHERE (transaction_id, position) > ($1::xid8, $2) ORDER BY transaction_id, position LIMIT $3`,
+			n.cur.TransactionID, n.cur.Position, maxScan)
+		if err != nil {
+			return false, err
+		}
+		var (
+			x       uint64
+			p       int64
+			seen    int
+			missing bool
+		)
+		_, err = pgx.ForEachRow(rows, []any{&x, &p}, func() error {
+			seen++
+			missing = missing || cp.Consumed(x, p)
+			return nil
+		})
+		if err != nil {
+			return false, err
+		}
+		if missing || seen == maxScan {
+			return false, nil
 		}
 	}
 	return true, nil
 }
+
+// maxScan bounds the events caughtUp reads after the new version's cursor;
+// more means it is not caught up yet.
+const maxScan = 10000
 
 func sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
