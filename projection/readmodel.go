@@ -91,8 +91,17 @@ func (r *Runner) register(ctx context.Context) error {
 			return err
 		}
 		for i, v := range r.rm.views {
-			// read_model_views primary key: the first projection to
-			// register a view serves it.
+			// read_model_views primary key. Read first: a view already
+			// served needs no INSERT privilege (the application role has
+			// SELECT only).
+			var served bool
+			if err := tx.QueryRow(ctx, `SELECT EXISTS (SELECT 1 FROM `+schema+`.read_model_views WHERE view_name = $1)`, v).Scan(&served); err != nil {
+				return err
+			}
+			if served {
+				continue
+			}
+			// The first projection to register a view serves it.
 			tag, err := tx.Exec(ctx, `INSERT INTO `+schema+`.read_model_views (view_name, projection, table_name)
 				VALUES ($1, $2, $3) ON CONFLICT (view_name) DO NOTHING`, v, r.name, r.rm.tables[i])
 			if err != nil {
