@@ -52,7 +52,7 @@ type Balances struct {
 	store  *eventstore.Store
 	cfg    BalancesConfig
 	runner *projection.Runner
-	sql    struct{ setup, view, upsert, balance string }
+	sql    struct{ setup, view, upsert, balance, checkpoint string }
 }
 
 // BalancesView is the view the balances are read through.
@@ -94,6 +94,9 @@ func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
 		ON CONFLICT (wallet_id) DO UPDATE SET balance = b.balance + EXCLUDED.balance, updated_at = now()`
 	// Primary key lookup, through the view.
 	b.sql.balance = `SELECT balance FROM ` + s + `.` + BalancesView + ` WHERE wallet_id = $1`
+	// Primary keys of read_model_views and checkpoints.
+	b.sql.checkpoint = `SELECT transaction_id, position FROM ` + s + `.checkpoints WHERE name =
+		coalesce((SELECT projection FROM ` + s + `.read_model_views WHERE view_name = ` + quoteLiteral(view) + `), $1)`
 	r, err := projection.New(store, name, query.New(query.Item{Types: EventTypes}), b.apply,
 		&projection.Config{BatchSize: b.cfg.BatchSize, Tables: []string{name}, Views: []string{BalancesView},
 			ReaderConfig: projection.ReaderConfig{PollInterval: b.cfg.PollInterval}})
@@ -220,17 +223,20 @@ func (b *Balances) lastEvent(ctx context.Context, id string) (*cursor.Cursor, er
 	return &cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}, nil
 }
 
-// Checkpoint returns the read model's position in the log (the start before
-// the projection first ran).
+// Checkpoint returns the position in the log of the balances readers read:
+// the checkpoint of the version the view shows (read_model_views names it,
+// docs/LIFECYCLE.md), this version's before any serves it, the start before
+// the projection first ran.
 func (b *Balances) Checkpoint(ctx context.Context) (cursor.Cursor, error) {
-	st, err := b.runner.Status(ctx)
-	if errors.Is(err, projection.ErrNotFound) {
+	var c cursor.Cursor
+	err := b.store.Pool().QueryRow(ctx, b.sql.checkpoint, b.runner.Name()).Scan(&c.TransactionID, &c.Position)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return cursor.Start, nil
 	}
 	if err != nil {
 		return cursor.Cursor{}, fmt.Errorf("wallet: balances: %w", err)
 	}
-	return st.Cursor, nil
+	return c, nil
 }
 
 // WaitFor waits until the read model holds every event up to target (the

@@ -247,6 +247,11 @@ func TestResetAndRebuildUnderLiveTransfers(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, projection.Paused, st.State, "version 1 after the switch")
 	caughtUp(t, svc, v1) // WaitFor follows the view to version 2
+	cp, err := v1.Checkpoint(ctx)
+	require.NoError(t, err)
+	st2, err := v2.Projection().Status(ctx)
+	require.NoError(t, err)
+	require.Equal(t, st2.Cursor, cp, "as_of is version 2's")
 	want := replay(t, svc)
 	for id, bal := range want {
 		got, ok, err := v1.Balance(ctx, id)
