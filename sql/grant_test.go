@@ -417,6 +417,7 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 		"events:SELECT",
 		"projection_partitions:INSERT", "projection_partitions:SELECT", "projection_partitions:UPDATE",
 		"projection_workers:DELETE", "projection_workers:INSERT", "projection_workers:SELECT", "projection_workers:UPDATE",
+		"read_model_views:SELECT",
 		"schema_functions:SELECT",
 		"schema_migrations:SELECT",
 	}
