@@ -13,6 +13,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	appendif "github.com/pgdcb/pgdcb/append"
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/internal/storekit"
 )
 
 // Append appends events unconditionally, in one transaction. It still takes the
@@ -39,7 +40,8 @@ func (s *Store) Append(ctx context.Context, events []pgdcb.Event) (pgdcb.AppendR
 // appendPool runs one append as its own (implicit) transaction on a pooled
 // connection and tells a certain failure from an unknown outcome.
 func (s *Store) appendPool(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
-	if err := s.validate(events); err != nil {
+	events, err := s.prepare(events)
+	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
 	if !s.bg.enter(true) {
@@ -69,7 +71,8 @@ func (s *Store) appendPool(ctx context.Context, events []pgdcb.Event, cond *appe
 func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event) (res pgdcb.AppendResult, err error) {
 	ctx, t := s.startAppend(ctx, events, nil, true)
 	defer func() { t.endAppend(len(events), res, err) }()
-	if err := s.validate(events); err != nil {
+	events, err = s.prepare(events)
+	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
 	return s.appendEvents(ctx, tx, events, nil, false, uuid.Nil)
@@ -96,6 +99,7 @@ func (s *Store) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendi
 	if err := cond.Validate(); err != nil {
 		return pgdcb.AppendResult{}, err
 	}
+	cond = storekit.ExpandCondition(s.cfg.Upcasters, cond)
 	return s.appendPool(ctx, events, &cond)
 }
 
@@ -108,7 +112,9 @@ func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event,
 	if err := cond.Validate(); err != nil {
 		return pgdcb.AppendResult{}, err
 	}
-	if err := s.validate(events); err != nil {
+	cond = storekit.ExpandCondition(s.cfg.Upcasters, cond)
+	events, err = s.prepare(events)
+	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
 	return s.appendEvents(ctx, tx, events, &cond, false, uuid.Nil)

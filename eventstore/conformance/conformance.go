@@ -22,13 +22,15 @@
 // decision missed an event; the idempotency race: exactly one), tailing
 // (pages in log order, each event once, cursors that cover their page and
 // stay on an event, usable as an AppendIf After), wake-ups (Listen), and bad
-// input (typed errors, nothing written).
+// input (typed errors, nothing written); with Options.WithUpcasters,
+// upcasting (package upcast).
 package conformance
 
 import (
 	"testing"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/upcast"
 )
 
 // Options tune the suite; nil means defaults.
@@ -37,6 +39,11 @@ type Options struct {
 	Rounds int
 	// Racers is the number of concurrent writers in a race. Default 16.
 	Racers int
+	// WithUpcasters, when set, returns an empty store reading through reg
+	// (eventstore.Config.Upcasters): the suite then checks upcasting too
+	// (old shapes and renamed types on every read, conditions across a
+	// rename under a race of 32 writers, bad upcasters failing loudly).
+	WithUpcasters func(t testing.TB, reg *upcast.Registry) pgdcb.Store
 }
 
 func (o *Options) withDefaults() Options {
@@ -69,7 +76,7 @@ func Checks(opts *Options) []Check {
 	with := func(f func(testing.TB, pgdcb.Store, Options)) func(testing.TB, pgdcb.Store) {
 		return func(t testing.TB, s pgdcb.Store) { f(t, s, o) }
 	}
-	return []Check{
+	checks := []Check{
 		{"AppendPositionsAndTransactions", with(testAppendPositions)},
 		{"ReadOptions", with(testReadOptions)},
 		{"ReadIterator", with(testReadIterator)},
@@ -97,6 +104,14 @@ func Checks(opts *Options) []Check {
 		{"SizeLimits", with(testSizeLimits)},
 		{"EndedContext", with(testEndedContext)},
 	}
+	if up := o.WithUpcasters; up != nil {
+		checks = append(checks,
+			Check{"UpcastEveryRead", func(t testing.TB, _ pgdcb.Store) { testUpcasting(t, up) }},
+			Check{"UpcastFailsLoudly", func(t testing.TB, _ pgdcb.Store) { testUpcastFailsLoudly(t, up) }},
+			Check{"UpcastRenameRaceExactlyOne", func(t testing.TB, _ pgdcb.Store) { testUpcastRenameRace(t, up, o) }},
+		)
+	}
+	return checks
 }
 
 // Run runs the suite with default options.
