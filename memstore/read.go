@@ -45,7 +45,7 @@ func (s *Store) readLocked(q query.Query, o pgdcb.ReadOptions) ([]pgdcb.StoredEv
 	head := s.headLocked()
 	var out []pgdcb.StoredEvent
 	s.scan(q, o.After, o.Backwards, func(e pgdcb.StoredEvent) bool {
-		out = append(out, clone(e))
+		out = append(out, clone(s.openLocked(e)))
 		return o.Limit == 0 || len(out) < o.Limit
 	})
 	c := head

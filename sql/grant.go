@@ -48,6 +48,10 @@ var tableGrants = []tableGrant{
 	// (an upsert) after it. Retention deletes them, as the owner.
 	{"decision_snapshots", "SELECT, INSERT, UPDATE", false},
 	{"decision_snapshot_epoch", "SELECT", false},
+	// Subjects' data keys (crypto-shredding): read by reads that open
+	// sealed fields, created by the first sealed append of a subject. Erase
+	// deletes them (and snapshots), as the owner.
+	{"subject_keys", "SELECT, INSERT", false},
 }
 
 // maxIdentifier is PostgreSQL's longest identifier, in bytes (NAMEDATALEN-1).
@@ -65,7 +69,7 @@ var ownerFunctions = []string{"delete_events_tagged", "rebase_transaction_ids", 
 // Grant gives an existing role exactly what the library needs to run as an
 // application, and nothing more, in the (migrated) schema: USAGE on the
 // schema; SELECT on its tables; INSERT on commands; INSERT and UPDATE on
-// checkpoints and decision_snapshots, and on run_snapshots when
+// checkpoints and decision_snapshots, INSERT on subject_keys, and on run_snapshots when
 // runstore.Migrate created it; EXECUTE on append_events and append_group,
 // which run as their owner. It first revokes whatever the role held on those objects (and
 // CREATE on the schema), so running it again, or on a role granted more by

@@ -417,6 +417,7 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 		"events:SELECT",
 		"schema_functions:SELECT",
 		"schema_migrations:SELECT",
+		"subject_keys:INSERT", "subject_keys:SELECT",
 	}
 	require.Equal(t, core, tablePrivileges(t, admin, q, app), "without runstore's tables")
 
