@@ -18,7 +18,7 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	conformance.RunWithOptions(t, func(t *testing.T) pgdcb.Store {
-		s, _ := newStore(t, nil)
+		s, _ := erasableStore(t, nil)
 		return s
 	}, &conformance.Options{Rounds: 30})
 }

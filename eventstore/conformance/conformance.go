@@ -21,8 +21,11 @@
 // multi-item conditions and mixed writers, replayed so that no committed
 // decision missed an event; the idempotency race: exactly one), tailing
 // (pages in log order, each event once, cursors that cover their page and
-// stay on an event, usable as an AppendIf After), wake-ups (Listen), and bad
-// input (typed errors, nothing written).
+// stay on an event, usable as an AppendIf After), wake-ups (Listen), bad
+// input (typed errors, nothing written), and erasure (fields marked
+// pgdcb.Personal read as null after Erase, the rest intact; skipped for a
+// store without Erase, which must then have what a PostgreSQL store needs
+// to seal: eventstore.Config.KEK).
 package conformance
 
 import (
@@ -96,6 +99,7 @@ func Checks(opts *Options) []Check {
 		{"BadQueriesAndLimits", with(testBadQueries)},
 		{"SizeLimits", with(testSizeLimits)},
 		{"EndedContext", with(testEndedContext)},
+		{"ErasureRedactsOnlyTheSubject", with(testErasure)},
 	}
 }
 
