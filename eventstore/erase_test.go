@@ -341,4 +341,3 @@ func TestEraseOnStandbyRead(t *testing.T) {
 	require.Equal(t, "null", string(dataOf(t, evs[0]).Owner))
 	require.JSONEq(t, `{"name": "Bob"}`, string(dataOf(t, evs[0]).Witness))
 }
-
