@@ -40,7 +40,8 @@ func (s *Store) Append(ctx context.Context, events []pgdcb.Event) (pgdcb.AppendR
 // appendPool runs one append as its own (implicit) transaction on a pooled
 // connection and tells a certain failure from an unknown outcome.
 func (s *Store) appendPool(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
-	if err := s.validate(events); err != nil {
+	events, err := s.prepare(events)
+	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
 	if !s.bg.enter(true) {
@@ -76,7 +77,8 @@ func (s *Store) appendPool(ctx context.Context, events []pgdcb.Event, cond *appe
 func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event) (res pgdcb.AppendResult, err error) {
 	ctx, t := s.startAppend(ctx, events, nil, true)
 	defer func() { t.endAppend(len(events), res, err) }()
-	if err := s.validate(events); err != nil {
+	events, err = s.prepare(events)
+	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
 	return s.appendTx(ctx, tx, events, nil)
@@ -103,6 +105,7 @@ func (s *Store) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendi
 	if err := cond.Validate(); err != nil {
 		return pgdcb.AppendResult{}, err
 	}
+	cond = storekit.ExpandCondition(s.cfg.Upcasters, cond)
 	return s.appendPool(ctx, events, &cond)
 }
 
@@ -115,7 +118,9 @@ func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event,
 	if err := cond.Validate(); err != nil {
 		return pgdcb.AppendResult{}, err
 	}
-	if err := s.validate(events); err != nil {
+	cond = storekit.ExpandCondition(s.cfg.Upcasters, cond)
+	events, err = s.prepare(events)
+	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
 	return s.appendTx(ctx, tx, events, &cond)

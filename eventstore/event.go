@@ -9,3 +9,15 @@ import (
 func (s *Store) validate(events []pgdcb.Event) error {
 	return storekit.ValidateEvents(s.cfg.limits(), events)
 }
+
+// prepare is what an append does to its events before anything is sent:
+// the version of each event of a type with upcasters is recorded in its
+// metadata (storekit.Stamp; events itself is not changed), then the batch
+// is validated.
+func (s *Store) prepare(events []pgdcb.Event) ([]pgdcb.Event, error) {
+	events, err := storekit.Stamp(s.cfg.Upcasters, events)
+	if err != nil {
+		return nil, err
+	}
+	return events, s.validate(events)
+}

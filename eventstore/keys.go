@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/seal"
@@ -76,8 +77,47 @@ func (w aesWrapper) UnwrapKey(_ context.Context, wrapped []byte) ([]byte, error)
 type keyring struct {
 	s *Store
 
-	mu    sync.Mutex
-	cache map[string]cachedKey // key_id → unwrapped key
+	mu     sync.Mutex
+	cache  map[string]cachedKey // key_id → unwrapped key
+	pool   *pgxpool.Pool        // lookups (lookupPool); nil until the first
+	closed bool                 // Close ran: lookups use the store's pool
+}
+
+// lookupPoolSize is the most connections the reads' key look-ups hold.
+const lookupPoolSize = 2
+
+// lookupPool is the pool the reads' key look-ups use: a small one of its
+// own on the store's primary, made at the first look-up and closed by
+// Close, so that a read streaming on a connection of the store's pool never
+// waits for a second one from it (reads that each hold one and wait for
+// another would wait for ever once the pool is exhausted).
+func (k *keyring) lookupPool(ctx context.Context) (*pgxpool.Pool, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.closed {
+		return k.s.pool, nil
+	}
+	if k.pool == nil {
+		cfg := k.s.pool.Config()
+		cfg.MaxConns, cfg.MinConns = lookupPoolSize, 0
+		p, err := pgxpool.NewWithConfig(context.WithoutCancel(ctx), cfg)
+		if err != nil {
+			return nil, err
+		}
+		k.pool = p
+	}
+	return k.pool, nil
+}
+
+// close closes the look-up pool (Store.Close).
+func (k *keyring) close() {
+	k.mu.Lock()
+	p := k.pool
+	k.pool, k.closed = nil, true
+	k.mu.Unlock()
+	if p != nil {
+		p.Close()
+	}
 }
 
 type cachedKey struct {
@@ -238,9 +278,9 @@ func (k *keyring) lockKeys(ctx context.Context, tx dbtx, subjects []string) (key
 
 // openEvents opens the sealed fields of evs in place (the read pipeline's
 // first step): it looks the batch's keys up in one statement on the
-// store's pool (the primary: once Erase has returned, no read anywhere
-// opens the subject's fields, a standby's included, whatever its lag), and
-// gives null where a key is gone. Without Config.KEK it leaves evs as
+// primary (lookupPool: once Erase has returned, no read anywhere opens the
+// subject's fields, a standby's included, whatever its lag), and gives
+// null where a key is gone. Without Config.KEK it leaves evs as
 // stored.
 func (k *keyring) openEvents(ctx context.Context, evs []pgdcb.StoredEvent) error {
 	if k.s.cfg.KEK == nil {
@@ -281,8 +321,12 @@ func (k *keyring) load(ctx context.Context, ids []string) (map[string][]byte, er
 			uuids = append(uuids, u)
 		}
 	}
+	pool, err := k.lookupPool(ctx)
+	if err != nil {
+		return nil, err
+	}
 	// subject_keys_key_id_key.
-	rows, err := s.pool.Query(ctx, `SELECT subject, key_id::text, wrapped FROM `+s.schema+`.subject_keys
+	rows, err := pool.Query(ctx, `SELECT subject, key_id::text, wrapped FROM `+s.schema+`.subject_keys
 		WHERE key_id = ANY($1)`, uuids)
 	if err != nil {
 		return nil, err

@@ -47,5 +47,5 @@ func (s *Store) project(ctx context.Context, db dbtx, projectors []pgdcb.Project
 	if !s.cfg.SnapshotsDisabled && anySnapshottable(projectors) {
 		return s.projectSnapshots(ctx, db, projectors, projectOpts{})
 	}
-	return storekit.Fold(func(q query.Query) pgdcb.Events { return s.read(ctx, db, q, nil) }, projectors...)
+	return storekit.Fold(func(q query.Query) pgdcb.Events { return s.read(ctx, db, q, nil) }, s.cfg.Upcasters, projectors...)
 }

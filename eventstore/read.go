@@ -257,6 +257,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *pgdc
 			return
 		}
 		es.started = true
+		q := s.expand(q)
 		proved := !tail && s.proved(db)
 		for s.readOnce(ctx, db, q, o, tail, proved, es, yield) {
 			// Past the proof's bounds on a standby: the read runs again
@@ -302,6 +303,25 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o pgdcb.Re
 		hdr = append(hdr, &es.durable.TransactionID, &es.durable.Position, &durAt, &es.horizon, &es.holder.PID, &es.holder.Database)
 	}
 	first, rest := rowTargets(append(hdr, pf.dest()...))
+	// Events are handed out in batches, each through the read pipeline
+	// (present) first.
+	buf := make([]pgdcb.StoredEvent, 0, presentCap(o.Limit))
+	flush := func() bool {
+		if len(buf) == 0 {
+			return true
+		}
+		if err := s.present(ctx, buf); err != nil {
+			yield(pgdcb.StoredEvent{}, err)
+			return false
+		}
+		for _, ev := range buf {
+			if !yield(ev, nil) {
+				return false
+			}
+		}
+		buf = buf[:0]
+		return true
+	}
 	for rows.Next() {
 		targets := rest
 		if n == 0 {
@@ -328,9 +348,12 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o pgdcb.Re
 		}
 		last = ev
 		traced.addEvents(1)
-		if !yield(ev, nil) {
+		if buf = append(buf, ev); len(buf) == cap(buf) && !flush() {
 			return false
 		}
+	}
+	if !flush() {
+		return false
 	}
 	if err := rows.Err(); err != nil {
 		yield(pgdcb.StoredEvent{}, errf("read", err))

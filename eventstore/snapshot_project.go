@@ -115,11 +115,11 @@ func (s *Store) projectSnapshots(ctx context.Context, db dbtx, projectors []pgdc
 	entryOf := make([]*snapEntry, len(projectors))
 	var entries []*snapEntry
 	for i, p := range projectors {
-		queries[i] = p.Query()
+		queries[i] = s.expand(p.Query())
 		union = union.Or(queries[i])
 		if sp, ok := p.(pgdcb.Snapshottable); ok {
 			if name, version := sp.SnapshotKey(); name != "" {
-				text, key := canonicalQuery(queries[i])
+				text, key := s.snapshotKey(queries[i])
 				e := &snapEntry{p: sp, name: name, version: version, qtext: text, qkey: key}
 				entryOf[i] = e
 				entries = append(entries, e)
@@ -282,6 +282,38 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.
 				tx: durable.TransactionID, position: durable.Position, state: b, epoch: epoch})
 		}
 	}
+	// fold hands one event to the projectors; events are folded in
+	// batches, each through the read pipeline (present) first.
+	fold := func(ev pgdcb.StoredEvent) {
+		below := cursor.Compare(ev.TransactionID, ev.Position, durable.TransactionID, durable.Position) <= 0
+		if !below && !passedDurable {
+			capture()
+		}
+		for i, p := range projectors {
+			if !queries[i].Matches(ev.Type, ev.Tags) {
+				continue
+			}
+			e := entryOf[i]
+			if e != nil && cursor.Compare(ev.TransactionID, ev.Position, e.from.TransactionID, e.from.Position) <= 0 {
+				continue // in its snapshot
+			}
+			p.Apply(ev)
+			if e != nil && below {
+				e.folded++
+			}
+		}
+	}
+	buf := make([]pgdcb.StoredEvent, 0, presentBatch)
+	flush := func() error {
+		if err := s.present(ctx, buf); err != nil {
+			return err
+		}
+		for _, ev := range buf {
+			fold(ev)
+		}
+		buf = buf[:0]
+		return nil
+	}
 	var headAt pgtype.Timestamptz
 	first, rest := rowTargets(append([]any{&snapText, &epoch, &head.TransactionID, &head.Position, &headAt,
 		&durable.TransactionID, &durable.Position}, pf.dest()...))
@@ -313,23 +345,14 @@ func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.
 			break
 		}
 		traced.addEvents(1)
-		below := cursor.Compare(ev.TransactionID, ev.Position, durable.TransactionID, durable.Position) <= 0
-		if !below && !passedDurable {
-			capture()
-		}
-		for i, p := range projectors {
-			if !queries[i].Matches(ev.Type, ev.Tags) {
-				continue
-			}
-			e := entryOf[i]
-			if e != nil && cursor.Compare(ev.TransactionID, ev.Position, e.from.TransactionID, e.from.Position) <= 0 {
-				continue // in its snapshot
-			}
-			p.Apply(ev)
-			if e != nil && below {
-				e.folded++
+		if buf = append(buf, ev); len(buf) == cap(buf) {
+			if err := flush(); err != nil {
+				return c, nil, false, err
 			}
 		}
+	}
+	if err := flush(); err != nil {
+		return c, nil, false, err
 	}
 	if err := rows.Err(); err != nil {
 		return c, nil, false, errf("project", err)

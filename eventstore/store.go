@@ -34,6 +34,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/storekit"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
+	"github.com/pgdcb/pgdcb/upcast"
 )
 
 // Config configures a Store. The zero value (or nil) means every default: in
@@ -116,6 +117,13 @@ type Config struct {
 	// model is read from the start and no snapshot is written. Default
 	// false.
 	SnapshotsDisabled bool
+	// Upcasters brings events written in older shapes to the current one on
+	// every read path, records at append the version each event is written
+	// with, and widens queries and conditions naming a renamed type to all
+	// its names (package upcast; docs/LIFECYCLE.md, "Evolving events").
+	// Do not change the registry once given. Default nil: events are read
+	// as stored.
+	Upcasters *upcast.Registry
 	// SettleTimeout is the settle budget: how long an Append or AppendIf
 	// whose send failed with an unknown outcome (a lost connection, a
 	// context that ended during the call) may spend, past that failure,
@@ -139,7 +147,10 @@ type Config struct {
 	// KEK wraps the subjects' data keys under which the store seals
 	// personal fields (pgdcb.Personal) and opens them again on reads
 	// (docs/LIFECYCLE.md, "Erasing a person's data"): a KMS, or
-	// NewAESKeyWrapper. Default nil: an append with personal fields is
+	// NewAESKeyWrapper. Reads look keys up on the primary, through a pool
+	// of their own of at most 2 connections, made from the store's pool's
+	// configuration at the first look-up (closed by Close). Default nil:
+	// an append with personal fields is
 	// refused (never stored in clear), and reads return sealed fields as
 	// stored, {"pgdcb.sealed": …} with ciphertext.
 	KEK KeyWrapper
@@ -174,6 +185,10 @@ type Store struct {
 
 	snap snapshotState // decision snapshots (snapshot.go)
 
+	// upcasters is Config.Upcasters.Version(), part of every decision
+	// snapshot's key (snapshot_key.go).
+	upcasters string
+
 	// proofPast is the standby xmin of the last decision read whose proof
 	// was past its bounds (0: none): reads whose xmin is not above it skip
 	// the proof and run on the primary (standby.go).
@@ -205,7 +220,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Store{pool: pool, cfg: c, schema: q, channel: notifyChannel(c.Schema)}
+	s := &Store{pool: pool, cfg: c, schema: q, channel: notifyChannel(c.Schema), upcasters: c.Upcasters.Version()}
 	s.listenK1, s.listenK2 = listenerLockKey(c.Schema)
 	s.group.s, s.settler.s, s.snap.s, s.keys.s = s, s, s, s
 	s.born = time.Now()

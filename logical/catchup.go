@@ -172,7 +172,7 @@ func (r *Reader) catchUpNext(ctx context.Context, max int, wait time.Duration) (
 				break
 			}
 			cu.n++
-			if err := r.logical(cu.rows.RawValues()[0], time.Time{}); err != nil {
+			if err := r.logical(ctx, cu.rows.RawValues()[0], time.Time{}); err != nil {
 				return Batch{}, err
 			}
 		}

@@ -20,6 +20,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
+	"github.com/pgdcb/pgdcb/internal/readpipe"
 	"github.com/pgdcb/pgdcb/query"
 )
 
@@ -161,7 +162,7 @@ func Open(ctx context.Context, store *eventstore.Store, name string, q query.Que
 	if err := q.Validate(); err != nil {
 		return nil, fmt.Errorf("pgdcb: logical.Open: %w", err)
 	}
-	r := &Reader{store: store, schema: store.Schema(), q: q, cfg: cfg.withDefaults(store.Schema(), name),
+	r := &Reader{store: store, schema: store.Schema(), q: readpipe.Query(store, q), cfg: cfg.withDefaults(store.Schema(), name),
 		m: pgtype.NewMap(), rel: map[uint32]*relation{}, tail: tail}
 	pool := store.Pool()
 	if err := ensurePublication(ctx, pool, r.schema, r.cfg.Publication); err != nil {
@@ -767,12 +768,12 @@ func (r *Reader) copyData(ctx context.Context, data []byte) error {
 		if err != nil {
 			return fmt.Errorf("pgdcb: logical: XLogData: %w", err)
 		}
-		return r.logical(xld.WALData, xld.ServerTime)
+		return r.logical(ctx, xld.WALData, xld.ServerTime)
 	}
 	return nil
 }
 
-func (r *Reader) logical(data []byte, sent time.Time) error {
+func (r *Reader) logical(ctx context.Context, data []byte, sent time.Time) error {
 	if len(data) > 0 && data[0] == 'I' {
 		return r.insert(data)
 	}
@@ -809,6 +810,9 @@ func (r *Reader) logical(data []byte, sent time.Time) error {
 			return nil // consumed before the restart
 		case t.commit == r.skipAt:
 			t.off = int(min(r.skipN, int64(len(t.rows))))
+		}
+		if err := r.present(ctx, t.rows[t.off:]); err != nil {
+			return err
 		}
 		r.ready = append(r.ready, t)
 	}
@@ -868,6 +872,9 @@ func (r *Reader) syncPage(ctx context.Context, max int) (Batch, error) {
 	if err != nil {
 		return Batch{}, fmt.Errorf("pgdcb: logical: initial read: %w", err)
 	}
+	if err := readpipe.Present(ctx, r.store, evs); err != nil {
+		return Batch{}, err
+	}
 	if n < max {
 		// Done: the stream follows, and every transaction the snapshot
 		// shows was consumed.
@@ -920,4 +927,31 @@ func xidArray(xids []uint64) string {
 	}
 	b.WriteByte('}')
 	return b.String()
+}
+
+// present passes the rows of a committed transaction that the reader's
+// query matches through the store's read pipeline (eventstore's present,
+// through internal/readpipe), in place, before any is handed out; the
+// others are never handed out. An error (a bad upcaster) fails the read.
+func (r *Reader) present(ctx context.Context, rows []pgdcb.StoredEvent) error {
+	if !readpipe.Active(r.store) {
+		return nil
+	}
+	var idx []int
+	var evs []pgdcb.StoredEvent
+	for i, ev := range rows {
+		if r.q.Matches(ev.Type, ev.Tags) {
+			idx, evs = append(idx, i), append(evs, ev)
+		}
+	}
+	if len(evs) == 0 {
+		return nil
+	}
+	if err := readpipe.Present(ctx, r.store, evs); err != nil {
+		return err
+	}
+	for j, i := range idx {
+		rows[i] = evs[j]
+	}
+	return nil
 }

@@ -67,16 +67,19 @@ func (s *Store) sealLocked(events []pgdcb.Event, subjects []string) ([]pgdcb.Eve
 	return out, nil
 }
 
-// openLocked returns ev with its sealed fields opened (null where the key
-// was erased). Under s.mu (read or write).
-func (s *Store) openLocked(ev pgdcb.StoredEvent) pgdcb.StoredEvent {
+// openSealed opens the sealed fields of evs in place (null where the key
+// was erased): the read pipeline's first step, outside the read's lock.
+func (s *Store) openSealed(evs []pgdcb.StoredEvent) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	key := func(id string) ([]byte, bool) {
 		k, ok := s.keyByID[id]
 		return k, ok
 	}
-	ev.Data = seal.Open(ev.Data, key)
-	if ev.Metadata != nil {
-		ev.Metadata = seal.Open(ev.Metadata, key)
+	for i := range evs {
+		evs[i].Data = seal.Open(evs[i].Data, key)
+		if evs[i].Metadata != nil {
+			evs[i].Metadata = seal.Open(evs[i].Metadata, key)
+		}
 	}
-	return ev
 }

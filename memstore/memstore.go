@@ -45,6 +45,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/seal"
 	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/upcast"
 )
 
 // Config configures a Store. nil or the zero value means every default; in
@@ -65,12 +66,16 @@ type Config struct {
 	MaxBatchBytes int
 	// Now stamps appended events (StoredEvent.OccurredAt). Default time.Now.
 	Now func() time.Time
+	// Upcasters brings old events to the current shape on every read, as
+	// eventstore.Config.Upcasters does. Default nil: read as stored.
+	Upcasters *upcast.Registry
 }
 
 // Store is an in-memory event store. Create it with New.
 type Store struct {
-	limits storekit.Limits // the limits, defaults filled in
-	now    func() time.Time
+	limits    storekit.Limits // the limits, defaults filled in
+	now       func() time.Time
+	upcasters *upcast.Registry
 
 	mu      sync.RWMutex
 	events  []pgdcb.StoredEvent   // in log order
@@ -94,7 +99,7 @@ func New(cfg *Config) (*Store, error) {
 		return nil, errfmt.Errorf("pgdcb: memstore.New: %w", err)
 	}
 	c := cfg.withDefaults(l)
-	return &Store{limits: c.limits(), now: c.Now, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
+	return &Store{limits: c.limits(), now: c.Now, upcasters: c.Upcasters, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
 		keys: make(map[string]seal.Key), keyByID: make(map[string][]byte),
 		listeners: make(map[chan struct{}]struct{})}, nil
 }
@@ -155,10 +160,15 @@ func (s *Store) AppendIf(ctx context.Context, events []pgdcb.Event, cond appendi
 	if err := cond.Validate(); err != nil {
 		return pgdcb.AppendResult{}, err
 	}
+	cond = storekit.ExpandCondition(s.upcasters, cond)
 	return s.append(ctx, events, &cond)
 }
 
 func (s *Store) append(ctx context.Context, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
+	events, err := storekit.Stamp(s.upcasters, events)
+	if err != nil {
+		return pgdcb.AppendResult{}, err
+	}
 	if err := storekit.ValidateEvents(s.limits, events); err != nil {
 		return pgdcb.AppendResult{}, err
 	}

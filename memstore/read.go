@@ -35,17 +35,22 @@ func (s *Store) read(ctx context.Context, q query.Query, o pgdcb.ReadOptions) ([
 		return nil, cursor.Cursor{}, errfmt.Errorf("pgdcb: read: %w", err)
 	}
 	s.mu.RLock()
-	defer s.mu.RUnlock()
 	out, c, _ := s.readLocked(q, o)
+	s.mu.RUnlock()
+	if err := s.present(ctx, out); err != nil {
+		return nil, cursor.Cursor{}, err
+	}
 	return out, c, nil
 }
 
 // readLocked is read under s.mu; it also returns the log's head at the read.
+// Its events are as stored: pass them through present.
 func (s *Store) readLocked(q query.Query, o pgdcb.ReadOptions) ([]pgdcb.StoredEvent, cursor.Cursor, cursor.Cursor) {
+	q = storekit.Expand(s.upcasters, q)
 	head := s.headLocked()
 	var out []pgdcb.StoredEvent
 	s.scan(q, o.After, o.Backwards, func(e pgdcb.StoredEvent) bool {
-		out = append(out, clone(s.openLocked(e)))
+		out = append(out, clone(e))
 		return o.Limit == 0 || len(out) < o.Limit
 	})
 	c := head
@@ -93,7 +98,7 @@ func (s *Store) Head(ctx context.Context) (cursor.Cursor, error) {
 // eventstore.Store.Project). Snapshottable models are folded from the start:
 // the state and the condition are those the PostgreSQL store returns.
 func (s *Store) Project(ctx context.Context, projectors ...pgdcb.Projector) (appendif.Condition, error) {
-	return storekit.Fold(func(q query.Query) pgdcb.Events { return s.Read(ctx, q, nil) }, projectors...)
+	return storekit.Fold(func(q query.Query) pgdcb.Events { return s.Read(ctx, q, nil) }, s.upcasters, projectors...)
 }
 
 // ReadTail reads up to limit events matching q after the cursor (see
@@ -115,6 +120,9 @@ func (s *Store) ReadTail(ctx context.Context, q query.Query, after cursor.Cursor
 	// The head is the log's last event, whatever the limit cut the page to.
 	evs, _, head := s.readLocked(q, o)
 	s.mu.RUnlock()
+	if err := s.present(ctx, evs); err != nil {
+		return pgdcb.TailBatch{}, err
+	}
 	b := pgdcb.TailBatch{Events: evs, Horizon: head.Snapshot.Xmin, Head: head}
 	b.Head.Snapshot = nil
 	if limit > 0 && len(evs) == limit {

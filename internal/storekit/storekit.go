@@ -18,6 +18,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/clip"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/upcast"
 )
 
 // ValidateEvents checks a batch as Append does before anything is sent: every
@@ -84,7 +85,7 @@ func ValidateEvents(cfg Limits, events []pgdcb.Event) error {
 // with read (forward, no limit, no cursor), hands each event to every
 // projector whose own query matches it, and returns FailIf(union, &cursor).
 // Snapshots aside, which only spare work, the results are the store's.
-func Fold(read func(query.Query) pgdcb.Events, projectors ...pgdcb.Projector) (appendif.Condition, error) {
+func Fold(read func(query.Query) pgdcb.Events, reg *upcast.Registry, projectors ...pgdcb.Projector) (appendif.Condition, error) {
 	if len(projectors) == 0 {
 		return appendif.Condition{}, errors.New("pgdcb: project: no projectors")
 	}
@@ -94,7 +95,7 @@ func Fold(read func(query.Query) pgdcb.Events, projectors ...pgdcb.Projector) (a
 	var union query.Query
 	queries := make([]query.Query, len(projectors))
 	for i, p := range projectors {
-		queries[i] = p.Query()
+		queries[i] = Expand(reg, p.Query())
 		union = union.Or(queries[i])
 	}
 	es := read(union)
