@@ -27,6 +27,9 @@ func readWorkloads() []Workload {
 			Workload{Name: "read/last-event" + sfx, Group: "read", Writers: 1, Fixture: size, Quick: quick, Large: large, Prepare: prepareReadLast},
 			Workload{Name: "read/type-stream" + sfx, Group: "read", Writers: 1, Fixture: size, Quick: quick, Large: large, Prepare: prepareTypeStream},
 		)
+		if !large {
+			register(upcastWorkloads(size, quick, large)...)
+		}
 	}
 	return ws
 }

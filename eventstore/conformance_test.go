@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/eventstore/conformance"
 	"github.com/pgdcb/pgdcb/memstore"
 	"github.com/pgdcb/pgdcb/query"
+	"github.com/pgdcb/pgdcb/upcast"
 )
 
 // The PostgreSQL store passes the suite that memstore passes, each check on a
@@ -20,7 +22,10 @@ func TestConformance(t *testing.T) {
 	conformance.RunWithOptions(t, func(t *testing.T) pgdcb.Store {
 		s, _ := erasableStore(t, nil)
 		return s
-	}, &conformance.Options{Rounds: 30})
+	}, &conformance.Options{Rounds: 30, WithUpcasters: func(t testing.TB, reg *upcast.Registry) pgdcb.Store {
+		s, _ := newStore(t, &eventstore.Config{Upcasters: reg})
+		return s
+	}})
 }
 
 // BenchmarkStoresDecision is one decision on each store: Project a model over

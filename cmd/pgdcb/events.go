@@ -354,7 +354,9 @@ never skip a transaction still running (as tail does), so 'export -after
 CURSOR' with the cursor of the last export continues it. While an older
 transaction of the store's database is still open, events behind it cannot be
 read yet: export waits for it (and says so on stderr after a second).
-The lines are import's and append -stdin's input.
+The lines are import's and append -stdin's input. Events are exported as
+stored, never upcast (a backup), each with the version it was written with
+in its metadata (pgdcb_version) when its type had upcasters.
 
 ` + querySyntaxText,
 	flags: func(fs *flag.FlagSet) func(e *env) error {

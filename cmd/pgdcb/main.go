@@ -247,7 +247,10 @@ next:
 	return strings.Join(out, "\n")
 }
 
-// store opens the event store and checks its schema.
+// store opens the event store and checks its schema. It has no upcasters
+// (eventstore.Config.Upcasters: the application's Go code): read, tail and
+// export give events as stored, and import and append record no version
+// but the one an event carries (docs/LIFECYCLE.md, "Evolving events").
 func (e *env) store() (*eventstore.Store, error) {
 	store, err := eventstore.New(e.pool, &eventstore.Config{Schema: e.schema})
 	if err != nil {

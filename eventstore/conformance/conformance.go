@@ -22,16 +22,18 @@
 // decision missed an event; the idempotency race: exactly one), tailing
 // (pages in log order, each event once, cursors that cover their page and
 // stay on an event, usable as an AppendIf After), wake-ups (Listen), bad
-// input (typed errors, nothing written), and erasure (fields marked
+// input (typed errors, nothing written), erasure (fields marked
 // pgdcb.Personal read as null after Erase, the rest intact; skipped for a
 // store without Erase, which must then have what a PostgreSQL store needs
-// to seal: eventstore.Config.KEK).
+// to seal: eventstore.Config.KEK); with Options.WithUpcasters, upcasting
+// (package upcast).
 package conformance
 
 import (
 	"testing"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/upcast"
 )
 
 // Options tune the suite; nil means defaults.
@@ -40,6 +42,11 @@ type Options struct {
 	Rounds int
 	// Racers is the number of concurrent writers in a race. Default 16.
 	Racers int
+	// WithUpcasters, when set, returns an empty store reading through reg
+	// (eventstore.Config.Upcasters): the suite then checks upcasting too
+	// (old shapes and renamed types on every read, conditions across a
+	// rename under a race of 32 writers, bad upcasters failing loudly).
+	WithUpcasters func(t testing.TB, reg *upcast.Registry) pgdcb.Store
 }
 
 func (o *Options) withDefaults() Options {
@@ -72,7 +79,7 @@ func Checks(opts *Options) []Check {
 	with := func(f func(testing.TB, pgdcb.Store, Options)) func(testing.TB, pgdcb.Store) {
 		return func(t testing.TB, s pgdcb.Store) { f(t, s, o) }
 	}
-	return []Check{
+	checks := []Check{
 		{"AppendPositionsAndTransactions", with(testAppendPositions)},
 		{"ReadOptions", with(testReadOptions)},
 		{"ReadIterator", with(testReadIterator)},
@@ -101,6 +108,14 @@ func Checks(opts *Options) []Check {
 		{"EndedContext", with(testEndedContext)},
 		{"ErasureRedactsOnlyTheSubject", with(testErasure)},
 	}
+	if up := o.WithUpcasters; up != nil {
+		checks = append(checks,
+			Check{"UpcastEveryRead", func(t testing.TB, _ pgdcb.Store) { testUpcasting(t, up) }},
+			Check{"UpcastFailsLoudly", func(t testing.TB, _ pgdcb.Store) { testUpcastFailsLoudly(t, up) }},
+			Check{"UpcastRenameRaceExactlyOne", func(t testing.TB, _ pgdcb.Store) { testUpcastRenameRace(t, up, o) }},
+		)
+	}
+	return checks
 }
 
 // Run runs the suite with default options.
