@@ -315,6 +315,7 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o pgdcb.Re
 			return false
 		}
 		for _, ev := range buf {
+			traced.addEvents(1)
 			if !yield(ev, nil) {
 				return false
 			}
@@ -347,7 +348,6 @@ func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o pgdcb.Re
 			break
 		}
 		last = ev
-		traced.addEvents(1)
 		if buf = append(buf, ev); len(buf) == cap(buf) && !flush() {
 			return false
 		}

@@ -43,25 +43,30 @@ func sumModel(q query.Query) *pgdcb.Model[int] {
 
 // A decision snapshot folded under one set of upcasters is never loaded
 // under another: the store with one more upcaster folds from the start, in
-// its own shape, and its own snapshot is then used by it alone.
+// its own shape, while the store of the first set loads it. (The snapshots
+// are stored at the last event directly: SaveSnapshot would wait for every
+// transaction of the shared test database to end.)
 func TestUpcastSnapshotKeyedBySet(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	a, pool := newStore(t, &eventstore.Config{Upcasters: scaled(t, 10), SnapshotsManual: true})
 	q := query.Tagged([]string{"Counted"}, "c=1")
+	var last pgdcb.AppendResult
 	for range 3 {
 		e := pgdcb.MustEvent("Counted", map[string]int{"n": 1}, "c=1")
 		e.Metadata = json.RawMessage(`{"pgdcb_version": 1}`)
-		_, err := a.Append(ctx, []pgdcb.Event{e})
+		var err error
+		last, err = a.Append(ctx, []pgdcb.Event{e})
 		require.NoError(t, err)
 	}
-	waitLogBelowHorizon(t, a, pool)
-	require.NoError(t, a.SaveSnapshot(ctx, sumModel(q)))
+	ok, err := eventstore.StoreSnapshot(ctx, a, "sum", 1, q, last.Cursor(), []byte("30"))
+	require.NoError(t, err)
+	require.True(t, ok)
 	ma := sumModel(q)
-	_, err := a.Project(ctx, ma)
+	_, err = a.Project(ctx, ma)
 	require.NoError(t, err)
 	require.Equal(t, 30, ma.State)
-	require.EqualValues(t, 1, a.SnapshotStats().Loaded, "the store that wrote it uses it")
+	require.EqualValues(t, 1, a.SnapshotStats().Loaded, "the set that wrote it uses it")
 
 	b, err := eventstore.New(pool, &eventstore.Config{Schema: a.Schema(), Upcasters: scaled(t, 10, 2), SnapshotsManual: true})
 	require.NoError(t, err)
@@ -72,15 +77,17 @@ func TestUpcastSnapshotKeyedBySet(t *testing.T) {
 	require.Equal(t, 60, mb.State, "folded from the start in the new shape, not from the old set's snapshot")
 	require.Zero(t, b.SnapshotStats().Loaded)
 
-	require.NoError(t, b.SaveSnapshot(ctx, sumModel(q)))
+	ok, err = eventstore.StoreSnapshot(ctx, b, "sum", 1, q, last.Cursor(), []byte("60"))
+	require.NoError(t, err)
+	require.True(t, ok, "a snapshot of its own, beside the other set's")
+	var keys int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(DISTINCT query_key) FROM `+ident.Schema(a)+`.decision_snapshots`).Scan(&keys))
+	require.Equal(t, 2, keys, "one snapshot per set")
 	mb = sumModel(q)
 	_, err = b.Project(ctx, mb)
 	require.NoError(t, err)
 	require.Equal(t, 60, mb.State)
 	require.EqualValues(t, 1, b.SnapshotStats().Loaded)
-	var keys int
-	require.NoError(t, pool.QueryRow(ctx, `SELECT count(DISTINCT query_key) FROM `+ident.Schema(a)+`.decision_snapshots`).Scan(&keys))
-	require.Equal(t, 2, keys, "one snapshot per set")
 }
 
 // An append records the current version of a type with upcasters in the
