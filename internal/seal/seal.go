@@ -154,6 +154,14 @@ func KeyIDs(b []byte) []string {
 	if !Sealed(b) {
 		return nil
 	}
+	if spans, ok := scan(b); ok {
+		out := make([]string, 0, len(spans))
+		for _, s := range spans {
+			out = append(out, s.v.key)
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
 	v, err := decode(b)
 	if err != nil {
 		return nil
@@ -177,6 +185,23 @@ func Open(b []byte, key func(id string) ([]byte, bool)) []byte {
 	if !Sealed(b) {
 		return b
 	}
+	if spans, ok := scan(b); ok {
+		// In jsonb's form already, and so is each plaintext (Seal
+		// normalised it): splicing keeps the form.
+		var out []byte
+		last := 0
+		for _, s := range spans {
+			out = append(out, b[last:s.start]...)
+			out = append(out, openValue(s.v, key)...)
+			last = s.end
+		}
+		return append(out, b[last:]...)
+	}
+	return openDecoded(b, key)
+}
+
+// openDecoded is Open by decoding b whole: for a text not in jsonb's form.
+func openDecoded(b []byte, key func(id string) ([]byte, bool)) []byte {
 	v, err := decode(b)
 	if err != nil {
 		return b
@@ -188,15 +213,7 @@ func Open(b []byte, key func(id string) ([]byte, bool)) []byte {
 			return nil, false
 		}
 		changed = true
-		k, ok := key(s.key)
-		if !ok {
-			return Redacted, true
-		}
-		plain, err := openBox(Key{ID: s.key, Key: k}, s.subject, s.box)
-		if err != nil {
-			return Redacted, true
-		}
-		return json.RawMessage(plain), true
+		return json.RawMessage(openValue(s, key)), true
 	})
 	if !changed {
 		return b
@@ -206,6 +223,19 @@ func Open(b []byte, key func(id string) ([]byte, bool)) []byte {
 		return b
 	}
 	return out
+}
+
+// openValue is the plaintext of s, or Redacted.
+func openValue(s sealedValue, key func(id string) ([]byte, bool)) []byte {
+	k, ok := key(s.key)
+	if !ok {
+		return Redacted
+	}
+	plain, err := openBox(Key{ID: s.key, Key: k}, s.subject, s.box)
+	if err != nil || !pgjson.Valid(plain) {
+		return Redacted
+	}
+	return plain
 }
 
 // NewKey returns a fresh random data key.
