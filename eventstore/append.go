@@ -48,6 +48,12 @@ func (s *Store) appendPool(ctx context.Context, events []pgdcb.Event, cond *appe
 		return pgdcb.AppendResult{}, fmt.Errorf("pgdcb: append: %w", pgdcb.ErrClosed)
 	}
 	defer s.bg.leave()
+	if subjects, err := storekit.MarkedSubjects(events); err != nil || subjects != nil {
+		if err != nil {
+			return pgdcb.AppendResult{}, err
+		}
+		return s.appendSealed(ctx, nil, events, subjects, cond)
+	}
 	if !s.cfg.GroupCommitDisabled {
 		return s.group.appendGrouped(ctx, events, cond)
 	}
@@ -75,7 +81,7 @@ func (s *Store) AppendTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event) (
 	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
-	return s.appendEvents(ctx, tx, events, nil, false, uuid.Nil)
+	return s.appendTx(ctx, tx, events, nil)
 }
 
 // AppendIf appends events only if cond holds (see appendif.Condition): it fails
@@ -117,7 +123,20 @@ func (s *Store) AppendIfTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event,
 	if err != nil {
 		return pgdcb.AppendResult{}, err
 	}
-	return s.appendEvents(ctx, tx, events, &cond, false, uuid.Nil)
+	return s.appendTx(ctx, tx, events, &cond)
+}
+
+// appendTx sends an append (validated events) in the caller's transaction,
+// sealing its personal fields first when it has some.
+func (s *Store) appendTx(ctx context.Context, tx pgx.Tx, events []pgdcb.Event, cond *appendif.Condition) (pgdcb.AppendResult, error) {
+	subjects, err := storekit.MarkedSubjects(events)
+	if err != nil {
+		return pgdcb.AppendResult{}, err
+	}
+	if subjects != nil {
+		return s.appendSealed(ctx, tx, events, subjects, cond)
+	}
+	return s.appendEvents(ctx, tx, events, cond, false, uuid.Nil)
 }
 
 // appendEvents sends one append (validated events). autocommit says the

@@ -82,9 +82,11 @@ func (b *bgWork) run(parent context.Context, strict bool, f func(ctx context.Con
 // promptly; an append in flight ends with its own context) and returns
 // ctx's error. Close the pool after Close, so that the last notification
 // and snapshot writes are not lost to a closed pool. Reads and the …Tx calls
-// are unaffected (they use the pool or the caller's transaction directly).
-// Calling Close again waits again.
+// are unaffected (they use the pool or the caller's transaction directly;
+// Close closes the store's pool of key look-ups, Config.KEK, and reads then
+// look keys up on the store's pool). Calling Close again waits again.
 func (s *Store) Close(ctx context.Context) error {
+	defer s.keys.close()
 	b := &s.bg
 	b.mu.Lock()
 	if !b.closing {

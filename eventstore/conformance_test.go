@@ -20,7 +20,7 @@ import (
 func TestConformance(t *testing.T) {
 	t.Parallel()
 	conformance.RunWithOptions(t, func(t *testing.T) pgdcb.Store {
-		s, _ := newStore(t, nil)
+		s, _ := erasableStore(t, nil)
 		return s
 	}, &conformance.Options{Rounds: 30, WithUpcasters: func(t testing.TB, reg *upcast.Registry) pgdcb.Store {
 		s, _ := newStore(t, &eventstore.Config{Upcasters: reg})

@@ -25,6 +25,8 @@ const (
 	kindGlobal lockKind = 'g'
 	kindType   lockKind = 'y'
 	kindTag    lockKind = 't'
+	// kindSubject: a subject's data key (keys.go), never an append's key.
+	kindSubject lockKind = 's'
 )
 
 // lockKey is FNV-1a (64 bits) of schema, 0, kind, 0, value, computed in

@@ -17,7 +17,9 @@ import (
 // readers (through internal/readpipe). It changes evs in place. Its steps
 // run in this order, each over the whole batch:
 //
-//  1. open sealed fields (erasure; not yet built): needs the stored bytes.
+//  1. open sealed fields (Config.KEK; keys.go): values sealed for a subject
+//     (pgdcb.Personal) in clear, null once the subject is erased. It needs
+//     the stored bytes, so it runs first.
 //  2. upcast (Config.Upcasters): renamed types take their current name, old
 //     versions are brought to the current shape (package upcast).
 //
@@ -25,7 +27,9 @@ import (
 // (*upcast.Error): no event is ever skipped. A store with no step to run
 // returns at once.
 func (s *Store) present(ctx context.Context, evs []pgdcb.StoredEvent) error {
-	_ = ctx // for steps that query (erasure's keys)
+	if err := s.keys.openEvents(ctx, evs); err != nil {
+		return err
+	}
 	if up := s.cfg.Upcasters; up != nil {
 		for i := range evs {
 			if err := up.Apply(&evs[i]); err != nil {
@@ -36,9 +40,8 @@ func (s *Store) present(ctx context.Context, evs []pgdcb.StoredEvent) error {
 	return nil
 }
 
-// presents reports whether present has a step to run: the erasure step,
-// when added, must be counted here too.
-func (s *Store) presents() bool { return s.cfg.Upcasters != nil }
+// presents reports whether present has a step to run.
+func (s *Store) presents() bool { return s.cfg.Upcasters != nil || s.cfg.KEK != nil }
 
 // presentBatch is how many events a streaming read (readOnce, foldFrom)
 // gathers before passing them through present.

@@ -144,6 +144,16 @@ type Config struct {
 	// store's pool, which must be the primary. Default nil: every read uses
 	// the store's pool.
 	ReadPool *pgxpool.Pool
+	// KEK wraps the subjects' data keys under which the store seals
+	// personal fields (pgdcb.Personal) and opens them again on reads
+	// (docs/LIFECYCLE.md, "Erasing a person's data"): a KMS, or
+	// NewAESKeyWrapper. Reads look keys up on the primary, through a pool
+	// of their own of at most 2 connections, made from the store's pool's
+	// configuration at the first look-up (closed by Close). Default nil:
+	// an append with personal fields is
+	// refused (never stored in clear), and reads return sealed fields as
+	// stored, {"pgdcb.sealed": …} with ciphertext.
+	KEK KeyWrapper
 	// SettleDisabled answers a failed send with pgdcb.ErrOutcomeUnknown at
 	// once, without settling (the behaviour before settling existed; for
 	// comparison). Default false: failed sends are settled.
@@ -186,6 +196,8 @@ type Store struct {
 
 	settler settler // settle.go
 
+	keys keyring // subjects' data keys (keys.go)
+
 	bg bgWork // background goroutines, for Close (close.go)
 
 	// sendHook, set by tests only, runs on the connection of an append
@@ -210,7 +222,7 @@ func New(pool *pgxpool.Pool, cfg *Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, cfg: c, schema: q, channel: notifyChannel(c.Schema), upcasters: c.Upcasters.Version()}
 	s.listenK1, s.listenK2 = listenerLockKey(c.Schema)
-	s.group.s, s.settler.s, s.snap.s = s, s, s
+	s.group.s, s.settler.s, s.snap.s, s.keys.s = s, s, s, s
 	s.born = time.Now()
 	s.sql = newStatements(q)
 	s.sql.head = [2]string{s.headSQL(false), s.headSQL(true)}

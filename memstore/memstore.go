@@ -42,6 +42,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/pgjson"
+	"github.com/pgdcb/pgdcb/internal/seal"
 	"github.com/pgdcb/pgdcb/internal/storekit"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/upcast"
@@ -82,6 +83,8 @@ type Store struct {
 	byTag   map[string][]int      // tag → indices in events, ascending
 	lastTx  uint64                // the last transaction id handed out
 	lastPos int64                 // the last position handed out
+	keys    map[string]seal.Key   // subject → data key (erase.go)
+	keyByID map[string][]byte     // key id → data key
 
 	lmu       sync.Mutex
 	listeners map[chan struct{}]struct{}
@@ -97,6 +100,7 @@ func New(cfg *Config) (*Store, error) {
 	}
 	c := cfg.withDefaults(l)
 	return &Store{limits: c.limits(), now: c.Now, upcasters: c.Upcasters, ids: make(map[[16]byte]struct{}), byTag: make(map[string][]int),
+		keys: make(map[string]seal.Key), keyByID: make(map[string][]byte),
 		listeners: make(map[chan struct{}]struct{})}, nil
 }
 
@@ -171,8 +175,18 @@ func (s *Store) append(ctx context.Context, events []pgdcb.Event, cond *appendif
 	if err := ctx.Err(); err != nil {
 		return pgdcb.AppendResult{}, errfmt.Errorf("pgdcb: append: %w", err)
 	}
+	subjects, err := storekit.MarkedSubjects(events)
+	if err != nil {
+		return pgdcb.AppendResult{}, err
+	}
 	s.mu.Lock()
-	res, err := s.appendLocked(events, cond)
+	if subjects != nil {
+		events, err = s.sealLocked(events, subjects)
+	}
+	var res pgdcb.AppendResult
+	if err == nil {
+		res, err = s.appendLocked(events, cond)
+	}
 	s.mu.Unlock()
 	if err == nil {
 		s.notify()

@@ -57,6 +57,10 @@ var tableGrants = []tableGrant{
 	// Which projection serves a read model's views: WaitFor reads it.
 	// Claiming and switching views is DDL, the owner's.
 	{"read_model_views", "SELECT", false},
+	// Subjects' data keys (crypto-shredding): read by reads that open
+	// sealed fields, created by the first sealed append of a subject. Erase
+	// deletes them (and snapshots), as the owner.
+	{"subject_keys", "SELECT, INSERT", false},
 }
 
 // maxIdentifier is PostgreSQL's longest identifier, in bytes (NAMEDATALEN-1).
@@ -75,7 +79,7 @@ var ownerFunctions = []string{"delete_events_tagged", "rebase_transaction_ids", 
 // application, and nothing more, in the (migrated) schema: USAGE on the
 // schema; SELECT on its tables; INSERT on commands; INSERT and UPDATE on
 // checkpoints, decision_snapshots, projection_partitions and
-// projection_workers (and DELETE on the last), and on run_snapshots when
+// projection_workers (and DELETE on the last), INSERT on subject_keys, and on run_snapshots when
 // runstore.Migrate created it; EXECUTE on append_events and append_group,
 // which run as their owner. It first revokes whatever the role held on those objects (and
 // CREATE on the schema), so running it again, or on a role granted more by

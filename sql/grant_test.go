@@ -420,6 +420,7 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 		"read_model_views:SELECT",
 		"schema_functions:SELECT",
 		"schema_migrations:SELECT",
+		"subject_keys:INSERT", "subject_keys:SELECT",
 	}
 	require.Equal(t, core, tablePrivileges(t, admin, q, app), "without runstore's tables")
 

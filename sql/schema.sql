@@ -119,6 +119,17 @@ CREATE TABLE pgdcb.schema_migrations (
     CONSTRAINT schema_migrations_pkey PRIMARY KEY (version)
 );
 
+CREATE TABLE pgdcb.subject_keys (
+    subject text NOT NULL,
+    key_id uuid NOT NULL,
+    wrapped bytea NOT NULL,
+    created_xid xid8 DEFAULT pg_current_xact_id() NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT subject_keys_key_id_key UNIQUE (key_id),
+    CONSTRAINT subject_keys_pkey PRIMARY KEY (subject),
+    CONSTRAINT subject_keys_subject_check CHECK (((length(subject) >= 1) AND (length(subject) <= 256)))
+);
+
 CREATE UNIQUE INDEX events_event_id ON pgdcb.events USING btree (event_id) WHERE (event_id IS NOT NULL);
 
 CREATE INDEX events_log_order ON pgdcb.events USING btree (transaction_id, "position");

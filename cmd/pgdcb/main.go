@@ -280,7 +280,7 @@ var commands []*command
 func init() {
 	commands = []*command{
 		versionCmd, migrateCmd, sqlCmd, statusCmd, grantCmd, rebaseCmd, headCmd,
-		readCmd, appendCmd, exportCmd, importCmd, tailCmd, projectionsCmd,
+		readCmd, appendCmd, exportCmd, importCmd, tailCmd, projectionsCmd, eraseCmd,
 		doctorCmd, // doctor.go
 	}
 }

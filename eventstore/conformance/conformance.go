@@ -21,9 +21,12 @@
 // multi-item conditions and mixed writers, replayed so that no committed
 // decision missed an event; the idempotency race: exactly one), tailing
 // (pages in log order, each event once, cursors that cover their page and
-// stay on an event, usable as an AppendIf After), wake-ups (Listen), and bad
-// input (typed errors, nothing written); with Options.WithUpcasters,
-// upcasting (package upcast).
+// stay on an event, usable as an AppendIf After), wake-ups (Listen), bad
+// input (typed errors, nothing written), erasure (fields marked
+// pgdcb.Personal read as null after Erase, the rest intact; skipped for a
+// store without Erase, which must then have what a PostgreSQL store needs
+// to seal: eventstore.Config.KEK); with Options.WithUpcasters, upcasting
+// (package upcast).
 package conformance
 
 import (
@@ -103,6 +106,7 @@ func Checks(opts *Options) []Check {
 		{"BadQueriesAndLimits", with(testBadQueries)},
 		{"SizeLimits", with(testSizeLimits)},
 		{"EndedContext", with(testEndedContext)},
+		{"ErasureRedactsOnlyTheSubject", with(testErasure)},
 	}
 	if up := o.WithUpcasters; up != nil {
 		checks = append(checks,

@@ -49,6 +49,14 @@ func (s ignoresIdempotency) AppendIf(ctx context.Context, events []pgdcb.Event, 
 	return s.Store.AppendIf(ctx, events, appendif.FailIf(cond.FailIfEventsMatch, cond.After))
 }
 
+// keepsKeys is broken on purpose: its Erase appends the erasure event but
+// destroys no key.
+type keepsKeys struct{ *memstore.Store }
+
+func (s keepsKeys) Erase(ctx context.Context, subject string) (pgdcb.AppendResult, error) {
+	return s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent(pgdcb.ErasedEventType, map[string]string{"subject": subject}, "pgdcb.subject="+subject)})
+}
+
 func TestBrokenStoresFailTheSuite(t *testing.T) {
 	t.Parallel()
 	require.Empty(t, failing(t, func() pgdcb.Store { return memstore.MustNew(nil) }),
@@ -67,4 +75,7 @@ func TestBrokenStoresFailTheSuite(t *testing.T) {
 		require.True(t, slices.Contains(failed, want), "a store that ignores idempotency must fail %s (failed: %v)", want, failed)
 	}
 	require.NotContains(t, failed, "RaceExactlyOneWinner")
+
+	failed = failing(t, func() pgdcb.Store { return keepsKeys{memstore.MustNew(nil)} })
+	require.Equal(t, []string{"ErasureRedactsOnlyTheSubject"}, failed, "a store whose Erase keeps the key")
 }
