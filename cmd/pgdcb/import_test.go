@@ -92,7 +92,7 @@ func TestImportRoundTripIsFaithful(t *testing.T) {
 
 	dst, _ := db(t)
 	require.Equal(t, 0, dst("", "migrate").code)
-	r = dst(first, "import", "-batch", "100", "-json")
+	r = dst(first, "import", "-batch", "100", "-async-commit", "-json")
 	require.Equal(t, 0, r.code, r.stderr)
 	m := decode(t, r.stdout)
 
