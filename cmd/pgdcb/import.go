@@ -61,7 +61,8 @@ before the import ends.
 			if err != nil {
 				return err
 			}
-			im := &importer{e: e, store: store, batch: min(*batch, store.Config().MaxBatchSize), progress: int64(*progress), cur: head}
+			cfg := store.Config()
+			im := &importer{e: e, store: store, batch: min(*batch, cfg.MaxBatchSize), maxBytes: cfg.MaxBatchBytes, progress: int64(*progress), cur: head}
 			if (head.TransactionID != 0 || head.Position != 0) && !*force {
 				if !*resume {
 					return fmt.Errorf("%w: the log is not empty (head %s); pass -resume to continue an import that stopped, -force to append after it", errPrecondition, head)
@@ -120,15 +121,17 @@ type importer struct {
 	e        *env
 	store    *eventstore.Store
 	conn     *pgxpool.Conn // one session for the whole import
-	batch    int
+	batch    int           // events per ImportTx call
+	maxBytes int           // and bytes (the store's MaxBatchBytes)
 	progress int64
 	start    time.Time
 
-	tx      pgx.Tx // the open transaction of the current group, nil between groups
-	groupTx uint64 // the source transaction id of the current group (0: none)
-	groupN  int    // events of the current group so far
-	from    int    // its first line
-	pending []pgdcb.StoredEvent
+	tx           pgx.Tx // the open transaction of the current group, nil between groups
+	groupTx      uint64 // the source transaction id of the current group (0: none)
+	groupN       int    // events of the current group so far
+	from         int    // its first line
+	pending      []pgdcb.StoredEvent
+	pendingBytes int
 
 	n, txs, last int64 // events and transactions committed, progress reports made
 	lastLine     int   // the last line committed
@@ -171,8 +174,14 @@ func (im *importer) line(line int, j jsonEvent, ev pgdcb.Event) error {
 	if im.groupN == 0 {
 		im.groupTx, im.from = j.TransactionID, line
 	}
+	if size := se.Size(); len(im.pending) > 0 && im.pendingBytes+size > im.maxBytes {
+		if err := im.send(); err != nil {
+			return err
+		}
+	}
 	im.groupN++
 	im.pending = append(im.pending, se)
+	im.pendingBytes += se.Size()
 	if len(im.pending) >= im.batch {
 		return im.send()
 	}
@@ -195,7 +204,7 @@ func (im *importer) send() error {
 	if err != nil {
 		return err
 	}
-	im.pending = im.pending[:0]
+	im.pending, im.pendingBytes = im.pending[:0], 0
 	im.cur = res.Cursor()
 	return nil
 }

@@ -153,3 +153,21 @@ func TestImportResumes(t *testing.T) {
 	require.Equal(t, ga, gb)
 	require.Equal(t, a, b)
 }
+
+// A source transaction larger than the store's MaxBatchBytes (16 MiB) is
+// imported in several calls, in one transaction.
+func TestImportSplitsALargeTransactionByBytes(t *testing.T) {
+	t.Parallel()
+	big := strings.Repeat("x", 1000000)
+	var in strings.Builder
+	for i := range 17 {
+		fmt.Fprintf(&in, `{"transaction_id":7,"type":"Big","tags":["n=%d"],"data":{"s":%q},"occurred_at":"2020-01-01T00:00:00.000001Z"}`+"\n", i, big)
+	}
+	dst, _ := db(t)
+	require.Equal(t, 0, dst("", "migrate").code)
+	r := dst(in.String(), "import", "-json")
+	require.Equal(t, 0, r.code, r.stderr)
+	m := decode(t, r.stdout)
+	require.EqualValues(t, 17, m["imported"])
+	require.EqualValues(t, 1, m["transactions"])
+}
