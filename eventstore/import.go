@@ -34,7 +34,8 @@ import (
 // global lock key exclusively (as an escalated append does): appends and
 // checks of the store wait for the transaction to end, so keep it short.
 // The result's OccurredAt is the last event's recorded time, so that its
-// Cursor names that event.
+// Cursor names that event. Call Notify after the commit to wake tailing
+// readers at once.
 func (s *Store) ImportTx(ctx context.Context, tx pgx.Tx, events []pgdcb.StoredEvent) (pgdcb.AppendResult, error) {
 	evs := make([]pgdcb.Event, len(events))
 	at := make([]pgtype.Timestamptz, len(events))

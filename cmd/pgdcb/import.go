@@ -99,6 +99,9 @@ before the import ends.
 				im.rollback()
 				return im.failed(err)
 			}
+			if im.n > 0 {
+				store.Notify(e.ctx) // wake tailing readers at once
+			}
 			if im.skip > 0 {
 				return fmt.Errorf("%w: the log holds %d events, the input only %d: it is not this input's import", errPrecondition, im.skipped+im.skip, im.skipped)
 			}
