@@ -1,4 +1,4 @@
-# Targets: test (the gate CI runs), lint, demo, bench, bench-quick, diagrams.
+# Targets: test (the gate CI runs), lint, demo, bench, bench-quick, scale, diagrams.
 # See docs/TESTING.md. PGDCB_TEST_DATABASE_URL and PGDCB_DATABASE_URL, set in
 # the environment or on the command line (make test PGDCB_TEST_DATABASE_URL=...),
 # reach the tests and programs; make passes both through without help, and an
@@ -152,6 +152,14 @@ bench-quick:
 bench-go:
 	@echo "==> go test -bench ./eventstore"
 	@$(GO) test ./eventstore -run '^$$' -bench . -benchtime 3s -timeout 30m
+
+.PHONY: scale
+## scale: the log-size study (#39 §2): one schema grown to 1M, 10M, 100M events, measured at each size (writes bench/scale/results.json, docs/SCALE.md, bench/scale/scale.svg). Hours and ~50 GB of disk (checked first); not part of test. SCALE_FLAGS: e.g. --dsn of a database of its own
+SCALE_SIZES ?= 1000000,10000000,100000000
+SCALE_FLAGS ?=
+scale:
+	@echo "==> go run ./bench/scale --sizes $(SCALE_SIZES) $(SCALE_FLAGS) (writes bench/scale/results.json, docs/SCALE.md, bench/scale/scale.svg)"
+	@$(GO) run ./bench/scale --sizes $(SCALE_SIZES) --json bench/scale/results.json --markdown docs/SCALE.md --svg bench/scale/scale.svg $(SCALE_FLAGS)
 
 .PHONY: bench-tagindex
 ## bench-tagindex: GIN vs a B-tree tag table at 1M and 10M events (writes bench/tagindex/TAGINDEX.md; ~25 minutes)

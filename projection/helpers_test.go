@@ -49,13 +49,18 @@ func storeOn(t testing.TB, pool *pgxpool.Pool, schema string) *eventstore.Store 
 
 // insertRows is a handler writing one rm row per event.
 func insertRows(schema string) func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+	return insertRowsInto(schema, "rm")
+}
+
+// insertRowsInto is insertRows into table.
+func insertRowsInto(schema, table string) func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 	return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
 		pos := make([]int64, len(evs))
 		typ := make([]string, len(evs))
 		for i, ev := range evs {
 			pos[i], typ[i] = ev.Position, ev.Type
 		}
-		_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.rm (position, type) SELECT * FROM unnest($1::bigint[], $2::text[])`, pos, typ)
+		_, err := tx.Exec(ctx, `INSERT INTO `+schema+`.`+table+` (position, type) SELECT * FROM unnest($1::bigint[], $2::text[])`, pos, typ)
 		return err
 	}
 }

@@ -13,7 +13,7 @@ import (
 // publishers), ordered by name.
 func List(ctx context.Context, store *eventstore.Store) ([]Status, error) {
 	rows, err := store.Pool().Query(ctx, `SELECT name, status, transaction_id, position, error_count,
-		coalesce(last_error, ''), coalesce(leader, ''), heartbeat_at, updated_at
+		coalesce(last_error, ''), coalesce(leader, ''), heartbeat_at, updated_at, coalesce(read_model, '{}')
 		FROM `+ident.Schema(store)+`.checkpoints ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("pgdcb: projection: list: %w", err)
@@ -25,7 +25,7 @@ func List(ctx context.Context, store *eventstore.Store) ([]Status, error) {
 			st Status
 			hb *time.Time
 		)
-		if err := rows.Scan(&st.Name, &st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.ErrorCount, &st.LastError, &st.Leader, &hb, &st.UpdatedAt); err != nil {
+		if err := rows.Scan(&st.Name, &st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.ErrorCount, &st.LastError, &st.Leader, &hb, &st.UpdatedAt, &st.Tables); err != nil {
 			return nil, fmt.Errorf("pgdcb: projection: list: %w", err)
 		}
 		if hb != nil {

@@ -73,6 +73,19 @@ type Config struct {
 	// checkpoint back to the start, when Runner.Reset rebuilds it. Default
 	// none.
 	Reset func(ctx context.Context, tx pgx.Tx) error
+	// Tables are the tables the handler writes ("table" in the store's
+	// schema, or "schema.table"). The runner records them with its
+	// checkpoint, so that every Reset (projection.Reset, Runner.Reset,
+	// `pgdcb projections reset`) empties them in the transaction that moves
+	// the checkpoint back (docs/LIFECYCLE.md). Default none: a Reset from
+	// elsewhere than Runner.Reset cannot clear the read model, and the CLI
+	// refuses it.
+	Tables []string
+	// Views, one per table, are the names readers read: views over the
+	// tables of the projection that serves them, so that a new version can
+	// be built beside the live one and replace it with Switch. The first
+	// projection to register a view serves it. Default none.
+	Views []string
 	// MetadataContains, when set, narrows the projection to the events
 	// (matching the query) whose metadata contains this JSON object
 	// (eventstore.TailOptions.MetadataContains): for a part of the log that
@@ -199,6 +212,7 @@ type Runner struct {
 	cfg    Config
 	tr     tracing
 	k1, k2 int32
+	rm     readModel // Config.Tables and Views, qualified
 
 	leading atomic.Bool
 	ensured atomic.Bool
@@ -244,7 +258,11 @@ func newRunner(store *eventstore.Store, name string, q query.Query, cfg *Config)
 		return nil, errfmt.Errorf("pgdcb: projection.New %q: %w", name, err)
 	}
 	c := cfg.withDefaults()
-	r := &Runner{store: store, name: name, q: q, cfg: c, tr: newTracing(c.Tracer)}
+	rm, err := newReadModel(store.Schema(), c.Tables, c.Views)
+	if err != nil {
+		return nil, errfmt.Errorf("pgdcb: projection.New %q: %w", name, err)
+	}
+	r := &Runner{store: store, name: name, q: q, cfg: c, tr: newTracing(c.Tracer), rm: rm}
 	r.k1, r.k2 = lockKey(store.Schema(), name)
 	return r, nil
 }
@@ -298,9 +316,12 @@ func (r *Runner) Resume(ctx context.Context) error {
 	return err
 }
 
-// Reset rebuilds the projection from zero, clearing the read model with
-// Config.Reset in the same transaction.
+// Reset rebuilds the projection from zero, emptying Config.Tables and
+// calling Config.Reset in the same transaction.
 func (r *Runner) Reset(ctx context.Context) error {
+	if err := r.register(ctx); err != nil {
+		return err
+	}
 	err := Reset(ctx, r.store, r.name, r.cfg.Reset)
 	r.wake()
 	return err
@@ -374,7 +395,7 @@ func (r *Runner) Run(ctx context.Context) error {
 func (r *Runner) elect(ctx context.Context) (*pgx.Conn, error) {
 	pool := r.store.Pool()
 	if !r.ensured.Load() {
-		if err := ensure(ctx, pool, ident.Schema(r.store), r.name); err != nil {
+		if err := r.register(ctx); err != nil {
 			return nil, err
 		}
 		r.ensured.Store(true)

@@ -49,6 +49,10 @@ type Status struct {
 	// HeartbeatAt is when the leader last reported; zero if never.
 	HeartbeatAt time.Time
 	UpdatedAt   time.Time
+	// Tables are the read model's tables its runner registered
+	// (Config.Tables), quoted and schema-qualified: what Reset empties.
+	// None: Reset moves only the checkpoint.
+	Tables []string
 }
 
 // GetStatus reads the checkpoint name of the store. It fails with ErrNotFound
@@ -56,13 +60,13 @@ type Status struct {
 func GetStatus(ctx context.Context, store *eventstore.Store, name string) (Status, error) {
 	// checkpoints primary key.
 	row := store.Pool().QueryRow(ctx, `SELECT name, status, transaction_id, position, error_count,
-		coalesce(last_error, ''), coalesce(leader, ''), heartbeat_at, updated_at
+		coalesce(last_error, ''), coalesce(leader, ''), heartbeat_at, updated_at, coalesce(read_model, '{}')
 		FROM `+ident.Schema(store)+`.checkpoints WHERE name = $1`, name)
 	var (
 		st Status
 		hb *time.Time
 	)
-	err := row.Scan(&st.Name, &st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.ErrorCount, &st.LastError, &st.Leader, &hb, &st.UpdatedAt)
+	err := row.Scan(&st.Name, &st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.ErrorCount, &st.LastError, &st.Leader, &hb, &st.UpdatedAt, &st.Tables)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return Status{}, errfmt.Errorf("pgdcb: projection: no such checkpoint %q: %w", name, ErrNotFound)
 	}
@@ -99,18 +103,23 @@ func setState(ctx context.Context, store *eventstore.Store, name, set string) er
 	return nil
 }
 
-// Reset rebuilds the projection name from zero: in one transaction it locks
-// the checkpoint row, calls clear (if not nil) to empty the read model in
-// that transaction, and moves the checkpoint to the start of the log, ACTIVE
-// with no errors. A
-// leader's batch in flight then fails its compare-and-set on the checkpoint
-// and rolls back.
+// Reset rebuilds the projection name from zero, in one transaction: it
+// empties the read model's tables its runner registered (Config.Tables,
+// Status.Tables) and calls clear (if not nil) in that transaction, and moves
+// the checkpoint to the start of the log, ACTIVE with no errors. A leader's
+// batch in flight then fails its compare-and-set on the checkpoint and rolls
+// back. With no tables registered and a nil clear only the checkpoint moves,
+// and a read model kept elsewhere is rebuilt on top of itself.
 func Reset(ctx context.Context, store *eventstore.Store, name string, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	pool := store.Pool()
 	if err := ensure(ctx, pool, ident.Schema(store), name); err != nil {
 		return err
 	}
 	return pgx.BeginTxFunc(ctx, pool, pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
+		// The registered tables are locked before the checkpoint row.
+		if _, err := clearReadModel(ctx, tx, store, name); err != nil {
+			return errfmt.Errorf("pgdcb: projection: reset %q: clearing the read model: %w", name, err)
+		}
 		// checkpoints primary key; the row lock orders us with a leader's
 		// checkpoint update.
 		if _, err := tx.Exec(ctx, `SELECT 1 FROM `+ident.Schema(store)+`.checkpoints WHERE name = $1 FOR UPDATE`, name); err != nil {

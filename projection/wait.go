@@ -69,7 +69,8 @@ func (c *committed) signal() {
 // it also returns once the logical checkpoint names target's event as
 // consumed (logical.Checkpoint.Consumed): that event, and every
 // transaction that committed before it, handled, whatever is open
-// elsewhere.
+// elsewhere. With Config.Views, the checkpoint is that of the projection
+// whose tables the views show (this one, or the one Switch moved them to).
 func (r *Runner) WaitFor(ctx context.Context, target cursor.Cursor) error {
 	poll := waitPollMin
 	var at cursor.Cursor
@@ -114,9 +115,15 @@ func (r *Runner) waitStatus(ctx context.Context) (Status, logical.Checkpoint, er
 		st   Status
 		text string
 	)
-	// checkpoints primary key.
+	var view string
+	if len(r.rm.views) > 0 {
+		view = r.rm.views[0]
+	}
+	// checkpoints and read_model_views primary keys: with Config.Views, the
+	// checkpoint of the projection whose tables the views show (Switch).
 	err := r.store.Pool().QueryRow(ctx, `SELECT status, transaction_id, position, coalesce(last_error, ''), coalesce(logical_checkpoint, '')
-		FROM `+ident.Schema(r.store)+`.checkpoints WHERE name = $1`, r.name).
+		FROM `+ident.Schema(r.store)+`.checkpoints
+		WHERE name = coalesce((SELECT projection FROM `+ident.Schema(r.store)+`.read_model_views WHERE view_name = $2), $1)`, r.name, view).
 		Scan(&st.State, &st.Cursor.TransactionID, &st.Cursor.Position, &st.LastError, &text)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return st, logical.Checkpoint{}, fmt.Errorf("pgdcb: projection %q: %w", r.name, ErrNotFound)

@@ -48,6 +48,9 @@ var tableGrants = []tableGrant{
 	// (an upsert) after it. Retention deletes them, as the owner.
 	{"decision_snapshots", "SELECT, INSERT, UPDATE", false},
 	{"decision_snapshot_epoch", "SELECT", false},
+	// Which projection serves a read model's views: WaitFor reads it.
+	// Claiming and switching views is DDL, the owner's.
+	{"read_model_views", "SELECT", false},
 }
 
 // maxIdentifier is PostgreSQL's longest identifier, in bytes (NAMEDATALEN-1).

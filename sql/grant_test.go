@@ -421,6 +421,7 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 		"decision_snapshot_epoch:SELECT",
 		"decision_snapshots:INSERT", "decision_snapshots:SELECT", "decision_snapshots:UPDATE",
 		"events:SELECT",
+		"read_model_views:SELECT",
 		"schema_functions:SELECT",
 		"schema_migrations:SELECT",
 	}

@@ -22,6 +22,8 @@ CREATE TABLE pgdcb.checkpoints (
     heartbeat_at timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
     logical_checkpoint text,
+    read_model text[],
+    views text[],
     CONSTRAINT checkpoints_pkey PRIMARY KEY (name),
     CONSTRAINT checkpoints_status_check CHECK ((status = ANY (ARRAY['ACTIVE'::text, 'PAUSED'::text, 'FAILED'::text])))
 );
@@ -69,6 +71,14 @@ CREATE TABLE pgdcb.events (
     occurred_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT events_pkey PRIMARY KEY ("position"),
     CONSTRAINT events_type_length CHECK (((length(type) >= 1) AND (length(type) <= 64)))
+);
+
+CREATE TABLE pgdcb.read_model_views (
+    view_name text NOT NULL,
+    projection text NOT NULL,
+    table_name text NOT NULL,
+    CONSTRAINT read_model_views_pkey PRIMARY KEY (view_name),
+    CONSTRAINT read_model_views_projection_fkey FOREIGN KEY (projection) REFERENCES pgdcb.checkpoints(name)
 );
 
 CREATE TABLE pgdcb.schema_functions (

@@ -488,20 +488,25 @@ func TestProjections(t *testing.T) {
 	require.Equal(t, projection.Paused, st.State)
 
 	// A reset that cannot clear the read model (the wallet's balances
-	// doubled) is refused, -force included, unless -checkpoint-only names
-	// the risk; the checkpoint stays where it was.
-	for _, args := range [][]string{
-		{"projections", "reset", "balances"},
-		{"projections", "reset", "-force", "balances"},
-		{"projections", "-force", "reset", "balances"},
+	// doubled: balances registered no tables) is refused unless
+	// -checkpoint-only names the risk; -force is refused; the checkpoint
+	// stays where it was.
+	for _, tc := range []struct {
+		args []string
+		code int
+		why  string
+	}{
+		{[]string{"projections", "reset", "balances"}, 6, "registered no read model tables"},
+		{[]string{"projections", "reset", "-force", "balances"}, 2, "-force no longer resets"},
+		{[]string{"projections", "-force", "reset", "balances"}, 2, "-force no longer resets"},
 	} {
-		r = sh("", args...)
-		require.Equal(t, 2, r.code, "%v: %s", args, r.stderr)
-		require.Contains(t, r.stderr, "cannot clear the read model of balances")
+		r = sh("", tc.args...)
+		require.Equal(t, tc.code, r.code, "%v: %s", tc.args, r.stderr)
+		require.Contains(t, r.stderr, tc.why)
 		require.Contains(t, r.stderr, "-checkpoint-only")
 		st, err := projection.GetStatus(ctx, store, "balances")
 		require.NoError(t, err)
-		require.Equal(t, projection.Paused, st.State, "%v: not reset", args)
+		require.Equal(t, projection.Paused, st.State, "%v: not reset", tc.args)
 	}
 	r = cli(t, "", "projections", "reset", "-h")
 	require.Equal(t, 0, r.code)
@@ -514,6 +519,7 @@ func TestProjections(t *testing.T) {
 		require.NoError(t, projection.Pause(ctx, store, "balances"))
 		r = sh("", args...)
 		require.Equal(t, 0, r.code, "%v: %s", args, r.stderr)
+		require.Contains(t, r.stdout, "checkpoint only: the read model was NOT cleared")
 		require.Contains(t, r.stdout, "now ACTIVE")
 	}
 	r = sh("", "projections", "pause", "--", "-force")

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/pgdcb/pgdcb/projection"
@@ -21,23 +22,29 @@ type projectionJSON struct {
 }
 
 var projectionsCmd = &command{
-	name: "projections", args: "[list | pause NAME | resume NAME | reset -checkpoint-only NAME]",
-	summary: "list projections (state, lag, last error); pause, resume or reset one's checkpoint",
+	name: "projections", args: "[list | pause NAME | resume NAME | reset [-checkpoint-only] NAME | switch NAME]",
+	summary: "list projections (state, lag, last error); pause, resume, reset or switch one",
 	detail: `The list holds every checkpoint: projections and outbox publishers. Lag is
 about how many events of any type sort after the checkpoint (the head's
 position minus the checkpoint's).
 
-reset moves the checkpoint to the start of the log, ACTIVE, and nothing else:
-it does NOT clear the read model, so a running projection replays every event
-on top of what it already holds (a balance summed from deposits doubles).
-It is refused unless -checkpoint-only says that is meant. To rebuild a read
-model: pause the projection, empty its tables yourself, then reset
--checkpoint-only; or reset from the application (projection.Reset with a
-function that empties the read model in the same transaction).
+reset empties the read model's tables that the projection registered
+(projection.Config.Tables) and moves the checkpoint to the start of the log,
+ACTIVE, in one transaction: the projection rebuilds its read model from the
+log. A projection that registered no tables is refused: its read model
+cannot be cleared from here, and the projection would replay every event on
+top of what it holds (a balance summed from deposits doubles). For such a
+one (or an outbox publisher, which then delivers again), -checkpoint-only
+moves the checkpoint alone: the read model is NOT cleared; empty it yourself
+first, the projection paused.
+
+switch makes projection NAME, a new version of a read model built beside the
+live one (projection.Config.Views), serve the views readers read, once it
+has caught up; the previous version is paused (projection.Switch).
 `,
 	maxArgs: 2,
 	flags: func(fs *flag.FlagSet) func(e *env) error {
-		checkpointOnly := fs.Bool("checkpoint-only", false, "reset: move only the checkpoint; the read model is NOT cleared and is rebuilt on top of itself")
+		checkpointOnly := fs.Bool("checkpoint-only", false, "reset: move only the checkpoint of a projection that registered no tables; the read model is NOT cleared and is rebuilt on top of itself")
 		force := fs.Bool("force", false, "no longer resets: see -checkpoint-only")
 		return func(e *env) error {
 			action := "list"
@@ -49,23 +56,18 @@ function that empties the read model in the same transaction).
 				if len(e.args) > 1 {
 					return usagef("list takes no argument (got %q)", e.args[1:])
 				}
-			case "pause", "resume", "reset":
+			case "pause", "resume", "reset", "switch":
 				if len(e.args) != 2 {
 					return usagef("%s needs a projection NAME", action)
 				}
 				if err := projection.ValidateName(e.args[1]); err != nil {
 					return &usageError{err: err}
 				}
-				if action == "reset" && !*checkpointOnly {
-					why := "reset moves only the checkpoint: it cannot clear the read model of %s, which the projection would then rebuild on top of itself (sums doubled); " +
-						"empty the read model first (the projection paused), then pass -checkpoint-only"
-					if *force {
-						why += " (-force no longer resets)"
-					}
-					return usagef(why, e.args[1])
+				if *force {
+					return usagef("-force no longer resets: reset empties the tables the projection registered, and -checkpoint-only moves the checkpoint of one that registered none")
 				}
 			default:
-				return usagef("unknown action %q (list, pause, resume, reset)", action)
+				return usagef("unknown action %q (list, pause, resume, reset, switch)", action)
 			}
 			store, err := e.store()
 			if err != nil {
@@ -73,15 +75,31 @@ function that empties the read model in the same transaction).
 			}
 			if action != "list" {
 				name := e.args[1]
-				if _, err := projection.GetStatus(e.ctx, store, name); err != nil {
+				before, err := projection.GetStatus(e.ctx, store, name)
+				if err != nil {
 					return err
 				}
+				note := ""
 				switch action {
 				case "pause":
 					err = projection.Pause(e.ctx, store, name)
 				case "resume":
 					err = projection.Resume(e.ctx, store, name)
+				case "switch":
+					err = projection.Switch(e.ctx, store, name)
 				case "reset":
+					switch {
+					case len(before.Tables) > 0 && *checkpointOnly:
+						return usagef("%s registered its read model's tables (%s): reset empties them with the checkpoint; -checkpoint-only is for a projection that registered none",
+							name, strings.Join(before.Tables, ", "))
+					case len(before.Tables) == 0 && !*checkpointOnly:
+						return fmt.Errorf("%w: %s registered no read model tables (projection.Config.Tables): a reset cannot clear its read model, which the projection would then rebuild on top of itself (sums doubled); "+
+							"register its tables, or empty the read model yourself (the projection paused) and pass -checkpoint-only", errPrecondition, name)
+					case *checkpointOnly:
+						note = " (checkpoint only: the read model was NOT cleared)"
+					default:
+						note = " (emptied " + strings.Join(before.Tables, ", ") + ")"
+					}
 					err = projection.Reset(e.ctx, store, name, nil)
 				}
 				if err != nil {
@@ -92,9 +110,14 @@ function that empties the read model in the same transaction).
 					return err
 				}
 				if e.json {
-					return e.writeJSON(map[string]any{"name": name, "action": action, "state": string(st.State), "cursor": st.Cursor.String()})
+					out := map[string]any{"name": name, "action": action, "state": string(st.State), "cursor": st.Cursor.String()}
+					if action == "reset" {
+						out["cleared"] = append([]string{}, st.Tables...)
+						out["checkpoint_only"] = *checkpointOnly
+					}
+					return e.writeJSON(out)
 				}
-				_, err = fmt.Fprintf(e.stdout, "projection %s: %s, now %s at %s\n", name, action, st.State, st.Cursor)
+				_, err = fmt.Fprintf(e.stdout, "projection %s: %s%s, now %s at %s\n", name, action, note, st.State, st.Cursor)
 				return err
 			}
 			list, err := projection.List(e.ctx, store)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -25,6 +26,12 @@ type BalancesConfig struct {
 	// ReadWait bounds how long Balance waits for the read model to hold the
 	// wallet's events committed before the call (read-your-writes). Default 2s.
 	ReadWait time.Duration
+	// Version numbers the read model's table and projection, both named
+	// wallet_balances_v<Version>; readers read the view wallet_balances
+	// (BalancesView). A new version builds beside the live one from the
+	// start of the log; projection.Switch then makes the view show it
+	// (docs/LIFECYCLE.md). Default 1.
+	Version int
 }
 
 // ErrReadModelBehind: the read model did not reach the wallet's last event
@@ -32,21 +39,24 @@ type BalancesConfig struct {
 // tailing readers, or the projection is not running). HTTP 503.
 var ErrReadModelBehind = errors.New("wallet: the balances read model is behind")
 
-// Balances is the balance read model: a table wallet_balances(wallet_id,
-// balance) in the store's schema, maintained by a projection
-// (projection.Runner named "wallet_balances"): each batch updates the
-// balances and the projection's checkpoint in one transaction, so a crash
-// never applies an event twice or skips one. Several runners may run: one
-// leads, the others stand by.
+// Balances is the balance read model: a table wallet_balances_v<Version>
+// (wallet_id, balance) in the store's schema, maintained by a projection
+// (projection.Runner) of the same name: each batch updates the balances and
+// the projection's checkpoint in one transaction, so a crash never applies
+// an event twice or skips one. Several runners may run: one leads, the
+// others stand by. Readers read the view wallet_balances, over the table of
+// the version that serves it. The projection registers its table, so that
+// any reset (Projection().Reset, projection.Reset, `pgdcb projections
+// reset`) empties it with the checkpoint.
 type Balances struct {
 	store  *eventstore.Store
 	cfg    BalancesConfig
 	runner *projection.Runner
-	sql    struct{ setup, upsert, balance string }
+	sql    struct{ setup, view, upsert, balance, checkpoint string }
 }
 
-// BalancesProjection is the name of the read model's projection checkpoint.
-const BalancesProjection = "wallet_balances"
+// BalancesView is the view the balances are read through.
+const BalancesView = "wallet_balances"
 
 // NewBalances returns the read model over the store. Call Setup once.
 func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
@@ -63,19 +73,33 @@ func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
 	if b.cfg.ReadWait <= 0 {
 		b.cfg.ReadWait = 2 * time.Second
 	}
+	if b.cfg.Version <= 0 {
+		b.cfg.Version = 1
+	}
+	name := fmt.Sprintf("%s_v%d", BalancesView, b.cfg.Version)
 	s := pgx.Identifier{store.Schema()}.Sanitize()
-	b.sql.setup = `CREATE TABLE IF NOT EXISTS ` + s + `.wallet_balances (
+	table := pgx.Identifier{store.Schema(), name}.Sanitize()
+	view := pgx.Identifier{store.Schema(), BalancesView}.Sanitize()
+	b.sql.setup = `CREATE TABLE IF NOT EXISTS ` + table + ` (
 			wallet_id  text        PRIMARY KEY,
 			balance    bigint      NOT NULL,
 			updated_at timestamptz NOT NULL DEFAULT now())`
+	// Readers may read before the projection first ran (and created the
+	// view over its table): the view is created if there is none.
+	b.sql.view = `DO $do$ BEGIN IF to_regclass(` + quoteLiteral(view) + `) IS NULL THEN
+			CREATE VIEW ` + view + ` AS SELECT * FROM ` + table + `; END IF; END $do$`
 	// Primary key (wallet_id) for the conflict check; one statement per batch.
-	b.sql.upsert = `INSERT INTO ` + s + `.wallet_balances AS b (wallet_id, balance)
+	b.sql.upsert = `INSERT INTO ` + table + ` AS b (wallet_id, balance)
 		SELECT * FROM unnest($1::text[], $2::bigint[])
 		ON CONFLICT (wallet_id) DO UPDATE SET balance = b.balance + EXCLUDED.balance, updated_at = now()`
-	// Primary key lookup.
-	b.sql.balance = `SELECT balance FROM ` + s + `.wallet_balances WHERE wallet_id = $1`
-	r, err := projection.New(store, BalancesProjection, query.New(query.Item{Types: EventTypes}), b.apply,
-		&projection.Config{BatchSize: b.cfg.BatchSize, ReaderConfig: projection.ReaderConfig{PollInterval: b.cfg.PollInterval}})
+	// Primary key lookup, through the view.
+	b.sql.balance = `SELECT balance FROM ` + s + `.` + BalancesView + ` WHERE wallet_id = $1`
+	// Primary keys of read_model_views and checkpoints.
+	b.sql.checkpoint = `SELECT transaction_id, position FROM ` + s + `.checkpoints WHERE name =
+		coalesce((SELECT projection FROM ` + s + `.read_model_views WHERE view_name = ` + quoteLiteral(view) + `), $1)`
+	r, err := projection.New(store, name, query.New(query.Item{Types: EventTypes}), b.apply,
+		&projection.Config{BatchSize: b.cfg.BatchSize, Tables: []string{name}, Views: []string{BalancesView},
+			ReaderConfig: projection.ReaderConfig{PollInterval: b.cfg.PollInterval}})
 	if err != nil {
 		panic(err) // a constant name and query, and validated sizes
 	}
@@ -83,16 +107,22 @@ func NewBalances(store *eventstore.Store, cfg *BalancesConfig) *Balances {
 	return b
 }
 
-// Setup creates the read model's table if it does not exist.
+// Setup creates the read model's table if it does not exist, and the view
+// over it if there is none.
 func (b *Balances) Setup(ctx context.Context) error {
-	_, err := b.store.Pool().Exec(ctx, b.sql.setup)
-	if err != nil {
-		return fmt.Errorf("wallet: balances setup: %w", err)
+	for _, q := range []string{b.sql.setup, b.sql.view} {
+		if _, err := b.store.Pool().Exec(ctx, q); err != nil {
+			return fmt.Errorf("wallet: balances setup: %w", err)
+		}
 	}
 	return nil
 }
 
-// Projection is the read model's projection (status, pause, reset).
+// quoteLiteral is s as an SQL string literal.
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+// Projection is the read model's projection (status, pause, reset), of
+// this version.
 func (b *Balances) Projection() *projection.Runner { return b.runner }
 
 // Run runs the read model's projection until ctx ends (it then returns nil).
@@ -193,17 +223,20 @@ func (b *Balances) lastEvent(ctx context.Context, id string) (*cursor.Cursor, er
 	return &cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}, nil
 }
 
-// Checkpoint returns the read model's position in the log (the start before
-// the projection first ran).
+// Checkpoint returns the position in the log of the balances readers read:
+// the checkpoint of the version the view shows (read_model_views names it,
+// docs/LIFECYCLE.md), this version's before any serves it, the start before
+// the projection first ran.
 func (b *Balances) Checkpoint(ctx context.Context) (cursor.Cursor, error) {
-	st, err := b.runner.Status(ctx)
-	if errors.Is(err, projection.ErrNotFound) {
+	var c cursor.Cursor
+	err := b.store.Pool().QueryRow(ctx, b.sql.checkpoint, b.runner.Name()).Scan(&c.TransactionID, &c.Position)
+	if errors.Is(err, pgx.ErrNoRows) {
 		return cursor.Start, nil
 	}
 	if err != nil {
 		return cursor.Cursor{}, fmt.Errorf("wallet: balances: %w", err)
 	}
-	return st.Cursor, nil
+	return c, nil
 }
 
 // WaitFor waits until the read model holds every event up to target (the
