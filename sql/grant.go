@@ -26,7 +26,8 @@ type tableGrant struct {
 
 // tableGrants: nothing else in the schema is granted. No INSERT, UPDATE,
 // DELETE or TRUNCATE on events (appends go through append_events, which runs
-// as its owner), no DELETE anywhere (retention is the owner's).
+// as its owner), no DELETE but of a partitioned projection's worker rows
+// (retention is the owner's).
 var tableGrants = []tableGrant{
 	// Every read, the conditions' checks and CheckTransactionIDs.
 	{"events", "SELECT", false},
@@ -36,6 +37,11 @@ var tableGrants = []tableGrant{
 	// INSERT … ON CONFLICT DO NOTHING; moved, paused, reset with UPDATE) and
 	// the runstore projector's checkpoint (an upsert).
 	{"checkpoints", "SELECT, INSERT, UPDATE", false},
+	// Partitioned projections: partitions' checkpoints and leases (created,
+	// claimed, moved), and the live workers (a worker that stops deletes
+	// its row, and the rows of workers long dead).
+	{"projection_partitions", "SELECT, INSERT, UPDATE", false},
+	{"projection_workers", "SELECT, INSERT, UPDATE, DELETE", false},
 	// The runstore projector's run view (an upsert), when runstore.Migrate
 	// created it. DeleteRun's DELETE is retention, the owner's.
 	{"run_snapshots", "SELECT, INSERT, UPDATE", true},
@@ -69,7 +75,8 @@ var ownerFunctions = []string{"delete_events_tagged", "rebase_transaction_ids", 
 // Grant gives an existing role exactly what the library needs to run as an
 // application, and nothing more, in the (migrated) schema: USAGE on the
 // schema; SELECT on its tables; INSERT on commands; INSERT and UPDATE on
-// checkpoints and decision_snapshots, and on run_snapshots when
+// checkpoints, decision_snapshots, projection_partitions and
+// projection_workers (and DELETE on the last), and on run_snapshots when
 // runstore.Migrate created it; EXECUTE on append_events and append_group,
 // which run as their owner. It first revokes whatever the role held on those objects (and
 // CREATE on the schema), so running it again, or on a role granted more by

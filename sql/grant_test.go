@@ -421,6 +421,8 @@ func TestGrantTakesBackWhatItDoesNotGive(t *testing.T) {
 		"decision_snapshot_epoch:SELECT",
 		"decision_snapshots:INSERT", "decision_snapshots:SELECT", "decision_snapshots:UPDATE",
 		"events:SELECT",
+		"projection_partitions:INSERT", "projection_partitions:SELECT", "projection_partitions:UPDATE",
+		"projection_workers:DELETE", "projection_workers:INSERT", "projection_workers:SELECT", "projection_workers:UPDATE",
 		"read_model_views:SELECT",
 		"schema_functions:SELECT",
 		"schema_migrations:SELECT",

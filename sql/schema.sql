@@ -73,6 +73,29 @@ CREATE TABLE pgdcb.events (
     CONSTRAINT events_type_length CHECK (((length(type) >= 1) AND (length(type) <= 64)))
 );
 
+CREATE TABLE pgdcb.projection_partitions (
+    name text NOT NULL,
+    partition integer NOT NULL,
+    partitions integer NOT NULL,
+    key text NOT NULL,
+    transaction_id xid8 DEFAULT '0'::xid8 NOT NULL,
+    "position" bigint DEFAULT 0 NOT NULL,
+    owner text,
+    epoch bigint DEFAULT 0 NOT NULL,
+    lease_until timestamp with time zone,
+    updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT projection_partitions_check CHECK ((partition < partitions)),
+    CONSTRAINT projection_partitions_partition_check CHECK ((partition >= 0)),
+    CONSTRAINT projection_partitions_pkey PRIMARY KEY (name, partition)
+);
+
+CREATE TABLE pgdcb.projection_workers (
+    name text NOT NULL,
+    worker text NOT NULL,
+    lease_until timestamp with time zone NOT NULL,
+    CONSTRAINT projection_workers_pkey PRIMARY KEY (name, worker)
+);
+
 CREATE TABLE pgdcb.read_model_views (
     view_name text NOT NULL,
     projection text NOT NULL,

@@ -1,0 +1,525 @@
+package projection_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"github.com/stretchr/testify/require"
+
+	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
+	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/projection"
+	"github.com/pgdcb/pgdcb/query"
+)
+
+// Environment of the worker processes TestPartitionedSIGKILL starts.
+const (
+	partChildEnv  = "PGDCB_PARTITION_CHILD"
+	partDSNEnv    = "PGDCB_PARTITION_DSN"
+	partSchemaEnv = "PGDCB_PARTITION_SCHEMA"
+)
+
+var partQ = query.Tagged([]string{"W"})
+
+func partConfig(parts int, lease time.Duration) *projection.PartitionConfig {
+	return &projection.PartitionConfig{Key: "wallet", Partitions: parts, Lease: lease, BatchSize: 50,
+		ReaderConfig: projection.ReaderConfig{PollInterval: 50 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
+			RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond}}
+}
+
+// keyedModel creates the read model of the partition tests: rm_keys counts
+// the events handled per key, and rm_events holds one row per event handled
+// (no unique constraint, so a duplicate shows) with the key's count after
+// it (n): with exactly once and per-key log order, n equals the event's
+// per-key sequence number (seq, 1, 2, … in the order its writer appended).
+func keyedModel(t *testing.T, pool *pgxpool.Pool, schema string) {
+	_, err := pool.Exec(t.Context(), `CREATE TABLE `+schema+`.rm_keys (key text PRIMARY KEY, n int NOT NULL);
+		CREATE TABLE `+schema+`.rm_events (key text NOT NULL, seq int NOT NULL, position bigint NOT NULL, n int NOT NULL, worker text NOT NULL)`)
+	require.NoError(t, err)
+}
+
+// keyedHandler writes the keyed model's rows for a batch, in one round trip.
+func keyedHandler(schema, worker string) projection.Handler {
+	return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+		var b pgx.Batch
+		for _, ev := range evs {
+			var d struct{ Seq int }
+			if err := json.Unmarshal(ev.Data, &d); err != nil {
+				return err
+			}
+			key, _ := ev.Tags.Get("wallet")
+			b.Queue(`WITH k AS (INSERT INTO `+schema+`.rm_keys AS k VALUES ($1, 1)
+				ON CONFLICT (key) DO UPDATE SET n = k.n + 1 RETURNING n)
+				INSERT INTO `+schema+`.rm_events SELECT $1, $2, $3, n, $4 FROM k`, key, d.Seq, ev.Position, worker)
+		}
+		return tx.SendBatch(ctx, &b).Close()
+	}
+}
+
+// keyedEvent is the seq-th event of key ("" appends it without the key).
+func keyedEvent(key string, seq int) pgdcb.Event {
+	if key == "" {
+		return pgdcb.MustEvent("W", map[string]int{"seq": seq}, "other=x")
+	}
+	return pgdcb.MustEvent("W", map[string]int{"seq": seq}, "wallet="+key)
+}
+
+// requireKeyedExactlyOnce: every W event has exactly one row, and each
+// key's events were handled in their order (n = seq).
+func requireKeyedExactlyOnce(t *testing.T, pool *pgxpool.Pool, schema string, want int) {
+	t.Helper()
+	ctx := t.Context()
+	var events, rows, distinct, missing, disorder int
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.events WHERE type = 'W'`).Scan(&events))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*), count(DISTINCT position) FROM `+schema+`.rm_events`).Scan(&rows, &distinct))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.events e WHERE type = 'W'
+		AND NOT EXISTS (SELECT 1 FROM `+schema+`.rm_events r WHERE r.position = e.position)`).Scan(&missing))
+	require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM `+schema+`.rm_events WHERE n <> seq`).Scan(&disorder))
+	require.Equal(t, want, events, "events in the log")
+	require.Zero(t, missing, "events missing from the read model")
+	require.Equal(t, distinct, rows, "events handled twice")
+	require.Equal(t, want, rows, "rows in the read model")
+	require.Zero(t, disorder, "events of a key handled out of order")
+}
+
+// owners returns how many partitions each worker holds under a live lease.
+func owners(t *testing.T, pool *pgxpool.Pool, schema, name string) map[string]int {
+	rows, err := pool.Query(t.Context(), `SELECT owner, count(*) FROM `+schema+`.projection_partitions
+		WHERE name = $1 AND owner IS NOT NULL AND lease_until > now() GROUP BY owner`, name)
+	require.NoError(t, err)
+	m := map[string]int{}
+	for rows.Next() {
+		var (
+			o string
+			n int
+		)
+		require.NoError(t, rows.Scan(&o, &n))
+		m[o] = n
+	}
+	require.NoError(t, rows.Err())
+	return m
+}
+
+// checkpointsCover reports whether every partition's checkpoint is at or
+// after the log's last event.
+func checkpointsCover(t *testing.T, pool *pgxpool.Pool, schema, name string) bool {
+	var behind int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.projection_partitions p
+		WHERE name = $1 AND EXISTS (SELECT 1 FROM `+schema+`.events e
+		WHERE (e.transaction_id, e.position) > (p.transaction_id, p.position))`, name).Scan(&behind))
+	return behind == 0
+}
+
+func TestPartitionedConfig(t *testing.T) {
+	s, _ := newStore(t)
+	h := func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil }
+	for _, c := range []*projection.PartitionConfig{nil, {Key: "Wallet"}, {Key: "wallet", Partitions: -1},
+		{Key: "wallet", Partitions: 1025}, {Key: "wallet", Lease: -time.Second}} {
+		_, err := projection.NewPartitioned(s, "p", partQ, h, c)
+		var iae *pgdcb.InvalidArgumentError
+		require.ErrorAs(t, err, &iae, "%+v", c)
+	}
+	_, err := projection.NewPartitioned(s, "p", partQ, h, &projection.PartitionConfig{Key: "wallet"})
+	require.NoError(t, err)
+}
+
+// TestPartitionedRebalance: one worker holds every partition; two more
+// join and each gets a fair share (2 of 6) within a bounded time; one
+// leaves and the two left take its share; a worker with another partition
+// count is refused. Events of 20 keys and some without the key, appended
+// throughout, are handled exactly once and in per-key order.
+func TestPartitionedRebalance(t *testing.T) {
+	s, pool := newStore(t)
+	schema := ident.Schema(s)
+	keyedModel(t, pool, schema)
+	const name, lease = "wallets", 400 * time.Millisecond
+	seq := map[string]int{}
+	total := 0
+	appendSome := func() {
+		for k := range 21 {
+			key := ""
+			if k > 0 {
+				key = fmt.Sprint("w", k)
+			}
+			seq[key]++
+			_, err := s.Append(t.Context(), []pgdcb.Event{keyedEvent(key, seq[key])})
+			require.NoError(t, err)
+			total++
+		}
+	}
+	type worker struct {
+		cancel context.CancelFunc
+		done   chan error
+	}
+	start := func(id string) worker {
+		cfg := partConfig(6, lease)
+		cfg.Identity = id
+		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, id), cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		w := worker{cancel: cancel, done: make(chan error, 1)}
+		go func() { w.done <- p.Run(ctx) }()
+		return w
+	}
+	stop := func(w worker) {
+		w.cancel()
+		require.ErrorIs(t, <-w.done, context.Canceled)
+	}
+	shares := func(want ...int) func() (bool, string) {
+		return func() (bool, string) {
+			m := owners(t, pool, schema, name)
+			var got []int
+			for _, n := range m {
+				got = append(got, n)
+			}
+			return len(got) == len(want) && fmt.Sprint(sorted(got)) == fmt.Sprint(want), fmt.Sprint(m)
+		}
+	}
+	bound := 4 * lease // a round (Lease/4) to release, one to claim, and slack for a loaded machine
+
+	appendSome()
+	w1 := start("w1")
+	await.Until(t, 10*time.Second, shares(6))
+	appendSome()
+	w2, w3 := start("w2"), start("w3")
+	began := time.Now()
+	await.Until(t, 10*time.Second, shares(2, 2, 2))
+	t.Logf("two workers joined: fair shares after %s", time.Since(began))
+	require.Less(t, time.Since(began), 6*bound, "rebalance time")
+	appendSome()
+	stop(w2)
+	await.Until(t, 10*time.Second, shares(3, 3))
+
+	other := partConfig(4, lease)
+	ctx, cancel := context.WithCancel(t.Context())
+	logs := &syncBuffer{}
+	other.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, "x"), other)
+	require.NoError(t, err)
+	refused := make(chan error, 1)
+	go func() { refused <- p.Run(ctx) }()
+	await.True(t, 10*time.Second, "a worker with another partition count is refused", func() bool {
+		return strings.Contains(logs.String(), "into 6 partitions")
+	})
+	cancel()
+	require.ErrorIs(t, <-refused, context.Canceled)
+	require.Len(t, owners(t, pool, schema, name), 2, "the refused worker holds nothing")
+
+	appendSome()
+	await.True(t, 10*time.Second, "every event handled", func() bool {
+		return rmEventsCount(t, pool, schema) >= total && checkpointsCover(t, pool, schema, name)
+	})
+	stop(w1)
+	stop(w3)
+	requireKeyedExactlyOnce(t, pool, schema, total)
+	require.Empty(t, owners(t, pool, schema, name), "stopped workers release their partitions")
+}
+
+func sorted(xs []int) []int {
+	for i := range xs {
+		for j := i + 1; j < len(xs); j++ {
+			if xs[j] < xs[i] {
+				xs[i], xs[j] = xs[j], xs[i]
+			}
+		}
+	}
+	return xs
+}
+
+func rmEventsCount(t *testing.T, pool *pgxpool.Pool, schema string) int {
+	var n int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.rm_events`).Scan(&n))
+	return n
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPartitionedFencing: worker A is inside a batch (rows written, not
+// committed) when its lease runs out; worker B claims the partition and
+// starts the same batch. A's commit is then refused (its claim's epoch is
+// gone), although the checkpoint has not moved yet; B's commits. Every
+// event is in the read model once, written by B.
+func TestPartitionedFencing(t *testing.T) {
+	s, pool := newStore(t)
+	schema := ident.Schema(s)
+	keyedModel(t, pool, schema)
+	const name, lease = "fenced", 300 * time.Millisecond
+	for i := range 10 {
+		_, err := s.Append(t.Context(), []pgdcb.Event{keyedEvent(fmt.Sprint("w", i), 1)})
+		require.NoError(t, err)
+	}
+	// A blocks after writing its rows, B before (its writes would wait for
+	// A's uncommitted rm_keys rows).
+	blocking := func(id string, before bool, in chan<- struct{}, release <-chan struct{}) projection.Handler {
+		h := keyedHandler(schema, id)
+		var once sync.Once
+		block := func() {
+			once.Do(func() {
+				in <- struct{}{}
+				<-release
+			})
+		}
+		return func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+			if before {
+				block()
+			}
+			if err := h(ctx, tx, evs); err != nil {
+				return err
+			}
+			block()
+			return nil
+		}
+	}
+	run := func(id string, h projection.Handler, logs *syncBuffer) (context.CancelFunc, chan error) {
+		cfg := partConfig(1, lease)
+		cfg.Identity = id
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+		p, err := projection.NewPartitioned(s, name, partQ, h, cfg)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		return cancel, done
+	}
+	aIn, aGo, bIn, bGo := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
+	releaseA, releaseB := sync.OnceFunc(func() { close(aGo) }), sync.OnceFunc(func() { close(bGo) })
+	aLogs, bLogs := &syncBuffer{}, &syncBuffer{}
+	cancelA, doneA := run("A", blocking("A", false, aIn, aGo), aLogs)
+	cancelB, doneB := func() {}, make(chan error, 1)
+	doneB <- context.Canceled
+	t.Cleanup(func() { // also when the test fails half-way
+		releaseA()
+		releaseB()
+		cancelA()
+		cancelB()
+		require.ErrorIs(t, <-doneA, context.Canceled)
+		require.ErrorIs(t, <-doneB, context.Canceled)
+	})
+	<-aIn // A is in its batch, which cannot renew its lease
+	<-doneB
+	cancelB, doneB = run("B", blocking("B", true, bIn, bGo), bLogs)
+	<-bIn // B claimed the partition after A's lease ran out, and is in the same batch
+	require.Equal(t, 0, rmEventsCount(t, pool, schema), "nothing committed yet")
+	releaseA()
+	await.True(t, 5*time.Second, "A's commit is refused", func() bool {
+		return strings.Contains(aLogs.String(), "partition lost (fenced)")
+	})
+	releaseB()
+	await.True(t, 5*time.Second, "B commits", func() bool {
+		return rmEventsCount(t, pool, schema) >= 10 && checkpointsCover(t, pool, schema, name)
+	})
+	requireKeyedExactlyOnce(t, pool, schema, 10)
+	var byA int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.rm_events WHERE worker = 'A'`).Scan(&byA))
+	require.Zero(t, byA, "rows of the fenced worker committed")
+}
+
+// TestHelperPartitionWorker is the child process of TestPartitionedSIGKILL:
+// a worker that prints BATCH each time a batch's rows are written but not
+// committed, and lingers 20 ms there so that the parent can kill it.
+func TestHelperPartitionWorker(t *testing.T) {
+	id := os.Getenv(partChildEnv)
+	if id == "" {
+		t.Skip("child process of TestPartitionedSIGKILL")
+	}
+	pool, err := pgxpool.New(context.Background(), os.Getenv(partDSNEnv))
+	require.NoError(t, err)
+	schema := os.Getenv(partSchemaEnv)
+	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
+	require.NoError(t, err)
+	h := keyedHandler(pgx.Identifier{schema}.Sanitize(), id)
+	cfg := partConfig(8, 500*time.Millisecond)
+	cfg.Identity = id
+	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	p, err := projection.NewPartitioned(store, "wallets", partQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+		if err := h(ctx, tx, evs); err != nil {
+			return err
+		}
+		fmt.Println("BATCH")
+		time.Sleep(20 * time.Millisecond)
+		return nil
+	}, cfg)
+	require.NoError(t, err)
+	_ = p.Run(context.Background()) // until killed
+}
+
+// TestPartitionedSIGKILL: 8 writers append events of 64 keys (and events
+// without the key) while worker processes of a projection of 8 partitions
+// are SIGKILLed in the middle of a batch and others are added. Afterwards
+// the read model holds every event exactly once, each key's events handled
+// in their order.
+func TestPartitionedSIGKILL(t *testing.T) {
+	s, pool := newStore(t)
+	schema := ident.Schema(s)
+	keyedModel(t, pool, schema)
+	dsn := pgtest.DSN(t)
+
+	type child struct {
+		cmd     *exec.Cmd
+		batches chan struct{}
+	}
+	var children []*child
+	spawn := func(id string) *child {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPartitionWorker$", "-test.count=1")
+		cmd.Env = append(os.Environ(), partChildEnv+"="+id, partDSNEnv+"="+dsn, partSchemaEnv+"="+s.Schema())
+		out, err := cmd.StdoutPipe()
+		require.NoError(t, err)
+		cmd.Stderr = os.Stderr
+		require.NoError(t, cmd.Start())
+		c := &child{cmd: cmd, batches: make(chan struct{}, 1000)}
+		go func() {
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if sc.Text() == "BATCH" {
+					c.batches <- struct{}{}
+				} else if !strings.HasPrefix(sc.Text(), "=== RUN") {
+					fmt.Fprintln(os.Stderr, id+":", sc.Text())
+				}
+			}
+		}()
+		children = append(children, c)
+		return c
+	}
+	t.Cleanup(func() {
+		for _, c := range children {
+			_ = c.cmd.Process.Signal(syscall.SIGKILL)
+			_ = c.cmd.Wait()
+		}
+	})
+	kill := func(c *child, afterBatches int) {
+		for range afterBatches {
+			select {
+			case <-c.batches:
+			case <-time.After(10 * time.Second):
+				t.Fatal("a worker process ran no batch")
+			}
+		}
+		require.NoError(t, c.cmd.Process.Signal(syscall.SIGKILL))
+		_ = c.cmd.Wait()
+	}
+
+	// The writers append until the kills and spawns are done.
+	const writers = 8
+	var (
+		wg     sync.WaitGroup
+		stop   = make(chan struct{})
+		counts [writers]int
+		errs   = make(chan error, writers)
+	)
+	for w := range writers {
+		wg.Go(func() {
+			seq := map[string]int{}
+			for i := 0; ; i++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				key := fmt.Sprintf("w%d-%d", w, i%8)
+				if w == 0 && i%4 == 3 {
+					key = "" // no key: the partition of the empty value
+				}
+				seq[key]++
+				if _, err := s.Append(context.Background(), []pgdcb.Event{keyedEvent(key, seq[key])}); err != nil {
+					errs <- err
+					return
+				}
+				counts[w]++
+			}
+		})
+	}
+	c1, c2 := spawn("c1"), spawn("c2")
+	kill(c1, 3)
+	c3 := spawn("c3")
+	kill(c2, 3)
+	spawn("c4")
+	spawn("c5")
+	kill(c3, 3)
+	close(stop)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+	spawn("c6")
+	total := 0
+	for _, n := range counts {
+		total += n
+	}
+	await.Until(t, 30*time.Second, func() (bool, string) {
+		n := rmEventsCount(t, pool, schema)
+		return n >= total && checkpointsCover(t, pool, schema, "wallets"), fmt.Sprintf("%d of %d events handled", n, total)
+	})
+	requireKeyedExactlyOnce(t, pool, schema, total)
+	var workers int
+	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(DISTINCT worker) FROM `+schema+`.rm_events`).Scan(&workers))
+	t.Logf("%d events handled by %d worker processes (3 SIGKILLed)", total, workers)
+}
+
+// TestPartitionedHandlerErrorRetried: a handler that fails its first three
+// calls has its batches rolled back and retried (with backoff) until they
+// commit; every event is handled once, in per-key order.
+func TestPartitionedHandlerErrorRetried(t *testing.T) {
+	s, pool := newStore(t)
+	schema := ident.Schema(s)
+	keyedModel(t, pool, schema)
+	for i := range 30 {
+		_, err := s.Append(t.Context(), []pgdcb.Event{keyedEvent(fmt.Sprint("w", i%3), i/3+1)})
+		require.NoError(t, err)
+	}
+	h := keyedHandler(schema, "w")
+	var calls atomic.Int64
+	p, err := projection.NewPartitioned(s, "flaky", partQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+		if err := h(ctx, tx, evs); err != nil {
+			return err
+		}
+		if calls.Add(1) <= 3 {
+			return errors.New("flaky read model")
+		}
+		return nil
+	}, partConfig(2, time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	await.True(t, 10*time.Second, "every event handled", func() bool {
+		return rmEventsCount(t, pool, schema) >= 30 && checkpointsCover(t, pool, schema, "flaky")
+	})
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Greater(t, calls.Load(), int64(3))
+	requireKeyedExactlyOnce(t, pool, schema, 30)
+}
