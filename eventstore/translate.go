@@ -39,7 +39,7 @@ func translate(op string, err error) error {
 		pgcode.StatementTooComplex:      // nesting
 		// Input is checked before it is sent (see Store.validate); this is the
 		// fallback for what the server refuses all the same.
-		if op == "append" {
+		if op == "append" || op == "import" {
 			return &pgdcb.InvalidEventError{Index: -1, Reason: "refused by the server: " + clip.String(pgErr.Message)}
 		}
 	case pgcode.UndefinedFunction, pgcode.UndefinedTable, pgcode.InvalidSchemaName:

@@ -30,7 +30,7 @@ func TestFunctionsRender(t *testing.T) {
 		require.NotContains(t, f.SQL, "CREATE FUNCTION", "%s: CREATE OR REPLACE, so that it applies again", f.Name)
 		require.Len(t, f.Checksum(), 64)
 	}
-	require.Equal(t, []string{"append_events", "append_group", "delete_events_tagged", "events_append_only", "rebase_transaction_ids"}, names)
+	require.Equal(t, []string{"append_events", "append_group", "delete_events_tagged", "events_append_only", "import_events", "rebase_transaction_ids"}, names)
 	for _, shared := range []string{
 		"v_any := p_item_idem[i] OR NOT v_cursor;",
 		"RAISE EXCEPTION 'pgdcb: lock keys not strictly ascending at %'",

@@ -71,9 +71,10 @@ const maxIdentifier = 63
 var appFunctions = []string{"append_events", "append_group"}
 
 // ownerFunctions are the schema's functions only the owner may execute:
-// retention, the rebase after a restore, and the append-only trigger's
+// retention, the rebase after a restore, the import (it chooses occurred_at)
+// and the append-only trigger's
 // function (a trigger fires without EXECUTE privilege).
-var ownerFunctions = []string{"delete_events_tagged", "rebase_transaction_ids", "events_append_only"}
+var ownerFunctions = []string{"delete_events_tagged", "rebase_transaction_ids", "import_events", "events_append_only"}
 
 // Grant gives an existing role exactly what the library needs to run as an
 // application, and nothing more, in the (migrated) schema: USAGE on the

@@ -249,6 +249,11 @@ func TestTwoRoleSetUp(t *testing.T) {
 	}
 	_, err = rs.DeleteRun(ctx, "run-1")
 	requireCode(t, err, pgcode.InsufficientPrivilege, "DeleteRun as the application")
+	// Import chooses recorded times: the owner's only.
+	backdated := []pgdcb.StoredEvent{{Event: pgdcb.MustEvent("Opened", nil, "account=old"), OccurredAt: time.Unix(0, 0)}}
+	err = pgx.BeginFunc(ctx, appPool, func(tx pgx.Tx) error { _, err := s.ImportTx(ctx, tx, backdated); return err })
+	requireCode(t, err, pgcode.InsufficientPrivilege, "ImportTx as the application")
+	require.ErrorContains(t, err, "only the schema's owner may import")
 	var after int
 	require.NoError(t, appPool.QueryRow(ctx, "SELECT count(*) FROM "+q+".events").Scan(&after))
 	require.Equal(t, before, after, "nothing deleted")
@@ -257,6 +262,7 @@ func TestTwoRoleSetUp(t *testing.T) {
 	// function; then the rebase.
 	ownerStore, err := eventstore.New(ownerPool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
+	require.NoError(t, pgx.BeginFunc(ctx, ownerPool, func(tx pgx.Tx) error { _, err := ownerStore.ImportTx(ctx, tx, backdated); return err }))
 	ownerRS, err := runstore.New(ownerStore, nil)
 	require.NoError(t, err)
 	_, err = rs.AppendEvent(ctx, runEvent("run-2", "Step", "k1"))

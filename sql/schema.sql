@@ -158,6 +158,11 @@ RETURNS trigger LANGUAGE plpgsql SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$ ... $function$; -- body: sql/functions/events_append_only.sql (sha256 7e38adf87be9bf63)
 REVOKE ALL ON FUNCTION pgdcb.events_append_only() FROM PUBLIC;
 
+CREATE OR REPLACE FUNCTION pgdcb.import_events(p_types text[], p_tag_counts integer[], p_tags text[], p_data jsonb[], p_metadata jsonb[], p_event_ids uuid[], p_occurred_at timestamp with time zone[], p_lock_key bigint, OUT tx xid8, OUT positions bigint[], OUT occurred_at timestamp with time zone)
+RETURNS record LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$ ... $function$; -- body: sql/functions/import_events.sql (sha256 541194a42b8d6f53)
+REVOKE ALL ON FUNCTION pgdcb.import_events(text[],integer[],text[],jsonb[],jsonb[],uuid[],timestamp with time zone[],bigint) FROM PUBLIC;
+
 CREATE OR REPLACE FUNCTION pgdcb.rebase_transaction_ids()
 RETURNS bigint LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$ ... $function$; -- body: sql/functions/rebase_transaction_ids.sql (sha256 9b843fa66aa79b61)

@@ -101,7 +101,8 @@ func parseCursorFlag(name, s string) (cursor.Cursor, error) {
 }
 
 // jsonEvent is one line of read, export and tail, and what append -stdin and
-// import read (they ignore position, transaction_id and occurred_at).
+// import read (append -stdin ignores position, transaction_id and
+// occurred_at; import keeps occurred_at and groups lines by transaction_id).
 type jsonEvent struct {
 	Position      int64           `json:"position,omitempty"`
 	TransactionID uint64          `json:"transaction_id,omitempty"`
@@ -438,86 +439,6 @@ in its metadata (pgdcb_version) when its type had upcasters.
 			}
 			e.note(map[string]any{"exported": n, "cursor": from.String()}, "pgdcb: export: %d events; cursor %s", n, from)
 			return nil
-		}
-	},
-}
-
-var importCmd = &command{
-	name: "import", args: "[-force] [-batch N] [-progress N] < FILE",
-	summary: "append export's NDJSON from stdin, in order, in batches",
-	detail: `Keeps each event's type, tags, data, metadata and id, and the order; the
-log assigns new positions, transaction ids and times, and batches do not follow
-the source's transactions. Refuses a non-empty log unless -force. An import
-that fails midway says how far it got; events with ids can be re-imported
-with -force (stored ids then exit 5).
-`,
-	flags: func(fs *flag.FlagSet) func(e *env) error {
-		force := fs.Bool("force", false, "import into a log that already holds events")
-		batch := fs.Int("batch", 500, "events per Append")
-		progress := fs.Int("progress", 10000, "report progress on stderr every N events (0: never)")
-		return func(e *env) error {
-			if *batch <= 0 || *progress < 0 {
-				return &pgdcb.InvalidArgumentError{Name: "-batch/-progress", Reason: "-batch must be positive, -progress not negative"}
-			}
-			store, err := e.store()
-			if err != nil {
-				return err
-			}
-			head, err := store.Head(e.ctx)
-			if err != nil {
-				return err
-			}
-			if (head.TransactionID != 0 || head.Position != 0) && !*force {
-				return fmt.Errorf("%w: the log is not empty (head %s); pass -force to append after it", errPrecondition, head)
-			}
-			var (
-				pending  []pgdcb.Event
-				n, last  int64
-				batches  int
-				lastLine int
-				cur      = head
-			)
-			start := time.Now()
-			flush := func() error {
-				if len(pending) == 0 {
-					return nil
-				}
-				res, err := store.Append(e.ctx, pending)
-				if err != nil {
-					return fmt.Errorf("after %d events imported (stdin through line %d): %w", n, lastLine, err)
-				}
-				n += int64(len(pending))
-				batches++
-				pending = pending[:0]
-				cur = cursor.Cursor{TransactionID: res.TransactionID, Position: res.Positions[len(res.Positions)-1]}
-				if *progress > 0 && n/int64(*progress) > last {
-					last = n / int64(*progress)
-					el := time.Since(start).Round(time.Millisecond)
-					e.note(map[string]any{"progress": "import", "events": n, "elapsed": el.String()}, "pgdcb: import: %d events (%s)", n, el)
-				}
-				return nil
-			}
-			err = readNDJSON(e.stdin, func(line int, _ jsonEvent, ev pgdcb.Event) error {
-				if len(pending) >= *batch {
-					if err := flush(); err != nil {
-						return err
-					}
-				}
-				pending = append(pending, ev)
-				lastLine = line
-				return nil
-			})
-			if err == nil {
-				err = flush()
-			}
-			if err != nil {
-				return err
-			}
-			if e.json {
-				return e.writeJSON(map[string]any{"imported": n, "batches": batches, "cursor": cur.String()})
-			}
-			_, err = fmt.Fprintf(e.stdout, "imported %d events in %d batch(es); cursor %s\n", n, batches, cur)
-			return err
 		}
 	},
 }

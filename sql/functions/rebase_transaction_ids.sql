@@ -1,5 +1,5 @@
 -- Rebasing transaction ids after a restore into another cluster (see
--- sql.RebaseTransactionIDs and docs/CONCURRENCY.md, "Restoring a dump").
+-- sql.RebaseTransactionIDs and docs/LIFECYCLE.md, "Backups and restores").
 --
 -- The log's order is (transaction_id, position), and transaction_id is the
 -- writer's xid8. A dump restored into a new cluster keeps the stored ids while
