@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -14,6 +13,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/logical"
 )
 
@@ -78,7 +78,7 @@ func switchViews(ctx context.Context, store *eventstore.Store, name string) erro
 			}
 			break
 		}
-		if err := sleep(ctx, poll); err != nil {
+		if err := retry.Sleep(ctx, poll); err != nil {
 			return err
 		}
 	}
@@ -98,7 +98,7 @@ func switchViews(ctx context.Context, store *eventstore.Store, name string) erro
 			if ok {
 				break
 			}
-			if err := sleep(ctx, poll); err != nil {
+			if err := retry.Sleep(ctx, poll); err != nil {
 				return err
 			}
 		}
@@ -245,14 +245,3 @@ func caughtUp(ctx context.Context, db querier, schema, name string, olds []switc
 // maxScan bounds the events caughtUp reads after the new version's cursor;
 // more means it is not caught up yet.
 const maxScan = 10000
-
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-	}
-	return nil
-}
