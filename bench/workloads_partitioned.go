@@ -35,8 +35,8 @@ import (
 //   - projection/partitioned/noop/w1: a no-op handler, one worker catching
 //     up with a backlog of 20,000 events from a fresh projection, against
 //     today's Runner (projection.New) over the same backlog: the cost of
-//     partitioning (each partition reads the query's pages and keeps its
-//     events).
+//     partitioning (the worker reads the query's pages once per round for
+//     its partitions, each keeps its events).
 func init() {
 	register(Workload{Name: "projection/partitioned/noop/w1", Group: "projection", Writers: 1, Quick: true, Prepare: preparePartitionedNoop})
 	for _, n := range []int{1, 2, 4, 8} {
@@ -290,7 +290,7 @@ func preparePartitionedNoop(ctx context.Context, env *Env) (*Plan, error) {
 			return nil
 		},
 		Notes: func(*Counters, float64) string {
-			return fmt.Sprintf("a fresh projection catches up with %d events: 1 worker holding %d partitions (each reads the query's pages of 500 and keeps its events) against one Runner; no-op handler",
+			return fmt.Sprintf("a fresh projection catches up with %d events: 1 worker holding %d partitions (read once per round, pages of 8×500; each keeps its events) against one Runner; no-op handler",
 				partitionedNoopBacklog, partitionedParts)
 		},
 	}, nil

@@ -50,9 +50,10 @@ type PartitionConfig struct {
 	// is refused once another worker claimed the partition. 0: the default,
 	// 10s.
 	Lease time.Duration
-	// BatchSize is about the most events of its partition a batch handles:
-	// a batch reads a page of BatchSize × min(Partitions, 8) events of the
-	// query and keeps those of its partition. 0: the default, 500.
+	// BatchSize sizes the pages: a worker reads a page of BatchSize ×
+	// min(Partitions, 8) events of the query once for all the partitions it
+	// holds, and each partition's batch handles its events of the page.
+	// 0: the default, 500.
 	BatchSize int
 	// ReaderConfig: PollInterval, NotifyDisabled, HeartbeatInterval (how
 	// often an idle partition's checkpoint catches up with the log), the
@@ -150,8 +151,9 @@ func partitionOf(ev *pgdcb.StoredEvent, key string, n int) int {
 
 // Run takes part in the projection until ctx ends, and returns ctx's error:
 // it registers the worker, claims its share of the partitions (and releases
-// what is above it when workers join), renews its leases, and runs batches
-// of the partitions it holds, one at a time. When ctx ends it releases its
+// what is above it when workers join), renews its leases, and runs rounds:
+// one read of the log for the partitions it holds, then each one's batch
+// over its events, one at a time. When ctx ends it releases its
 // partitions at once for the other workers. Connection and handler failures
 // are logged and retried with backoff.
 func (p *Partitioned) Run(ctx context.Context) error {
@@ -194,38 +196,65 @@ func (p *Partitioned) Run(ctx context.Context) error {
 			failures = 0
 			lastTick = time.Now()
 		}
-		parts := lw.partitions()
-		busy := false
-		for range parts {
-			hp := lw.held[parts[next%len(parts)]]
-			next++
-			if hp == nil || time.Now().Before(retryAt[hp.partition]) {
-				continue // lost in this round, or backing off after a failure
+		// One read of the log for every held partition not backing off,
+		// then each one's batch over its events of the page.
+		var parts []int
+		for _, part := range lw.partitions() {
+			if !time.Now().Before(retryAt[part]) {
+				parts = append(parts, part)
 			}
-			writeIdle := time.Since(lastIdle[hp.partition]) >= p.cfg.HeartbeatInterval
-			res, err := lw.batch(ctx, hp, writeIdle)
+		}
+		busy := false
+		if len(parts) > 0 {
+			rd, ok, err := lw.read(ctx, parts)
 			if ctx.Err() != nil {
 				return ctx.Err()
 			}
-			switch {
-			case errors.Is(err, errFenced):
-				p.cfg.Logger.InfoContext(ctx, "pgdcb: projection: partition lost (fenced)", "name", p.name, "partition", hp.partition, "worker", lw.id)
-				delete(lw.held, hp.partition)
-			case err != nil:
-				fails[hp.partition]++
-				d := retry.Delay(fails[hp.partition], p.cfg.RetryMin, p.cfg.RetryMax)
-				retryAt[hp.partition] = time.Now().Add(d) // the other partitions go on
-				p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: partition batch failed", "name", p.name, "partition", hp.partition, "err", err, "retry_in", d)
-			default:
-				delete(fails, hp.partition)
-				delete(retryAt, hp.partition)
-				if res.wrote && res.n == 0 {
-					lastIdle[hp.partition] = time.Now()
-				}
-				busy = busy || res.full
+			for _, part := range rd.fenced {
+				p.cfg.Logger.InfoContext(ctx, "pgdcb: projection: partition lost (fenced)", "name", p.name, "partition", part, "worker", lw.id)
+				delete(lw.held, part)
 			}
-			if time.Since(lastTick) >= tick {
-				break // renew the leases before the next batch
+			if err != nil {
+				for _, part := range parts {
+					fails[part]++
+					retryAt[part] = time.Now().Add(retry.Delay(fails[part], p.cfg.RetryMin, p.cfg.RetryMax))
+				}
+				p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: partition read failed", "name", p.name, "partitions", parts, "err", err)
+			}
+			for i := range parts {
+				if !ok {
+					break
+				}
+				hp := lw.held[parts[(next+i)%len(parts)]]
+				if hp == nil {
+					continue // lost in this round
+				}
+				writeIdle := time.Since(lastIdle[hp.partition]) >= p.cfg.HeartbeatInterval
+				res, err := lw.batch(ctx, hp, &rd, writeIdle)
+				if ctx.Err() != nil {
+					return ctx.Err()
+				}
+				switch {
+				case errors.Is(err, errFenced):
+					p.cfg.Logger.InfoContext(ctx, "pgdcb: projection: partition lost (fenced)", "name", p.name, "partition", hp.partition, "worker", lw.id)
+					delete(lw.held, hp.partition)
+				case err != nil:
+					fails[hp.partition]++
+					d := retry.Delay(fails[hp.partition], p.cfg.RetryMin, p.cfg.RetryMax)
+					retryAt[hp.partition] = time.Now().Add(d) // the other partitions go on
+					p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: partition batch failed", "name", p.name, "partition", hp.partition, "err", err, "retry_in", d)
+				default:
+					delete(fails, hp.partition)
+					delete(retryAt, hp.partition)
+					if res.wrote && res.n == 0 {
+						lastIdle[hp.partition] = time.Now()
+					}
+					busy = busy || res.full
+				}
+				if time.Since(lastTick) >= tick {
+					next += i + 1 // the next round starts after the last batch run
+					break         // renew the leases before the next batch
+				}
 			}
 		}
 		if busy || time.Since(lastTick) >= tick {

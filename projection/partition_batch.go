@@ -10,18 +10,111 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 )
 
-// batch runs one batch of partition hp in one READ COMMITTED transaction,
-// as Runner.batch does for a whole projection: read the partition's
-// checkpoint (a plain read: no transaction id before the tail read), read
-// the page of the projection's query after it, keep the events of the
-// partition, call the handler, and move the checkpoint by compare-and-set
-// on the cursor read and the epoch of this worker's claim (fencing: once
-// another worker claimed the partition, the update matches nothing and the
-// batch rolls back with errFenced). writeIdle also moves a checkpoint whose
-// page held none of the partition's events.
-func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, writeIdle bool) (batchResult, error) {
-	var res batchResult
+// roundRead is one read of the log for the partitions a worker holds: the
+// page read after the lowest of their checkpoints, and, per partition, its
+// checkpoint and its events of the page after it.
+type roundRead struct {
+	tail   pgdcb.TailBatch
+	full   bool                        // the page was full: more may follow
+	curs   map[int]cursor.Cursor       // checkpoint of each partition read
+	evs    map[int][]pgdcb.StoredEvent // its events after its checkpoint
+	fenced []int                       // claimed by another worker meanwhile
+}
+
+// read reads the checkpoints of parts (held by this worker) and one page of
+// the projection's query after the lowest of them, in one READ COMMITTED
+// transaction that writes nothing. The page holds every matching event
+// after that checkpoint up to tail.Cursor (the tail's rules), so for each
+// partition it holds every event of the partition after its own checkpoint
+// up to there: its batch handles them and may move its checkpoint to
+// tail.Cursor, never past an event it has not handled. ok is false when the
+// page could not be read yet (Runner.readTail).
+func (lw *leaseWorker) read(ctx context.Context, parts []int) (rd roundRead, ok bool, _ error) {
 	p := lw.p
+	conn, err := p.store.Pool().Acquire(ctx)
+	if err != nil {
+		return rd, false, err
+	}
+	defer conn.Release()
+	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return rd, false, err
+	}
+	defer func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}()
+	ps := make([]int32, len(parts))
+	for i, part := range parts {
+		ps[i] = int32(part)
+	}
+	// projection_partitions primary key.
+	rows, err := tx.Query(ctx, `SELECT partition, transaction_id, position, owner, epoch FROM `+lw.schema+`.projection_partitions
+		WHERE name = $1 AND partition = ANY($2)`, p.name, ps)
+	if err != nil {
+		return rd, false, fmt.Errorf("pgdcb: projection %q: reading partitions: %w", p.name, err)
+	}
+	rd.curs = map[int]cursor.Cursor{}
+	var (
+		from  cursor.Cursor
+		part  int32
+		cur   cursor.Cursor
+		owner *string
+		epoch int64
+	)
+	_, err = pgx.ForEachRow(rows, []any{&part, &cur.TransactionID, &cur.Position, &owner, &epoch}, func() error {
+		if hp := lw.held[int(part)]; hp == nil || owner == nil || *owner != lw.id || epoch != hp.epoch {
+			rd.fenced = append(rd.fenced, int(part))
+			return nil
+		}
+		if len(rd.curs) == 0 || cursor.Compare(cur.TransactionID, cur.Position, from.TransactionID, from.Position) < 0 {
+			from = cur
+		}
+		rd.curs[int(part)] = cur
+		return nil
+	})
+	if err != nil || len(rd.curs) == 0 {
+		return rd, false, err
+	}
+	rd.tail, ok, err = p.r.readTail(ctx, tx, from)
+	if err != nil || !ok {
+		return rd, false, err
+	}
+	rd.full = len(rd.tail.Events) == p.cfg.BatchSize
+	// Filtered here, not in SQL: a prototype that kept a partition's events
+	// in the statement (a hash of the key's value extracted from the tags
+	// per row) read 0.4-0.8× as many events/s as pages of the whole query
+	// filtered here (20k events, 8 partitions, 2026-11-29, loaded machine).
+	rd.evs = map[int][]pgdcb.StoredEvent{}
+	for i := range rd.tail.Events {
+		ev := &rd.tail.Events[i]
+		part := partitionOf(ev, p.key, p.n)
+		if c, held := rd.curs[part]; held && cursor.Compare(ev.TransactionID, ev.Position, c.TransactionID, c.Position) > 0 {
+			rd.evs[part] = append(rd.evs[part], *ev)
+		}
+	}
+	return rd, true, nil
+}
+
+// batch runs the batch of partition hp over rd in one READ COMMITTED
+// transaction, as Runner.batch does for a whole projection: call the
+// handler with the partition's events of the page, and move the checkpoint
+// to the page's cursor by compare-and-set on the checkpoint rd read and the
+// epoch of this worker's claim (fencing: once another worker claimed the
+// partition, the update matches nothing and the batch rolls back with
+// errFenced). A partition whose checkpoint is at or after the page's cursor
+// has nothing in it. writeIdle also moves a checkpoint that got no events.
+func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, rd *roundRead, writeIdle bool) (batchResult, error) {
+	res := batchResult{full: rd.full}
+	p := lw.p
+	cur, to := rd.curs[hp.partition], rd.tail.Cursor
+	evs := rd.evs[hp.partition]
+	res.n = len(evs)
+	moved := cursor.Compare(to.TransactionID, to.Position, cur.TransactionID, cur.Position) > 0
+	if !moved || (res.n == 0 && !res.full && !writeIdle) {
+		return res, nil
+	}
 	conn, err := p.store.Pool().Acquire(ctx)
 	if err != nil {
 		return res, err
@@ -36,44 +129,10 @@ func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, writeIdle b
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}()
-	var (
-		cur   cursor.Cursor
-		owner *string
-		epoch int64
-	)
-	// projection_partitions primary key.
-	err = tx.QueryRow(ctx, `SELECT transaction_id, position, owner, epoch FROM `+lw.schema+`.projection_partitions
-		WHERE name = $1 AND partition = $2`, p.name, hp.partition).Scan(&cur.TransactionID, &cur.Position, &owner, &epoch)
-	if err != nil {
-		return res, fmt.Errorf("pgdcb: projection %q: reading partition %d: %w", p.name, hp.partition, err)
-	}
-	if owner == nil || *owner != lw.id || epoch != hp.epoch {
-		return res, errFenced
-	}
-	tb, ok, err := p.r.readTail(ctx, tx, cur)
-	if err != nil || !ok {
-		return res, err
-	}
-	res.full = len(tb.Events) == p.cfg.BatchSize
-	// Filtered here, not in SQL: a prototype that kept a partition's events
-	// in the statement (a hash of the key's value extracted from the tags
-	// per row) read 0.4-0.8× as many events/s as pages of the whole query
-	// filtered here (20k events, 8 partitions, 2026-11-29, loaded machine).
-	var evs []pgdcb.StoredEvent
-	for i := range tb.Events {
-		if partitionOf(&tb.Events[i], p.key, p.n) == hp.partition {
-			evs = append(evs, tb.Events[i])
-		}
-	}
-	res.n = len(evs)
 	if res.n > 0 {
 		if err := p.h(ctx, tx, evs); err != nil {
 			return res, &handlerError{Name: fmt.Sprintf("%s[%d]", p.name, hp.partition), Cursor: cur, Err: err}
 		}
-	}
-	moved := tb.Cursor.TransactionID != cur.TransactionID || tb.Cursor.Position != cur.Position
-	if !moved || (res.n == 0 && !res.full && !writeIdle) {
-		return res, nil
 	}
 	// projection_partitions primary key. Compare-and-set on the cursor read
 	// and on the claim's owner and epoch: READ COMMITTED re-checks the WHERE
@@ -83,7 +142,7 @@ func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, writeIdle b
 		SET transaction_id = $3::xid8, position = $4, updated_at = now()
 		WHERE name = $1 AND partition = $2 AND owner = $5 AND epoch = $6
 		  AND transaction_id = $7::xid8 AND position = $8`,
-		p.name, hp.partition, tb.Cursor.TransactionID, tb.Cursor.Position, lw.id, hp.epoch, cur.TransactionID, cur.Position)
+		p.name, hp.partition, to.TransactionID, to.Position, lw.id, hp.epoch, cur.TransactionID, cur.Position)
 	if err != nil {
 		return res, fmt.Errorf("pgdcb: projection %q: moving partition %d: %w", p.name, hp.partition, err)
 	}

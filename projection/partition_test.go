@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -522,4 +523,71 @@ func TestPartitionedHandlerErrorRetried(t *testing.T) {
 	require.ErrorIs(t, <-done, context.Canceled)
 	require.Greater(t, calls.Load(), int64(3))
 	requireKeyedExactlyOnce(t, pool, schema, 30)
+}
+
+// TestPartitionedBehindAndCaughtUp: one worker holds a partition far behind
+// (its handler failed while hundreds of its events were appended) and one
+// caught up; the worker reads the log once per round from the lower
+// checkpoint, and both end exact: no event of the caught-up partition
+// handled again, none of the one behind skipped, per-key order kept.
+func TestPartitionedBehindAndCaughtUp(t *testing.T) {
+	s, pool := newStore(t)
+	schema := ident.Schema(s)
+	keyedModel(t, pool, schema)
+	partOf := func(key string) uint64 {
+		h := fnv.New64a()
+		h.Write([]byte(key))
+		return h.Sum64() % 2
+	}
+	behind, ahead := "b0", "a0"
+	for i := 0; partOf(ahead) == partOf(behind); i++ {
+		ahead = fmt.Sprint("a", i)
+	}
+	var hold atomic.Bool
+	hold.Store(true)
+	h := keyedHandler(schema, "w")
+	p, err := projection.NewPartitioned(s, "behind", partQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
+		if k, _ := evs[0].Tags.Get("wallet"); k == behind && hold.Load() {
+			return errors.New("read model of the partition behind unavailable")
+		}
+		return h(ctx, tx, evs)
+	}, partConfig(2, time.Second))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	seq := map[string]int{}
+	appendKeyed := func(key string, n int) {
+		evs := make([]pgdcb.Event, n)
+		for i := range evs {
+			seq[key]++
+			evs[i] = keyedEvent(key, seq[key])
+		}
+		_, err := s.Append(t.Context(), evs)
+		require.NoError(t, err)
+	}
+	handled := func(key string) int {
+		var n int
+		require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.rm_events WHERE key = $1`, key).Scan(&n))
+		return n
+	}
+	for range 12 { // 600 events behind: 6 pages of 100
+		appendKeyed(behind, 50)
+		appendKeyed(ahead, 10)
+	}
+	await.True(t, 10*time.Second, "the caught-up partition handles its events", func() bool {
+		return handled(ahead) == seq[ahead]
+	})
+	require.Zero(t, handled(behind), "the partition behind handled nothing")
+	hold.Store(false)
+	for range 5 { // appended while the partition behind catches up
+		appendKeyed(behind, 10)
+		appendKeyed(ahead, 10)
+	}
+	await.True(t, 20*time.Second, "both partitions catch up", func() bool {
+		return rmEventsCount(t, pool, schema) >= seq[behind]+seq[ahead] && checkpointsCover(t, pool, schema, "behind")
+	})
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	requireKeyedExactlyOnce(t, pool, schema, seq[behind]+seq[ahead])
 }
