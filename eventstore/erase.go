@@ -12,8 +12,8 @@ import (
 // Erase forgets subject (crypto-shredding; docs/LIFECYCLE.md, "Erasing a
 // person's data"): in one transaction it appends a pgdcb.ErasedEventType
 // event tagged pgdcb.subject=<subject> and deletes the subject's data key,
-// and with it the decision snapshots that may have folded the subject's
-// fields. From its commit on, every read returns each field sealed for the
+// and with it every decision snapshot (any may have folded the subject's
+// fields). From its commit on, every read returns each field sealed for the
 // subject (pgdcb.Personal) as JSON null, in every process and on standbys
 // (reads look keys up on the primary); the events, their types, tags,
 // positions and the conditions over them are untouched. An append sealing
@@ -50,15 +50,16 @@ func (s *Store) Erase(ctx context.Context, subject string) (res pgdcb.AppendResu
 		return pgdcb.AppendResult{}, errf("erase", err)
 	}
 	// As retention does: a snapshot write in flight finishes first (and is
-	// deleted here if it may hold the subject's data); one that starts later
-	// sees the new epoch and writes nothing; a loaded one of an older epoch
-	// is not used. The snapshots at or after the key's making are the ones
-	// that may have folded a field sealed under it (subject_keys).
+	// deleted here); one that starts later sees the new epoch and writes
+	// nothing; a loaded one of an older epoch is not used. Every snapshot of
+	// an older epoch goes, not only those after the key's making: after
+	// sql.RebaseTransactionIDs (or for a key copied from another cluster)
+	// transaction ids do not order the key against the snapshots.
 	b := &pgx.Batch{}
 	b.Queue(`LOCK TABLE ` + s.schema + `.decision_snapshots IN SHARE ROW EXCLUSIVE MODE`)
-	b.Queue(`WITH k AS (DELETE FROM `+s.schema+`.subject_keys WHERE subject = $1 RETURNING created_xid),
-	     e AS (UPDATE `+s.schema+`.decision_snapshot_epoch SET epoch = epoch + 1 WHERE EXISTS (SELECT FROM k))
-	DELETE FROM `+s.schema+`.decision_snapshots WHERE transaction_id >= (SELECT created_xid FROM k)`, subject)
+	b.Queue(`WITH k AS (DELETE FROM `+s.schema+`.subject_keys WHERE subject = $1 RETURNING 1),
+	     e AS (UPDATE `+s.schema+`.decision_snapshot_epoch SET epoch = epoch + 1 WHERE EXISTS (SELECT FROM k) RETURNING epoch)
+	DELETE FROM `+s.schema+`.decision_snapshots WHERE epoch < (SELECT epoch FROM e)`, subject)
 	if err = tx.SendBatch(ctx, b).Close(); err != nil {
 		return pgdcb.AppendResult{}, errf("erase", err)
 	}

@@ -21,7 +21,9 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/query"
+	pgdcbsql "github.com/pgdcb/pgdcb/sql"
 )
 
 // testKEK is the tests' key-encryption key.
@@ -353,4 +355,75 @@ func TestEraseOnStandbyRead(t *testing.T) {
 	require.Len(t, evs, 1, "the standby has not replayed the erasure event")
 	require.Equal(t, "null", string(dataOf(t, evs[0]).Owner))
 	require.JSONEq(t, `{"name": "Bob"}`, string(dataOf(t, evs[0]).Witness))
+}
+
+// A sealed append making a subject's key holds a connection of the store's
+// pool (its transaction) and must not wait for another from it: as many
+// first sealed appends as the pool has connections, each in a transaction
+// of the caller's, all finish (the key is made on the keyring's own pool).
+func TestSealedAppendsMakingKeysDoNotExhaustThePool(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pcfg := pgtest.Pool(t).Config()
+	pcfg.MaxConns = 2
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	require.NoError(t, err)
+	t.Cleanup(pool.Close)
+	w, err := eventstore.NewAESKeyWrapper(testKEK)
+	require.NoError(t, err)
+	s := teststore.OnPool(t, pool, &eventstore.Config{KEK: w})
+
+	// Both transactions hold their connection before either appends.
+	txs := make([]pgx.Tx, pcfg.MaxConns)
+	for i := range txs {
+		txs[i], err = pool.Begin(ctx)
+		require.NoError(t, err)
+		defer txs[i].Rollback(context.Background())
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(txs))
+	for i, tx := range txs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sub := fmt.Sprintf("new-user-%d", i)
+			if _, errs[i] = s.AppendTx(ctx, tx, []pgdcb.Event{walletOpened(fmt.Sprint("w", i), sub, "Ada", sub, "Ada")}); errs[i] == nil {
+				errs[i] = tx.Commit(ctx)
+			}
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		require.NoError(t, err, "append %d", i)
+	}
+}
+
+// Erase drops every decision snapshot of an older epoch, also where
+// transaction ids no longer order the subject's key against the snapshots:
+// after sql.RebaseTransactionIDs (a restore into a new cluster) the events
+// carry ids smaller than subject_keys.created_xid.
+func TestEraseAfterRebaseDropsSnapshotsThatFoldedTheSubject(t *testing.T) {
+	ctx := context.Background()
+	s, pool := erasableStore(t, nil)
+	marker := fmt.Sprintf("Ada-Lovelace-%d", time.Now().UnixNano())
+	_, err := s.Append(ctx, []pgdcb.Event{walletOpened("w1", "u1", marker, "u2", "x")})
+	require.NoError(t, err)
+	_, err = s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Deposited", map[string]any{"amount": 5}, "wallet=w1")})
+	require.NoError(t, err)
+	_, _, err = pgdcbsql.RebaseTransactionIDs(ctx, pool, s.Schema())
+	require.NoError(t, err)
+	q := query.Tagged(nil, "wallet=w1")
+	evs, _, err := s.ReadAll(ctx, q, nil)
+	require.NoError(t, err)
+	require.Len(t, evs, 2)
+	last := evs[1]
+	// A decision snapshot folded after the restore, at the log's point.
+	state, _ := json.Marshal([]string{marker, "<null>"})
+	ok, err := eventstore.StoreSnapshot(ctx, s, "names", 1, q, cursor.Cursor{TransactionID: last.TransactionID, Position: last.Position}, state)
+	require.NoError(t, err)
+	require.True(t, ok)
+	require.Equal(t, 1, hits(t, pool, s.Schema(), marker))
+	_, err = s.Erase(ctx, "u1")
+	require.NoError(t, err)
+	require.Zero(t, hits(t, pool, s.Schema(), marker), "Erase drops the snapshot that folded the name")
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/pgcode"
+	"github.com/pgdcb/pgdcb/internal/seal"
 )
 
 // ImportTx appends events read from another log (an export, another store)
@@ -25,7 +26,10 @@ import (
 // Only the schema's owner (the role that ran Migrate) may import: sql.Grant
 // does not give an application role the server function, so no application
 // can choose a recorded time. The events are validated as Append validates
-// them, the log stays append-only, and an event id already stored fails
+// them; an event carrying a personal-field marker (pgdcb.Personal) is
+// refused with a *pgdcb.InvalidEventError (import seals nothing: values
+// already sealed, {"pgdcb.sealed": …}, are stored as given). The log stays
+// append-only, and an event id already stored fails
 // with pgdcb.ErrIdempotent (the transaction is then aborted: roll it back).
 //
 // The transaction must be READ COMMITTED and the import must be its first
@@ -46,6 +50,9 @@ func (s *Store) ImportTx(ctx context.Context, tx pgx.Tx, events []pgdcb.StoredEv
 	if err := s.validate(evs); err != nil {
 		return pgdcb.AppendResult{}, err
 	}
+	if err := refuseMarked(evs); err != nil {
+		return pgdcb.AppendResult{}, err
+	}
 	args := appendEventsArgs(evs, nil, lockSet{}, [16]byte{})[:6]
 	args = append(args, at, lockKey(s.cfg.Schema, kindGlobal, ""))
 	var (
@@ -64,4 +71,26 @@ func (s *Store) ImportTx(ctx context.Context, tx pgx.Tx, events []pgdcb.StoredEv
 		return pgdcb.AppendResult{}, errf("import", err)
 	}
 	return pgdcb.AppendResult{TransactionID: txID, Positions: pos, OccurredAt: recordedAt(unixMicros(last))}, nil
+}
+
+// refuseMarked refuses the first event whose data or metadata holds a
+// personal-field marker: stored in clear, Erase could not forget it.
+func refuseMarked(evs []pgdcb.Event) error {
+	for i, e := range evs {
+		for _, f := range []struct {
+			name string
+			b    []byte
+		}{{"data", e.Data}, {"metadata", e.Metadata}} {
+			subs, err := seal.Subjects(f.b)
+			if err == nil && len(subs) == 0 {
+				continue
+			}
+			reason := "holds a personal-field marker (pgdcb.Personal): import does not seal; append it, or import it sealed"
+			if err != nil {
+				reason = err.Error()
+			}
+			return &pgdcb.InvalidEventError{Index: i, Type: e.Type, Field: f.name, Reason: reason}
+		}
+	}
+	return nil
 }

@@ -3,6 +3,7 @@ package eventstore_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -116,4 +117,42 @@ func TestImportTxIsSeenByAConcurrentCheck(t *testing.T) {
 	err = <-done
 	var cf *appendif.ConditionFailedError
 	require.ErrorAs(t, err, &cf)
+}
+
+// ImportTx seals nothing: it refuses an event carrying a personal-field
+// marker (stored in clear, Erase could not forget it), naming the event,
+// and writes none of the batch; a value already sealed is imported as
+// stored.
+func TestImportTxRefusesPersonalMarkers(t *testing.T) {
+	ctx := context.Background()
+	s, pool := erasableStore(t, nil)
+	marker := fmt.Sprintf("Grace-Hopper-%d", time.Now().UnixNano())
+	plain := pgdcb.MustEvent("Deposited", map[string]any{"amount": 5}, "wallet=w9")
+	tx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer tx.Rollback(ctx)
+	_, err = s.ImportTx(ctx, tx, []pgdcb.StoredEvent{{Event: plain}, {Event: walletOpened("w9", "u9", marker, "u8", "x")}})
+	var ie *pgdcb.InvalidEventError
+	require.ErrorAs(t, err, &ie)
+	require.Equal(t, 1, ie.Index)
+	require.Equal(t, "data", ie.Field)
+	require.Contains(t, ie.Reason, "pgdcb.Personal")
+	require.NoError(t, tx.Rollback(ctx))
+	require.Zero(t, hits(t, pool, s.Schema(), marker), "nothing written")
+
+	// A sealed value (as an export holds it) passes through.
+	_, err = s.Append(ctx, []pgdcb.Event{walletOpened("w1", "u1", marker, "u2", "x")})
+	require.NoError(t, err)
+	stored, err := pool.Query(ctx, `SELECT data FROM `+s.Schema()+`.events WHERE type = 'WalletOpened'`)
+	require.NoError(t, err)
+	datas, err := pgx.CollectRows(stored, pgx.RowTo[[]byte])
+	require.NoError(t, err)
+	require.Len(t, datas, 1)
+	sealed := walletOpened("w2", "u1", "", "u2", "x")
+	sealed.Data = datas[0]
+	tx, err = pool.Begin(ctx)
+	require.NoError(t, err)
+	_, err = s.ImportTx(ctx, tx, []pgdcb.StoredEvent{{Event: sealed}})
+	require.NoError(t, err)
+	require.NoError(t, tx.Commit(ctx))
 }

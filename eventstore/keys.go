@@ -83,13 +83,15 @@ type keyring struct {
 	closed bool                 // Close ran: lookups use the store's pool
 }
 
-// lookupPoolSize is the most connections the reads' key look-ups hold.
+// lookupPoolSize is the most connections the key look-ups and key making
+// hold.
 const lookupPoolSize = 2
 
-// lookupPool is the pool the reads' key look-ups use: a small one of its
-// own on the store's primary, made at the first look-up and closed by
-// Close, so that a read streaming on a connection of the store's pool never
-// waits for a second one from it (reads that each hold one and wait for
+// lookupPool is the pool the reads' key look-ups and the sealed appends'
+// key making (create) use: a small one of its own on the store's primary,
+// made at first use and closed by Close, so that a read streaming (or an
+// append in its transaction) on a connection of the store's pool never
+// waits for a second one from it (callers that each hold one and wait for
 // another would wait for ever once the pool is exhausted).
 func (k *keyring) lookupPool(ctx context.Context) (*pgxpool.Pool, error) {
 	k.mu.Lock()
@@ -163,10 +165,17 @@ func (k *keyring) forget(subject string) {
 }
 
 // create makes a key for each of subjects that has none, in transactions of
-// its own on the store's pool (a key that is never used costs a row).
+// its own on the look-up pool (a key that is never used costs a row): a
+// sealed append calls it holding a connection of the store's pool, and
+// must not wait for a second one from it (appends that each hold one would
+// wait for ever once the pool is exhausted).
 func (k *keyring) create(ctx context.Context, subjects []string) error {
 	s := k.s
-	rows, err := s.pool.Query(ctx, `SELECT subject FROM `+s.schema+`.subject_keys WHERE subject = ANY($1)`, subjects)
+	pool, err := k.lookupPool(ctx)
+	if err != nil {
+		return err
+	}
+	rows, err := pool.Query(ctx, `SELECT subject FROM `+s.schema+`.subject_keys WHERE subject = ANY($1)`, subjects)
 	if err != nil {
 		return err
 	}
@@ -184,7 +193,7 @@ func (k *keyring) create(ctx context.Context, subjects []string) error {
 			return fmt.Errorf("wrap key: %w", err)
 		}
 		// subject_keys_pkey: a racing append that made the key first wins.
-		if _, err := s.pool.Exec(ctx, `INSERT INTO `+s.schema+`.subject_keys (subject, key_id, wrapped)
+		if _, err := pool.Exec(ctx, `INSERT INTO `+s.schema+`.subject_keys (subject, key_id, wrapped)
 			VALUES ($1, gen_random_uuid(), $2) ON CONFLICT (subject) DO NOTHING`, sub, wrapped); err != nil {
 			return err
 		}
