@@ -30,7 +30,9 @@ import (
 // name holds at least every event they hold, re-creates each view over
 // name's table, records name as the one serving it, and pauses each previous
 // projection that serves no view any more (its tables are kept: Switch back
-// to it after a Resume, or drop them). A reader never sees a view empty,
+// to it after a Resume, or drop them). A Reset of name that commits before
+// Switch holds name's checkpoint row rolls the switch back (it waits again);
+// a later one waits for Switch's commit. A reader never sees a view empty,
 // doubled, or behind a point it saw before; WaitFor of a runner with Views
 // follows the switch. It fails with ErrNotFound when name has no checkpoint,
 // with a *pgdcb.InvalidArgumentError when it registered no views, and with an
