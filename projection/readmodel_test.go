@@ -12,6 +12,7 @@ import (
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
@@ -180,4 +181,85 @@ func count(t *testing.T, pool *pgxpool.Pool, rel string) int {
 		return -1
 	}
 	return n
+}
+
+// A Reset of the new version that commits while Switch waits for the view's
+// readers (past its catch-up check) is seen: Switch rolls back, the view
+// stays over the live table with the old version serving it, and Switch
+// waits until the new version has rebuilt. (Switch used to point the view at
+// the emptied table and pause the old version.)
+func TestSwitchRefusesAResetDuringIt(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s, pool := newStore(t)
+	sc := ident.Schema(s)
+	for _, tb := range []string{"rm_a", "rm_b"} {
+		_, err := pool.Exec(ctx, `CREATE TABLE `+sc+`.`+tb+` (position bigint NOT NULL, type text NOT NULL)`)
+		require.NoError(t, err)
+	}
+	appendN(t, s, "P", 20, 10)
+	newRunner := func(name string) *projection.Runner {
+		r, err := projection.New(s, name, query.Tagged([]string{"P"}), insertRowsInto(sc, "rm_"+name), withTables([]string{"rm_" + name}, []string{"rm_v"}))
+		require.NoError(t, err)
+		return r
+	}
+	a := newRunner("a")
+	start(t, a)
+	caughtUpTo(t, s, a)
+	b := newRunner("b")
+	stopB := start(t, b)
+	await.True(t, time.Minute, "b holds the log", func() bool {
+		st, err := projection.GetStatus(ctx, s, b.Name())
+		return err == nil && st.State == projection.Active && count(t, pool, sc+".rm_b") == 20
+	})
+	stopB() // the new version's runner is between runs (a deploy)
+	require.Equal(t, 20, count(t, pool, sc+".rm_v"))
+
+	// A reader holds the view (as any SELECT in a transaction does).
+	rtx, err := pool.Begin(ctx)
+	require.NoError(t, err)
+	defer func() { _ = rtx.Rollback(ctx) }()
+	var n int
+	require.NoError(t, rtx.QueryRow(ctx, `SELECT count(*) FROM `+sc+`.rm_v`).Scan(&n))
+	viewLocks := func(granted bool) int {
+		var w int
+		require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_locks WHERE granted = $2 AND relation = to_regclass($1)`, sc+".rm_v", granted).Scan(&w))
+		return w
+	}
+
+	done := make(chan error, 1)
+	go func() { done <- projection.Switch(ctx, s, b.Name()) }()
+	await.True(t, time.Minute, "Switch waits for the view's lock, past its catch-up check", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("Switch returned first: %v", err)
+		default:
+		}
+		return viewLocks(false) > 0
+	})
+	// Meanwhile any tool resets the new version.
+	require.NoError(t, projection.Reset(ctx, s, b.Name(), nil))
+	require.NoError(t, rtx.Commit(ctx))
+	// Switch's transaction ends (it holds the view's lock until then).
+	await.True(t, time.Minute, "Switch's transaction ended", func() bool { return viewLocks(true) == 0 })
+	var serving string
+	require.NoError(t, pool.QueryRow(ctx, `SELECT projection FROM `+sc+`.read_model_views`).Scan(&serving))
+	require.Equal(t, "a", serving, "the reset version does not serve the view")
+	require.Equal(t, 20, count(t, pool, sc+".rm_v"), "readers of the view see the whole model")
+	st, err := projection.GetStatus(ctx, s, a.Name())
+	require.NoError(t, err)
+	require.Equal(t, projection.Active, st.State)
+	select {
+	case err := <-done:
+		t.Fatalf("Switch returned before the new version rebuilt: %v", err)
+	default:
+	}
+
+	// The new version runs again and rebuilds: Switch completes.
+	start(t, newRunner("b"))
+	require.NoError(t, <-done)
+	require.Equal(t, 20, count(t, pool, sc+".rm_v"))
+	st, err = projection.GetStatus(ctx, s, a.Name())
+	require.NoError(t, err)
+	require.Equal(t, projection.Paused, st.State)
 }

@@ -30,7 +30,9 @@ import (
 // name holds at least every event they hold, re-creates each view over
 // name's table, records name as the one serving it, and pauses each previous
 // projection that serves no view any more (its tables are kept: Switch back
-// to it after a Resume, or drop them). A reader never sees a view empty,
+// to it after a Resume, or drop them). A Reset of name that commits before
+// Switch holds name's checkpoint row rolls the switch back (it waits again);
+// a later one waits for Switch's commit. A reader never sees a view empty,
 // doubled, or behind a point it saw before; WaitFor of a runner with Views
 // follows the switch. It fails with ErrNotFound when name has no checkpoint,
 // with a *pgdcb.InvalidArgumentError when it registered no views, and with an
@@ -64,6 +66,22 @@ func switchViews(ctx context.Context, store *eventstore.Store, name string) erro
 	if len(views) == 0 || len(views) != len(tables) {
 		return &pgdcb.InvalidArgumentError{Name: "name", Reason: fmt.Sprintf("%q registered no views (Config.Views)", name)}
 	}
+	for {
+		err := switchOnce(ctx, store, schema, name, tables, views)
+		if !errors.Is(err, errMovedBack) {
+			return err
+		}
+		// Reset (or a like rewind) of name committed before we held its
+		// checkpoint: nothing was switched; wait for it again.
+	}
+}
+
+// errMovedBack tells switchViews that name's checkpoint went back (a Reset)
+// between its catch-up and the views' re-creation: the transaction rolled
+// back and Switch waits again.
+var errMovedBack = errors.New("the checkpoint went back during the switch")
+
+func switchOnce(ctx context.Context, store *eventstore.Store, schema, name string, tables, views []string) error {
 	// Caught up first without holding anything, so that the live
 	// projection's batches wait only for the last steps.
 	for poll := waitPollMin; ; poll = min(2*poll, waitPollMax) {
@@ -106,6 +124,26 @@ func switchViews(ctx context.Context, store *eventstore.Store, name string) erro
 			if err := pointView(ctx, tx, v, tables[i]); err != nil {
 				return err
 			}
+		}
+		// A Reset of name may have committed since the check above (while
+		// we waited for the views' readers): name's checkpoint row FOR
+		// SHARE, then check again. A Reset from now on waits for our
+		// commit; one that committed is seen here, and we roll back. After
+		// the views: Reset locks name's tables, then this row; we hold no
+		// lock those wait for (CREATE VIEW takes ACCESS SHARE on the table)
+		// and a runner's batch of name cannot wait for the views with the
+		// row locked. checkpoints primary key.
+		if _, err := tx.Exec(ctx, `SELECT 1 FROM `+schema+`.checkpoints WHERE name = $1 FOR SHARE`, name); err != nil {
+			return err
+		}
+		ok, err := caughtUp(ctx, tx, schema, name, olds)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return errMovedBack
+		}
+		for i, v := range views {
 			// read_model_views primary key.
 			if _, err := tx.Exec(ctx, `INSERT INTO `+schema+`.read_model_views (view_name, projection, table_name) VALUES ($1, $2, $3)
 				ON CONFLICT (view_name) DO UPDATE SET projection = EXCLUDED.projection, table_name = EXCLUDED.table_name`, v, name, tables[i]); err != nil {
