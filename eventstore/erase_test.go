@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -274,6 +275,14 @@ func TestEraseRacingAppends(t *testing.T) {
 		var wg sync.WaitGroup
 		errs := make(chan error, writers*each+1)
 		start := make(chan struct{})
+		// The erasure starts once `after` appends of the round returned,
+		// later each round: spread over the round by signals, not timing.
+		after := int64(r * writers * each / rounds)
+		var appended atomic.Int64
+		reached := make(chan struct{})
+		if after == 0 {
+			close(reached)
+		}
 		for w := range writers {
 			wg.Add(1)
 			go func() {
@@ -284,14 +293,16 @@ func TestEraseRacingAppends(t *testing.T) {
 					_, err := s.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("Named",
 						map[string]any{"name": pgdcb.Personal("u1", name), "n": name}, fmt.Sprintf("round=%d", r))})
 					errs <- err
+					if appended.Add(1) == after {
+						close(reached)
+					}
 				}
 			}()
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			<-start
-			time.Sleep(time.Duration(r) * time.Millisecond) // spread the erasure over the round; not a verdict
+			<-reached
 			_, err := s.Erase(ctx, "u1")
 			errs <- err
 		}()

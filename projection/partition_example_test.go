@@ -66,10 +66,18 @@ func ExampleNewPartitioned() {
 		}
 		go func() { done <- w.Run(ctx) }()
 	}
-	deadline := time.Now().Add(time.Minute)
-	for total := 0; total < 2000 && time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	// Poll the read model until it holds every deposit (or a minute passed).
+	poll := time.NewTicker(10 * time.Millisecond)
+	deadline := time.After(time.Minute)
+	for total := 0; total < 2000; {
+		select {
+		case <-poll.C:
+		case <-deadline:
+			panic("the read model did not catch up")
+		}
 		_ = pool.QueryRow(ctx, `SELECT coalesce(sum(cents), 0) FROM `+schema+`.balances`).Scan(&total)
 	}
+	poll.Stop()
 	cancel()
 	<-done
 	<-done

@@ -81,6 +81,8 @@ func ExampleSwitch() {
 		panic(err)
 	}
 	v2 := version(2, runCtx)
+	retry := time.NewTicker(10 * time.Millisecond)
+	defer retry.Stop()
 	for {
 		// Switch waits until version 2 holds what version 1 holds; it
 		// needs version 2's checkpoint, made when it first runs.
@@ -91,7 +93,11 @@ func ExampleSwitch() {
 		if !errors.Is(err, projection.ErrNotFound) {
 			panic(err)
 		}
-		time.Sleep(10 * time.Millisecond)
+		select {
+		case <-retry.C:
+		case <-switchCtx.Done():
+			panic(switchCtx.Err())
+		}
 	}
 	var serving string
 	if err := pool.QueryRow(ctx, `SELECT projection FROM `+schema+`.read_model_views`).Scan(&serving); err != nil {
