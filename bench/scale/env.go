@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -97,4 +98,18 @@ func buildTail(ctx context.Context) (bin string, cleanup func(), err error) {
 		return "", nil, fmt.Errorf("go build ./cmd/pgdcb: %v: %s", err, out)
 	}
 	return bin, cleanup, nil
+}
+
+// loadAvg is the machine's 1-minute load average (0 when unreadable).
+func loadAvg() float64 {
+	raw, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return 0
+	}
+	f := strings.Fields(string(raw))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
 }

@@ -57,7 +57,11 @@
 // against the floor of bench (an autocommit one-row INSERT into an
 // unindexed copy of events, same run, interleaved, median of --reps),
 // `pgdcb tail` latency (append → printed line, the command built from this
-// checkout), pg_stat_user_tables of events and pg_stat_bgwriter's change
+// checkout), steps of a user's life run on the live log while 8 writers
+// append (ops.go: Migrate, Grant, CREATE/DROP INDEX CONCURRENTLY, a
+// projection Reset; each with the longest Append beside it), a base backup
+// streamed and thrown away (pg_basebackup -Ft -X none to a pipe: the copy a
+// new standby makes), pg_stat_user_tables of events and pg_stat_bgwriter's change
 // over the load and the measurements. Decisions and appends add events; the
 // next size loads up to its exact count.
 package main
@@ -356,6 +360,7 @@ func study(ctx context.Context, o *options, logf func(string, ...any)) (rs []*Si
 			logf("size %s: %.0f bytes/event", sizeName(n), r.BytesPerEvent)
 			continue
 		}
+		r.LoadAvg = loadAvg()
 		bgMeasure, err := bgwriter(ctx, pool)
 		if err != nil {
 			return rs, err
@@ -363,7 +368,7 @@ func study(ctx context.Context, o *options, logf func(string, ...any)) (rs []*Si
 		for _, step := range []struct {
 			name string
 			fn   func(context.Context, *SizeResult) error
-		}{{"reads", m.reads}, {"decisions", m.decisions}, {"appends", m.appends}} {
+		}{{"reads", m.reads}, {"decisions", m.decisions}, {"appends", m.appends}, {"ops", m.ops}} {
 			t0 := time.Now()
 			if err := step.fn(ctx, r); err != nil {
 				return rs, fmt.Errorf("size %s, %s: %w", sizeName(n), step.name, err)
@@ -378,6 +383,15 @@ func study(ctx context.Context, o *options, logf func(string, ...any)) (rs []*Si
 			}
 			r.TailError = err.Error()
 			logf("size %s: tail: %v", sizeName(n), err)
+		}
+		if err := m.baseBackup(ctx, r); err != nil {
+			if ctx.Err() != nil {
+				return rs, ctx.Err()
+			}
+			r.BaseBackupError = err.Error()
+			logf("size %s: base backup: %v", sizeName(n), err)
+		} else {
+			logf("size %s: base backup of %s in %.0fs", sizeName(n), mib(r.BaseBackupBytes), r.BaseBackupSeconds)
 		}
 		if r.MeasureBgwriter, err = bgwriterSince(ctx, pool, bgMeasure); err != nil {
 			return rs, err
