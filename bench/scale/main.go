@@ -86,6 +86,10 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 )
 
+// analysisMarker starts the hand-written part of --markdown, kept when the
+// page is generated again.
+const analysisMarker = "<!-- analysis: written by hand, kept by bench/scale -->"
+
 const defaultDSN = "postgres://postgres@127.0.0.1:5432/postgres"
 
 type options struct {
@@ -223,7 +227,15 @@ func writeReport(o *options, rs []*SizeResult, logf func(string, ...any)) error 
 		}
 	}
 	if o.markdown != "" {
-		if err := os.WriteFile(o.markdown, []byte(markdown(rs, link)), 0o644); err != nil {
+		page := markdown(rs, link)
+		// The reading of the figures is written by hand below the marker
+		// and kept when the page is generated again.
+		if old, err := os.ReadFile(o.markdown); err == nil {
+			if i := strings.Index(string(old), analysisMarker); i >= 0 {
+				page += "\n" + string(old[i:])
+			}
+		}
+		if err := os.WriteFile(o.markdown, []byte(page), 0o644); err != nil {
 			return err
 		}
 		logf("wrote %s", o.markdown)

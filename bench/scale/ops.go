@@ -88,6 +88,7 @@ func (m *meter) underLoad(ctx context.Context, name string, fn func(context.Cont
 		failed  error
 		seq     atomic.Int64
 		stepRun atomic.Bool // set while fn runs: only those appends count
+		stop    atomic.Bool
 	)
 	started := make(chan struct{}, 8)
 	for w := range 8 {
@@ -95,7 +96,10 @@ func (m *meter) underLoad(ctx context.Context, name string, fn func(context.Cont
 		go func() {
 			defer wg.Done()
 			first := true
-			for ctx.Err() == nil {
+			// Writers stop between calls, never by cancelling one: a
+			// cancelled Append settles its outcome, which would count as a
+			// pause the step did not cause.
+			for !stop.Load() && ctx.Err() == nil {
 				counting := stepRun.Load()
 				t0 := time.Now()
 				_, err := m.store.Append(ctx, []pgdcb.Event{benchEvent(m.spec.Stage, 100+w, seq.Add(1))})
@@ -135,7 +139,7 @@ func (m *meter) underLoad(ctx context.Context, name string, fn func(context.Cont
 	}
 	row.Seconds = time.Since(t0).Seconds()
 	stepRun.Store(false)
-	cancel()
+	stop.Store(true)
 	wg.Wait()
 	if failed != nil {
 		return row, fmt.Errorf("%s: an Append beside it failed: %w", name, failed)
