@@ -275,13 +275,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *pgdc
 func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o pgdcb.ReadOptions, tail, proved bool,
 	es *events, yield func(pgdcb.StoredEvent, error) bool) (again bool) {
 	sql, a := s.readSQL(q, o, tail, proved)
-	var rows pgx.Rows
-	var err error
-	if tail {
-		rows, err = horizon.Query(ctx, db, sql, a...)
-	} else {
-		rows, err = db.Query(ctx, sql, a...)
-	}
+	rows, err := readQuery(ctx, db, tail, sql, a...)
 	if err != nil {
 		yield(pgdcb.StoredEvent{}, errf("read", err))
 		return false

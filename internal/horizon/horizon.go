@@ -82,21 +82,33 @@ type Holder struct {
 	Database string
 }
 
-// Query runs a statement that uses Join on db, in one round trip: queued
-// first in the same batch, pg_stat_clear_snapshot() drops the backend status
-// that an earlier statement of the caller's transaction may have cached, so
-// the status the statement reads is read after its snapshot was taken (the
-// order the argument relies on). Close the rows (which ends the batch).
-func Query(ctx context.Context, db interface {
+// Batch runs the statements of before, then sql, then those of after, on db
+// in one round trip (in one transaction: the caller's, else the implicit one
+// that ends with the batch), and returns sql's rows. Close the rows (which
+// runs the rest of the batch and ends it).
+//
+// A statement that uses Join must come after pg_stat_clear_snapshot() in
+// its batch (before): it drops the backend status that an earlier
+// statement of the caller's transaction may have cached, so the status the
+// statement reads is read after its snapshot was taken (the order the
+// argument relies on).
+func Batch(ctx context.Context, db interface {
 	SendBatch(context.Context, *pgx.Batch) pgx.BatchResults
-}, sql string, args ...any) (pgx.Rows, error) {
+}, before, after []string, sql string, args ...any) (pgx.Rows, error) {
 	var b pgx.Batch
-	b.Queue(`SELECT pg_stat_clear_snapshot()`)
+	for _, q := range before {
+		b.Queue(q)
+	}
 	b.Queue(sql, args...)
+	for _, q := range after {
+		b.Queue(q)
+	}
 	br := db.SendBatch(ctx, &b)
-	if _, err := br.Exec(); err != nil {
-		_ = br.Close()
-		return nil, err
+	for range before {
+		if _, err := br.Exec(); err != nil {
+			_ = br.Close()
+			return nil, err
+		}
 	}
 	rows, err := br.Query()
 	if err != nil {
