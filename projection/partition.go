@@ -17,6 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -61,6 +62,23 @@ type PartitionConfig struct {
 	// apply as in Config. ElectionInterval, MaxAttempts and Tracer are not
 	// used: a failed batch is retried with backoff for ever.
 	ReaderConfig
+	// Logical, when set, feeds every partition from logical decoding, as
+	// Config.Logical does a Runner: events in commit order, so that an open
+	// transaction of the database delays no partition. Each partition
+	// streams from a replication slot of its own (a slot's position is one
+	// point of the stream, and partitions move between workers with their
+	// own checkpoints), named logical.SlotName(schema, name+"\x00"+index);
+	// its logical checkpoint is stored in its row with its cursor, so a
+	// partition that moves resumes exactly there, and a lost slot
+	// resynchronises from the log as a Runner's does. A worker runs one
+	// goroutine per partition it holds: the handler may be called
+	// concurrently for different partitions (never for one). The cost:
+	// a slot, a WAL sender and a decoding pass of the whole WAL per
+	// partition; a worker refuses to start (the error is logged and
+	// retried) when max_replication_slots or max_wal_senders is below
+	// Partitions. Logical.Slot must be empty. Default nil: tail reads.
+	// docs/SUBSCRIPTIONS.md, "Partitioned projections".
+	Logical *logical.Config
 }
 
 // Partitioned is one worker of a partitioned projection: a read model whose
@@ -94,7 +112,7 @@ func NewPartitioned(store *eventstore.Store, name string, q query.Query, h Handl
 		return nil, errfmt.Errorf("pgdcb: projection.NewPartitioned %q: %w", name, err)
 	}
 	pc := cfg.withDefaults()
-	r, err := newRunner(store, name, q, &Config{BatchSize: pc.BatchSize, ReaderConfig: pc.ReaderConfig})
+	r, err := newRunner(store, name, q, &Config{BatchSize: pc.BatchSize, ReaderConfig: pc.ReaderConfig, Logical: pc.Logical})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +141,10 @@ func (c *PartitionConfig) validate() error {
 		cfgcheck.Duration("Lease", c.Lease, defaultLease),
 	); err != nil {
 		return err
+	}
+	if c.Logical != nil && c.Logical.Slot != "" {
+		return &pgdcb.InvalidArgumentError{Name: "PartitionConfig.Logical.Slot",
+			Reason: "must be empty: each partition has a slot of its own, named after the projection and the partition"}
 	}
 	if c.Partitions > maxPartitions {
 		return &pgdcb.InvalidArgumentError{Name: "PartitionConfig.Partitions", Reason: fmt.Sprintf("at most %d (got %d)", maxPartitions, c.Partitions)}
@@ -159,14 +181,17 @@ func partitionOf(ev *pgdcb.StoredEvent, key string, n int) int {
 func (p *Partitioned) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := wake.New(p.store, p.cfg.PollInterval, !p.cfg.NotifyDisabled, p.cfg.Logger)
-	w.Start(ctx)
-	defer w.Stop()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	lw := &leaseWorker{p: p, id: p.cfg.Identity + "#" + hex.EncodeToString(b[:]), schema: ident.Schema(p.store),
 		held: map[int]*heldPartition{}}
 	defer lw.leave(ctx)
+	if p.cfg.Logical != nil {
+		return p.runLogical(ctx, lw) // each stream waits for its events
+	}
+	w := wake.New(p.store, p.cfg.PollInterval, !p.cfg.NotifyDisabled, p.cfg.Logger)
+	w.Start(ctx)
+	defer w.Stop()
 	tick := p.lease / 4
 	var (
 		lastTick time.Time

@@ -50,8 +50,8 @@ func (lw *leaseWorker) read(ctx context.Context, parts []int) (rd roundRead, ok 
 		ps[i] = int32(part)
 	}
 	// projection_partitions primary key.
-	rows, err := tx.Query(ctx, `SELECT partition, transaction_id, position, owner, epoch FROM `+lw.schema+`.projection_partitions
-		WHERE name = $1 AND partition = ANY($2)`, p.name, ps)
+	rows, err := tx.Query(ctx, `SELECT partition, transaction_id, position, owner, epoch, logical_checkpoint IS NOT NULL
+		FROM `+lw.schema+`.projection_partitions WHERE name = $1 AND partition = ANY($2)`, p.name, ps)
 	if err != nil {
 		return rd, false, fmt.Errorf("pgdcb: projection %q: reading partitions: %w", p.name, err)
 	}
@@ -62,11 +62,17 @@ func (lw *leaseWorker) read(ctx context.Context, parts []int) (rd roundRead, ok 
 		cur   cursor.Cursor
 		owner *string
 		epoch int64
+		bound bool
 	)
-	_, err = pgx.ForEachRow(rows, []any{&part, &cur.TransactionID, &cur.Position, &owner, &epoch}, func() error {
+	_, err = pgx.ForEachRow(rows, []any{&part, &cur.TransactionID, &cur.Position, &owner, &epoch, &bound}, func() error {
 		if hp := lw.held[int(part)]; hp == nil || owner == nil || *owner != lw.id || epoch != hp.epoch {
 			rd.fenced = append(rd.fenced, int(part))
 			return nil
+		}
+		if bound {
+			// Logical decoding consumed events beyond the cursor (commit
+			// order): reading the tail from it would handle them again.
+			return fmt.Errorf("pgdcb: projection %q: partition %d was fed by logical decoding (PartitionConfig.Logical); switching a partitioned projection back to tail reads is not supported: run it with Logical, or rebuild it under a new name", p.name, part)
 		}
 		if len(rd.curs) == 0 || cursor.Compare(cur.TransactionID, cur.Position, from.TransactionID, from.Position) < 0 {
 			from = cur

@@ -27,6 +27,8 @@ import (
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -36,6 +38,7 @@ const (
 	partChildEnv  = "PGDCB_PARTITION_CHILD"
 	partDSNEnv    = "PGDCB_PARTITION_DSN"
 	partSchemaEnv = "PGDCB_PARTITION_SCHEMA"
+	partModeEnv   = "PGDCB_PARTITION_MODE"
 )
 
 var partQ = query.Tagged([]string{"W"})
@@ -44,6 +47,83 @@ func partConfig(parts int, lease time.Duration) *projection.PartitionConfig {
 	return &projection.PartitionConfig{Key: "wallet", Partitions: parts, Lease: lease, BatchSize: 50,
 		ReaderConfig: projection.ReaderConfig{PollInterval: 50 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
 			RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond}}
+}
+
+// partMode is a read mode of the partitioned projection tests: tail reads
+// on the test server, or logical decoding (PartitionConfig.Logical, each
+// partition on a replication slot of its own) on the wal_level=logical
+// cluster.
+type partMode struct {
+	name    string
+	logical bool
+}
+
+var partModes = []partMode{{"tail", false}, {"logical", true}}
+
+// inModes runs test as a subtest per read mode: the same test body, its
+// every check, in both.
+func inModes(t *testing.T, test func(t *testing.T, m partMode)) {
+	for _, m := range partModes {
+		t.Run(m.name, func(t *testing.T) { test(t, m) })
+	}
+}
+
+// modeNamed is the partMode named name (the child processes' environment).
+func modeNamed(name string) partMode {
+	for _, m := range partModes {
+		if m.name == name {
+			return m
+		}
+	}
+	panic("no read mode " + name)
+}
+
+// store returns a store in a fresh schema on the mode's server, with the
+// keyed read model (keyedModel), its pool, and the server's DSN.
+func (m partMode) store(t *testing.T) (*eventstore.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	var (
+		s    *eventstore.Store
+		pool *pgxpool.Pool
+		dsn  string
+	)
+	if m.logical {
+		s, pool = teststore.Logical(t, nil)
+		dsn = pgtest.LogicalCluster(t).DSN()
+	} else {
+		s, pool = newStore(t)
+		dsn = pgtest.DSN(t)
+	}
+	keyedModel(t, pool, ident.Schema(s))
+	return s, pool, dsn
+}
+
+// config is partConfig in the mode.
+func (m partMode) config(parts int, lease time.Duration) *projection.PartitionConfig {
+	c := partConfig(parts, lease)
+	if m.logical {
+		c.Logical = &logical.Config{}
+	}
+	return c
+}
+
+// dropSlots drops, when the test ends (after the workers it starts later
+// have stopped), the replication slots of projection name's partitions in
+// logical mode, once their WAL senders have let go of them: the logical
+// cluster is shared.
+func (m partMode) dropSlots(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, name string, parts int) {
+	if !m.logical {
+		return
+	}
+	t.Cleanup(func() {
+		for i := range parts {
+			slot := projection.PartitionSlot(s.Schema(), name, i)
+			await.Until(t, 30*time.Second, func() (bool, string) {
+				err := logical.DropSlot(context.Background(), pool, slot)
+				return err == nil, fmt.Sprint(err)
+			})
+		}
+	})
 }
 
 // keyedModel creates the read model of the partition tests: rm_keys counts
@@ -147,11 +227,13 @@ func TestPartitionedConfig(t *testing.T) {
 // leaves and the two left take its share; a worker with another partition
 // count is refused. Events of 20 keys and some without the key, appended
 // throughout, are handled exactly once and in per-key order.
-func TestPartitionedRebalance(t *testing.T) {
-	s, pool := newStore(t)
+func TestPartitionedRebalance(t *testing.T) { inModes(t, testPartitionedRebalance) }
+
+func testPartitionedRebalance(t *testing.T, m partMode) {
+	s, pool, _ := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
 	const name, lease = "wallets", 400 * time.Millisecond
+	m.dropSlots(t, s, pool, name, 6)
 	seq := map[string]int{}
 	total := 0
 	appendSome := func() {
@@ -171,7 +253,7 @@ func TestPartitionedRebalance(t *testing.T) {
 		done   chan error
 	}
 	start := func(id string) worker {
-		cfg := partConfig(6, lease)
+		cfg := m.config(6, lease)
 		cfg.Identity = id
 		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, id), cfg)
 		require.NoError(t, err)
@@ -209,7 +291,7 @@ func TestPartitionedRebalance(t *testing.T) {
 	stop(w2)
 	await.Until(t, 10*time.Second, shares(3, 3))
 
-	other := partConfig(4, lease)
+	other := m.config(4, lease)
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &syncBuffer{}
 	other.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -273,11 +355,13 @@ func (s *syncBuffer) String() string {
 // starts the same batch. A's commit is then refused (its claim's epoch is
 // gone), although the checkpoint has not moved yet; B's commits. Every
 // event is in the read model once, written by B.
-func TestPartitionedFencing(t *testing.T) {
-	s, pool := newStore(t)
+func TestPartitionedFencing(t *testing.T) { inModes(t, testPartitionedFencing) }
+
+func testPartitionedFencing(t *testing.T, m partMode) {
+	s, pool, _ := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
 	const name, lease = "fenced", 300 * time.Millisecond
+	m.dropSlots(t, s, pool, name, 1)
 	for i := range 10 {
 		_, err := s.Append(t.Context(), []pgdcb.Event{keyedEvent(fmt.Sprint("w", i), 1)})
 		require.NoError(t, err)
@@ -305,8 +389,10 @@ func TestPartitionedFencing(t *testing.T) {
 		}
 	}
 	run := func(id string, h projection.Handler, logs *syncBuffer) (context.CancelFunc, chan error) {
-		cfg := partConfig(1, lease)
-		cfg.Identity = id
+		cfg := m.config(1, lease)
+		// B ranks first among the live workers (by name), so that its
+		// fair share keeps the partition once A is live again.
+		cfg.Identity = map[string]string{"A": "2-A", "B": "1-B"}[id]
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		p, err := projection.NewPartitioned(s, name, partQ, h, cfg)
 		require.NoError(t, err)
@@ -329,15 +415,32 @@ func TestPartitionedFencing(t *testing.T) {
 		require.ErrorIs(t, <-doneA, context.Canceled)
 		require.ErrorIs(t, <-doneB, context.Canceled)
 	})
-	<-aIn // A is in its batch, which cannot renew its lease
+	<-aIn // A is in its batch, which cannot renew its lease (logical mode: not for more than Lease/2)
 	<-doneB
 	cancelB, doneB = run("B", blocking("B", true, bIn, bGo), bLogs)
-	<-bIn // B claimed the partition after A's lease ran out, and is in the same batch
+	if m.logical {
+		// B claims the partition after A's lease ran out, but its stream
+		// begins only after A's batch: the partition's slot, created anew
+		// (A committed nothing), waits for A's transaction to end.
+		await.True(t, 5*time.Second, "B claims the partition", func() bool {
+			for o := range owners(t, pool, schema, name) {
+				if strings.HasPrefix(o, "1-B#") {
+					return true
+				}
+			}
+			return false
+		})
+	} else {
+		<-bIn // B claimed the partition after A's lease ran out, and is in the same batch
+	}
 	require.Equal(t, 0, rmEventsCount(t, pool, schema), "nothing committed yet")
 	releaseA()
 	await.True(t, 5*time.Second, "A's commit is refused", func() bool {
 		return strings.Contains(aLogs.String(), "partition lost (fenced)")
 	})
+	if m.logical {
+		<-bIn // B's batch, after A's
+	}
 	releaseB()
 	await.True(t, 5*time.Second, "B commits", func() bool {
 		return rmEventsCount(t, pool, schema) >= 10 && checkpointsCover(t, pool, schema, name)
@@ -362,7 +465,7 @@ func TestHelperPartitionWorker(t *testing.T) {
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
 	h := keyedHandler(pgx.Identifier{schema}.Sanitize(), id)
-	cfg := partConfig(8, 500*time.Millisecond)
+	cfg := modeNamed(os.Getenv(partModeEnv)).config(8, 500*time.Millisecond)
 	cfg.Identity = id
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p, err := projection.NewPartitioned(store, "wallets", partQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
@@ -382,11 +485,12 @@ func TestHelperPartitionWorker(t *testing.T) {
 // are SIGKILLed in the middle of a batch and others are added. Afterwards
 // the read model holds every event exactly once, each key's events handled
 // in their order.
-func TestPartitionedSIGKILL(t *testing.T) {
-	s, pool := newStore(t)
+func TestPartitionedSIGKILL(t *testing.T) { inModes(t, testPartitionedSIGKILL) }
+
+func testPartitionedSIGKILL(t *testing.T, m partMode) {
+	s, pool, dsn := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
-	dsn := pgtest.DSN(t)
+	m.dropSlots(t, s, pool, "wallets", 8)
 
 	type child struct {
 		cmd     *exec.Cmd
@@ -395,7 +499,7 @@ func TestPartitionedSIGKILL(t *testing.T) {
 	var children []*child
 	spawn := func(id string) *child {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPartitionWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), partChildEnv+"="+id, partDSNEnv+"="+dsn, partSchemaEnv+"="+s.Schema())
+		cmd.Env = append(os.Environ(), partChildEnv+"="+id, partDSNEnv+"="+dsn, partSchemaEnv+"="+s.Schema(), partModeEnv+"="+m.name)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		cmd.Stderr = os.Stderr
@@ -530,10 +634,12 @@ func TestPartitionedHandlerErrorRetried(t *testing.T) {
 // caught up; the worker reads the log once per round from the lower
 // checkpoint, and both end exact: no event of the caught-up partition
 // handled again, none of the one behind skipped, per-key order kept.
-func TestPartitionedBehindAndCaughtUp(t *testing.T) {
-	s, pool := newStore(t)
+func TestPartitionedBehindAndCaughtUp(t *testing.T) { inModes(t, testPartitionedBehindAndCaughtUp) }
+
+func testPartitionedBehindAndCaughtUp(t *testing.T, m partMode) {
+	s, pool, _ := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
+	m.dropSlots(t, s, pool, "behind", 2)
 	partOf := func(key string) uint64 {
 		h := fnv.New64a()
 		h.Write([]byte(key))
@@ -551,7 +657,7 @@ func TestPartitionedBehindAndCaughtUp(t *testing.T) {
 			return errors.New("read model of the partition behind unavailable")
 		}
 		return h(ctx, tx, evs)
-	}, partConfig(2, time.Second))
+	}, m.config(2, time.Second))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
