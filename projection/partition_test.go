@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
@@ -696,4 +697,98 @@ func testPartitionedBehindAndCaughtUp(t *testing.T, m partMode) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	requireKeyedExactlyOnce(t, pool, schema, seq[behind]+seq[ahead])
+}
+
+// TestPartitionedSlotLost (logical mode): the slots of a stopped worker's
+// partitions are dropped while their checkpoints hold events consumed
+// beyond their cursors (a transaction of the database was open: commit
+// order passed it, log order could not). The next worker resynchronises
+// each partition from the log, exactly once: every event once, per-key
+// order kept, the events consumed beyond the cursors not handled again.
+func TestPartitionedSlotLost(t *testing.T) {
+	m := modeNamed("logical")
+	s, pool, _ := m.store(t)
+	schema := ident.Schema(s)
+	const name, parts = "resync", 2
+	m.dropSlots(t, s, pool, name, parts)
+	ctx := t.Context()
+	seq := map[string]int{}
+	appendKeys := func(keys ...string) pgdcb.AppendResult {
+		var evs []pgdcb.Event
+		for _, k := range keys {
+			seq[k]++
+			evs = append(evs, keyedEvent(k, seq[k]))
+		}
+		res, err := s.Append(ctx, evs)
+		require.NoError(t, err)
+		return res
+	}
+	logs := &syncBuffer{}
+	run := func() func() {
+		cfg := m.config(parts, time.Second)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, "w"), cfg)
+		require.NoError(t, err)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		return func() {
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		}
+	}
+	total := func() int {
+		n := 0
+		for _, c := range seq {
+			n += c
+		}
+		return n
+	}
+	keys := []string{"w1", "w2", "w3", "w4", "w5", "w6"}
+	appendKeys(keys...)
+	stop := run()
+	await.True(t, 30*time.Second, "the first events handled", func() bool { return rmEventsCount(t, pool, schema) == total() })
+
+	holder, err := pool.Begin(ctx) // holds every partition's cursor below it
+	require.NoError(t, err)
+	defer holder.Rollback(context.Background())
+	_, err = holder.Exec(ctx, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+	ahead := appendKeys(keys...)
+	await.True(t, 30*time.Second, "events beyond the cursors handled", func() bool { return rmEventsCount(t, pool, schema) == total() })
+	// Stored: checkpoints naming the events consumed beyond the cursors.
+	await.Until(t, 30*time.Second, func() (bool, string) {
+		rows, err := pool.Query(ctx, `SELECT transaction_id, position, coalesce(logical_checkpoint, '')
+			FROM `+schema+`.projection_partitions WHERE name = $1`, name)
+		require.NoError(t, err)
+		var (
+			c    cursor.Cursor
+			text string
+			ok   = 0
+		)
+		_, err = pgx.ForEachRow(rows, []any{&c.TransactionID, &c.Position, &text}, func() error {
+			cp, err := logical.ParseCheckpoint(text)
+			if err == nil && cp.Done != nil && cp.Done.Has(ahead.TransactionID, ahead.Positions[0]) && c.TransactionID < ahead.TransactionID {
+				ok++
+			}
+			return err
+		})
+		require.NoError(t, err)
+		return ok == parts, fmt.Sprintf("%d of %d partitions", ok, parts)
+	})
+	stop()
+	require.NoError(t, holder.Rollback(ctx))
+	for i := range parts {
+		require.NoError(t, logical.DropSlot(ctx, pool, projection.PartitionSlot(s.Schema(), name, i)))
+	}
+	appendKeys(keys...)
+
+	stop = run()
+	defer stop()
+	appendKeys(keys...)
+	await.True(t, 30*time.Second, "every event handled", func() bool {
+		return rmEventsCount(t, pool, schema) >= total() && checkpointsCover(t, pool, schema, name)
+	})
+	requireKeyedExactlyOnce(t, pool, schema, total())
+	require.Equal(t, parts, strings.Count(logs.String(), "resynchronising from the log"), "each partition resynchronised")
 }
