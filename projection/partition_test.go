@@ -214,13 +214,37 @@ func TestPartitionedConfig(t *testing.T) {
 	s, _ := newStore(t)
 	h := func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil }
 	for _, c := range []*projection.PartitionConfig{nil, {Key: "Wallet"}, {Key: "wallet", Partitions: -1},
-		{Key: "wallet", Partitions: 1025}, {Key: "wallet", Lease: -time.Second}} {
+		{Key: "wallet", Partitions: 1025}, {Key: "wallet", Lease: -time.Second},
+		{Key: "wallet", Logical: &logical.Config{Slot: "mine"}}, {Key: "wallet", Logical: &logical.Config{StatusInterval: -1}}} {
 		_, err := projection.NewPartitioned(s, "p", partQ, h, c)
 		var iae *pgdcb.InvalidArgumentError
 		require.ErrorAs(t, err, &iae, "%+v", c)
 	}
 	_, err := projection.NewPartitioned(s, "p", partQ, h, &projection.PartitionConfig{Key: "wallet"})
 	require.NoError(t, err)
+}
+
+// TestPartitionedLogicalNeedsASlotPerPartition: in logical mode a worker
+// refuses to start (logged, retried) when the server's
+// max_replication_slots (40 on the logical cluster) is below the number of
+// partitions, and holds nothing.
+func TestPartitionedLogicalNeedsASlotPerPartition(t *testing.T) {
+	m := modeNamed("logical")
+	s, pool, _ := m.store(t)
+	cfg := m.config(41, time.Second)
+	logs := &syncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	p, err := projection.NewPartitioned(s, "many", partQ, keyedHandler(ident.Schema(s), "w"), cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	await.True(t, 10*time.Second, "the worker is refused", func() bool {
+		return strings.Contains(logs.String(), "41 partitions, but the server has max_replication_slots = 40")
+	})
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Empty(t, owners(t, pool, ident.Schema(s), "many"))
 }
 
 // TestPartitionedRebalance: one worker holds every partition; two more
@@ -374,7 +398,10 @@ func testPartitionedFencing(t *testing.T, m partMode) {
 		var once sync.Once
 		block := func() {
 			once.Do(func() {
-				in <- struct{}{}
+				select { // not once the test released it (ending)
+				case in <- struct{}{}:
+				case <-release:
+				}
 				<-release
 			})
 		}
