@@ -728,16 +728,42 @@ func testPartitionedBehindAndCaughtUp(t *testing.T, m partMode) {
 
 // TestPartitionedSlotLost (logical mode): the slots of a stopped worker's
 // partitions are dropped while their checkpoints hold events consumed
-// beyond their cursors (a transaction of the database was open: commit
-// order passed it, log order could not). The next worker resynchronises
-// each partition from the log, exactly once: every event once, per-key
-// order kept, the events consumed beyond the cursors not handled again.
+// beyond their cursors. The next worker resynchronises each partition from
+// the log, exactly once: every event once, per-key order kept, the events
+// consumed beyond the cursors not handled again.
 func TestPartitionedSlotLost(t *testing.T) {
-	m := modeNamed("logical")
-	s, pool, _ := m.store(t)
+	const parts = 2
+	logs := testBeyondTheCursor(t, parts, func(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, name string) {
+		for i := range parts {
+			require.NoError(t, logical.DropSlot(t.Context(), pool, projection.PartitionSlot(s.Schema(), name, i)))
+		}
+	}, modeNamed("logical"))
+	require.Equal(t, parts, strings.Count(logs.String(), "resynchronising from the log"), "each partition resynchronised")
+}
+
+// TestPartitionedSwitchesReadModes: a partitioned projection switches from
+// logical decoding to tail reads while its checkpoints hold events consumed
+// beyond their cursors, and back: each event once both ways, per-key order
+// kept; the tail reads drop the abandoned slots.
+func TestPartitionedSwitchesReadModes(t *testing.T) {
+	const parts = 2
+	testBeyondTheCursor(t, parts, func(*testing.T, *eventstore.Store, *pgxpool.Pool, string) {}, modeNamed("tail"), modeNamed("logical"))
+}
+
+// testBeyondTheCursor runs a logical worker of a projection of parts
+// partitions until every partition's checkpoint holds events consumed
+// beyond its cursor (a transaction of the database was open: commit order
+// passed it, log order could not), stops it and lets the transaction end,
+// calls between, then runs a worker in each mode of then in turn, events
+// appended before and during each: each ends with every event handled
+// once, per-key order kept. It returns the workers' logs. A tail-mode
+// worker leaves no slot of the projection.
+func testBeyondTheCursor(t *testing.T, parts int, between func(*testing.T, *eventstore.Store, *pgxpool.Pool, string), then ...partMode) *syncBuffer {
+	first := modeNamed("logical")
+	s, pool, _ := first.store(t)
 	schema := ident.Schema(s)
-	const name, parts = "resync", 2
-	m.dropSlots(t, s, pool, name, parts)
+	const name = "beyond"
+	first.dropSlots(t, s, pool, name, parts)
 	ctx := t.Context()
 	seq := map[string]int{}
 	appendKeys := func(keys ...string) pgdcb.AppendResult {
@@ -751,10 +777,10 @@ func TestPartitionedSlotLost(t *testing.T) {
 		return res
 	}
 	logs := &syncBuffer{}
-	run := func() func() {
+	run := func(m partMode) func() {
 		cfg := m.config(parts, time.Second)
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
-		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, "w"), cfg)
+		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, m.name), cfg)
 		require.NoError(t, err)
 		rctx, cancel := context.WithCancel(ctx)
 		done := make(chan error, 1)
@@ -773,7 +799,7 @@ func TestPartitionedSlotLost(t *testing.T) {
 	}
 	keys := []string{"w1", "w2", "w3", "w4", "w5", "w6"}
 	appendKeys(keys...)
-	stop := run()
+	stop := run(first)
 	await.True(t, 30*time.Second, "the first events handled", func() bool { return rmEventsCount(t, pool, schema) == total() })
 
 	holder, err := pool.Begin(ctx) // holds every partition's cursor below it
@@ -805,17 +831,28 @@ func TestPartitionedSlotLost(t *testing.T) {
 	})
 	stop()
 	require.NoError(t, holder.Rollback(ctx))
-	for i := range parts {
-		require.NoError(t, logical.DropSlot(ctx, pool, projection.PartitionSlot(s.Schema(), name, i)))
-	}
-	appendKeys(keys...)
+	between(t, s, pool, name)
 
-	stop = run()
-	defer stop()
-	appendKeys(keys...)
-	await.True(t, 30*time.Second, "every event handled", func() bool {
-		return rmEventsCount(t, pool, schema) >= total() && checkpointsCover(t, pool, schema, name)
-	})
-	requireKeyedExactlyOnce(t, pool, schema, total())
-	require.Equal(t, parts, strings.Count(logs.String(), "resynchronising from the log"), "each partition resynchronised")
+	for _, m := range then {
+		appendKeys(keys...)
+		stop = run(m)
+		appendKeys(keys...)
+		await.True(t, 30*time.Second, "every event handled in mode "+m.name, func() bool {
+			return rmEventsCount(t, pool, schema) >= total() && checkpointsCover(t, pool, schema, name)
+		})
+		stop()
+		requireKeyedExactlyOnce(t, pool, schema, total())
+		if !m.logical {
+			var (
+				names []string
+				slots int
+			)
+			for i := range parts {
+				names = append(names, projection.PartitionSlot(s.Schema(), name, i))
+			}
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1)`, names).Scan(&slots))
+			require.Zero(t, slots, "slots left by tail reads")
+		}
+	}
+	return logs
 }
