@@ -48,8 +48,9 @@ type PartitionConfig struct {
 	// renewal: a dead worker's partitions pass to others after at most
 	// Lease (plus a renewal interval). A worker renews every Lease/4,
 	// between batches, so a batch must take well under Lease, or its commit
-	// is refused once another worker claimed the partition. 0: the default,
-	// 10s.
+	// is refused once another worker claimed the partition (in logical
+	// mode, a batch that has run for Lease/2 stops its partition's
+	// renewals). 0: the default, 10s.
 	Lease time.Duration
 	// BatchSize sizes the pages: a worker reads a page of BatchSize ×
 	// min(Partitions, 8) events of the query once for all the partitions it
@@ -65,19 +66,23 @@ type PartitionConfig struct {
 	// Logical, when set, feeds every partition from logical decoding, as
 	// Config.Logical does a Runner: events in commit order, so that an open
 	// transaction of the database delays no partition. Each partition
-	// streams from a replication slot of its own (a slot's position is one
+	// streams from a replication slot of its own, named
+	// logical.SlotName(schema, name+"\x00"+index): a slot's position is one
 	// point of the stream, and partitions move between workers with their
-	// own checkpoints), named logical.SlotName(schema, name+"\x00"+index);
-	// its logical checkpoint is stored in its row with its cursor, so a
+	// own checkpoints, so they cannot share one. Its logical checkpoint is
+	// stored in its row with its cursor, in its batch's transaction, so a
 	// partition that moves resumes exactly there, and a lost slot
-	// resynchronises from the log as a Runner's does. A worker runs one
-	// goroutine per partition it holds: the handler may be called
-	// concurrently for different partitions (never for one). The cost:
-	// a slot, a WAL sender and a decoding pass of the whole WAL per
-	// partition; a worker refuses to start (the error is logged and
-	// retried) when max_replication_slots or max_wal_senders is below
-	// Partitions. Logical.Slot must be empty. Default nil: tail reads.
-	// docs/SUBSCRIPTIONS.md, "Partitioned projections".
+	// resynchronises from the log as a Runner's does. A slot decodes the
+	// whole query: a partition's batch keeps its events and moves past the
+	// others'. A worker runs one goroutine per partition it holds, so the
+	// handler may be called concurrently for different partitions (never
+	// for one). The cost, per partition: a slot, a WAL sender and a
+	// decoding pass of the whole WAL; a worker refuses to start (the error
+	// is logged and retried) when max_replication_slots or max_wal_senders
+	// is below Partitions. Switching between the modes is exactly once
+	// both ways; tail reads drop the abandoned slots. Logical.Slot must be
+	// empty. Default nil: tail reads. docs/SUBSCRIPTIONS.md, "Partitioned
+	// projections".
 	Logical *logical.Config
 }
 
@@ -175,9 +180,11 @@ func partitionOf(ev *pgdcb.StoredEvent, key string, n int) int {
 // it registers the worker, claims its share of the partitions (and releases
 // what is above it when workers join), renews its leases, and runs rounds:
 // one read of the log for the partitions it holds, then each one's batch
-// over its events, one at a time. When ctx ends it releases its
-// partitions at once for the other workers. Connection and handler failures
-// are logged and retried with backoff.
+// over its events, one at a time. In logical mode (PartitionConfig.Logical)
+// each held partition runs instead in a goroutine of its own, a batch at a
+// time from its stream. When ctx ends it releases its partitions at once
+// for the other workers, once their batches in flight have ended.
+// Connection and handler failures are logged and retried with backoff.
 func (p *Partitioned) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()

@@ -377,9 +377,10 @@ func (s *syncBuffer) String() string {
 
 // TestPartitionedFencing: worker A is inside a batch (rows written, not
 // committed) when its lease runs out; worker B claims the partition and
-// starts the same batch. A's commit is then refused (its claim's epoch is
-// gone), although the checkpoint has not moved yet; B's commits. Every
-// event is in the read model once, written by B.
+// starts the same batch (logical mode: once A's batch has ended, see
+// below). A's commit is then refused (its claim's epoch is gone), although
+// the checkpoint has not moved yet; B's commits. Every event is in the
+// read model once, written by B.
 func TestPartitionedFencing(t *testing.T) { inModes(t, testPartitionedFencing) }
 
 func testPartitionedFencing(t *testing.T, m partMode) {
@@ -660,7 +661,8 @@ func TestPartitionedHandlerErrorRetried(t *testing.T) {
 // TestPartitionedBehindAndCaughtUp: one worker holds a partition far behind
 // (its handler failed while hundreds of its events were appended) and one
 // caught up; the worker reads the log once per round from the lower
-// checkpoint, and both end exact: no event of the caught-up partition
+// checkpoint (logical mode: each partition streams on its own slot), and
+// both end exact: no event of the caught-up partition
 // handled again, none of the one behind skipped, per-key order kept.
 func TestPartitionedBehindAndCaughtUp(t *testing.T) { inModes(t, testPartitionedBehindAndCaughtUp) }
 
