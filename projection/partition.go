@@ -76,10 +76,11 @@ type PartitionConfig struct {
 	// whole query: a partition's batch keeps its events and moves past the
 	// others'. A worker runs one goroutine per partition it holds, so the
 	// handler may be called concurrently for different partitions (never
-	// for one). The cost, per partition: a slot, a WAL sender and a
-	// decoding pass of the whole WAL; a worker refuses to start (the error
-	// is logged and retried) when max_replication_slots or max_wal_senders
-	// is below Partitions. Switching between the modes is exactly once
+	// for one). The cost, per partition: a slot (and a temporary one while
+	// it catches up a backlog, logical.Config.CatchUpBytes), a WAL sender
+	// and a decoding pass of the whole WAL; a worker refuses to start (the
+	// error is logged and retried) when max_replication_slots or
+	// max_wal_senders is below Partitions. Switching between the modes is exactly once
 	// both ways; tail reads drop the abandoned slots. Logical.Slot must be
 	// empty. Default nil: tail reads. docs/SUBSCRIPTIONS.md, "Partitioned
 	// projections".
