@@ -80,10 +80,10 @@ type PartitionConfig struct {
 	// it catches up a backlog, logical.Config.CatchUpBytes), a WAL sender
 	// and a decoding pass of the whole WAL; a worker refuses to start (the
 	// error is logged and retried) when max_replication_slots or
-	// max_wal_senders is below Partitions. Switching between the modes is exactly once
-	// both ways; tail reads drop the abandoned slots. Logical.Slot must be
-	// empty. Default nil: tail reads. docs/SUBSCRIPTIONS.md, "Partitioned
-	// projections".
+	// max_wal_senders is below Partitions. Switching between the modes is
+	// exactly once both ways; tail reads drop the abandoned slots.
+	// Logical.Slot must be empty. Default nil: tail reads.
+	// docs/SUBSCRIPTIONS.md, "Partitioned projections".
 	Logical *logical.Config
 }
 

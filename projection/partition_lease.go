@@ -162,7 +162,7 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 			owned = owned[:want]
 			if lw.deferRelease {
 				lw.excess = free
-			} else if err := lw.releaseTx(ctx, tx, free); err != nil {
+			} else if err := lw.releaseIn(ctx, tx, free); err != nil {
 				return err
 			}
 		}
@@ -196,14 +196,14 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 	})
 }
 
-// releaseTx releases the worker's partitions parts in tx.
-func (lw *leaseWorker) releaseTx(ctx context.Context, tx pgx.Tx, parts []int) error {
+// releaseIn releases the worker's partitions parts through db.
+func (lw *leaseWorker) releaseIn(ctx context.Context, db dbexec, parts []int) error {
 	ps := make([]int32, len(parts))
 	for i, part := range parts {
 		ps[i] = int32(part)
 	}
 	// projection_partitions primary key.
-	_, err := tx.Exec(ctx, `UPDATE `+lw.schema+`.projection_partitions
+	_, err := db.Exec(ctx, `UPDATE `+lw.schema+`.projection_partitions
 		SET owner = NULL, lease_until = NULL, updated_at = now()
 		WHERE name = $1 AND owner = $2 AND partition = ANY($3)`, lw.p.name, lw.id, ps)
 	return err
@@ -213,10 +213,7 @@ func (lw *leaseWorker) releaseTx(ctx context.Context, tx pgx.Tx, parts []int) er
 // their goroutines stopped). Best effort: what fails here is released at
 // a later round, or ends with the lease.
 func (lw *leaseWorker) release(ctx context.Context, parts []int) {
-	err := pgx.BeginTxFunc(ctx, lw.p.store.Pool(), pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
-		return lw.releaseTx(ctx, tx, parts)
-	})
-	if err != nil && ctx.Err() == nil {
+	if err := lw.releaseIn(ctx, lw.p.store.Pool(), parts); err != nil && ctx.Err() == nil {
 		lw.p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: releasing partitions failed", "name", lw.p.name, "partitions", parts, "err", err)
 	}
 }
