@@ -3,12 +3,16 @@ package projection
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/logical"
+	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/subscription"
 )
 
@@ -23,33 +27,27 @@ import (
 func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite time.Time) (batchResult, error) {
 	var res batchResult
 	schema := ident.Schema(r.store)
-	if r.reader == nil {
-		var text string
+	if r.lf.reader == nil {
+		var (
+			text string
+			tail cursor.Cursor
+		)
 		// checkpoints primary key.
 		err := conn.QueryRow(ctx, `SELECT status, transaction_id, position, coalesce(logical_checkpoint, '')
-			FROM `+schema+`.checkpoints WHERE name = $1`, r.name).Scan(&res.state, &r.baseTail.TransactionID, &r.baseTail.Position, &text)
+			FROM `+schema+`.checkpoints WHERE name = $1`, r.name).Scan(&res.state, &tail.TransactionID, &tail.Position, &text)
 		if err != nil {
 			return res, fmt.Errorf("pgdcb: projection %q: reading checkpoint: %w", r.name, err)
 		}
 		if res.state != Active {
 			return res, nil
 		}
-		if r.base, err = logical.ParseCheckpoint(text); err != nil {
+		if err := r.lf.open(ctx, r.store, r.name, r.q, text, tail, r.cfg.Logical, r.cfg.Logger); err != nil {
 			return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
 		}
-		rd, err := logical.Open(ctx, r.store, r.name, r.q, r.base, r.baseTail, r.cfg.Logical)
-		if err != nil {
-			return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
-		}
-		if why := rd.Resynced(); why != "" {
-			r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: replication slot lost; resynchronising from the log", "name", r.name, "slot", rd.Slot(), "why", why)
-		}
-		r.reader = rd
 	}
 	res.state = Active
-	b, err := r.reader.Next(ctx, r.cfg.BatchSize, r.cfg.PollInterval)
+	b, err := r.lf.next(ctx, r.cfg.BatchSize, r.cfg.PollInterval)
 	if err != nil {
-		r.closeReader(ctx)
 		return res, fmt.Errorf("pgdcb: projection %q: %w", r.name, err)
 	}
 	res.n = len(b.Events)
@@ -62,7 +60,7 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	// Decided after the read, which waited: the heartbeat would otherwise
 	// always come first, and an idle move would never be written.
 	writeIdle := time.Since(lastWrite) >= r.cfg.HeartbeatInterval
-	moved := b.Moved(r.base, r.baseTail)
+	moved := b.Moved(r.lf.base, r.lf.baseTail)
 	if !moved || (res.n == 0 && !writeIdle) {
 		return res, nil
 	}
@@ -91,14 +89,14 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	if res.state != Active {
 		return res, nil
 	}
-	base := r.base.String() // up to 1,000 consumed ids: rendered once
+	base := r.lf.base.String() // up to 1,000 consumed ids: rendered once
 	if text != base {
 		return res, errFenced
 	}
-	ctx = r.tr.start(ctx, r.name, &res, r.baseTail)
+	ctx = r.tr.start(ctx, r.name, &res, r.lf.baseTail)
 	if res.n > 0 {
 		if err := r.h(ctx, tx, b.Events); err != nil {
-			return res, &handlerError{Name: r.name, Cursor: r.baseTail, Err: err}
+			return res, &handlerError{Name: r.name, Cursor: r.lf.baseTail, Err: err}
 		}
 	}
 	// checkpoints primary key. Compare-and-set on the logical checkpoint and
@@ -108,7 +106,7 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 		    heartbeat_at = now(), updated_at = now()
 		WHERE name = $1 AND coalesce(logical_checkpoint, '') = $5 AND transaction_id = $6::xid8 AND position = $7 AND status = 'ACTIVE'`,
 		r.name, b.Tail.TransactionID, b.Tail.Position, b.Checkpoint.String(), base,
-		r.baseTail.TransactionID, r.baseTail.Position, r.cfg.Identity)
+		r.lf.baseTail.TransactionID, r.lf.baseTail.Position, r.cfg.Identity)
 	if err != nil {
 		return res, fmt.Errorf("pgdcb: projection %q: moving checkpoint: %w", r.name, err)
 	}
@@ -121,26 +119,80 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 	committed = true
 	res.wrote = true
 	r.commits.signal()
-	r.base, r.baseTail = b.Checkpoint, b.Tail
-	if err := r.reader.Confirm(ctx, b.Checkpoint); err != nil {
-		// Durable already; the server learns the position at the next
-		// confirmation, or streams a little again after a restart.
-		r.cfg.Logger.WarnContext(ctx, "pgdcb: projection: confirming the stream position failed", "name", r.name, "err", err)
-		r.closeReader(ctx)
-	}
+	r.lf.committed(ctx, b, r.cfg.Logger, r.name)
 	return res, nil
 }
 
 // closeReader ends the logical stream, if any; the next batch reopens it from
 // the stored checkpoint.
-func (r *Runner) closeReader(ctx context.Context) {
-	if r.reader == nil {
+func (r *Runner) closeReader(ctx context.Context) { r.lf.close(ctx) }
+
+// logicalFeed is a logical reader feeding one stored checkpoint (a
+// Runner's row, or a partition's): the open stream, and the checkpoint and
+// log point stored when it was last written, which the next batch's
+// compare-and-set expects. A batch reads from the stream before its
+// transaction, commits the read model with the batch's checkpoint, and only
+// then confirms the position to the server (committed). Whenever a batch
+// is not committed the stream is closed (close), and reopened from the
+// stored checkpoint (open), so nothing it had read is lost or applied
+// twice. Used by one goroutine.
+type logicalFeed struct {
+	reader   *logical.Reader
+	base     logical.Checkpoint
+	baseTail cursor.Cursor
+}
+
+// open opens the stream from the stored checkpoint text and its log point
+// tail, on cfg's slot (by default reader name's), resynchronising from the
+// log when the slot was lost (logical.Open), with a warning.
+func (f *logicalFeed) open(ctx context.Context, store *eventstore.Store, name string, q query.Query, text string, tail cursor.Cursor, cfg *logical.Config, logger *slog.Logger) error {
+	cp, err := logical.ParseCheckpoint(text)
+	if err != nil {
+		return err
+	}
+	rd, err := logical.Open(ctx, store, name, q, cp, tail, cfg)
+	if err != nil {
+		return err
+	}
+	if why := rd.Resynced(); why != "" {
+		logger.WarnContext(ctx, "pgdcb: projection: replication slot lost; resynchronising from the log", "name", name, "slot", rd.Slot(), "why", why)
+	}
+	f.reader, f.base, f.baseTail = rd, cp, tail
+	return nil
+}
+
+// next reads the stream's next batch (logical.Reader.Next), closing the
+// stream when it fails.
+func (f *logicalFeed) next(ctx context.Context, max int, wait time.Duration) (logical.Batch, error) {
+	b, err := f.reader.Next(ctx, max, wait)
+	if err != nil {
+		f.close(ctx)
+	}
+	return b, err
+}
+
+// committed records b's checkpoint as stored (its batch committed) and
+// confirms it to the server. A failed confirmation closes the stream: the
+// checkpoint is durable already; the server learns the position at the
+// next confirmation, or streams a little again, dropped by LSN.
+func (f *logicalFeed) committed(ctx context.Context, b logical.Batch, logger *slog.Logger, name string) {
+	f.base, f.baseTail = b.Checkpoint, b.Tail
+	if err := f.reader.Confirm(ctx, b.Checkpoint); err != nil {
+		logger.WarnContext(ctx, "pgdcb: projection: confirming the stream position failed", "name", name, "err", err)
+		f.close(ctx)
+	}
+}
+
+// close ends the stream, if any; the next batch reopens it from the stored
+// checkpoint.
+func (f *logicalFeed) close(ctx context.Context) {
+	if f.reader == nil {
 		return
 	}
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
 	defer cancel()
-	_ = r.reader.Close(cctx)
-	r.reader = nil
+	_ = f.reader.Close(cctx)
+	f.reader = nil
 }
 
 // slotMetric records the WAL the projection's slot retains (logical mode).

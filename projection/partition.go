@@ -17,6 +17,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/retry"
 	"github.com/pgdcb/pgdcb/internal/wake"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/query"
 	"github.com/pgdcb/pgdcb/tags"
 )
@@ -47,8 +48,9 @@ type PartitionConfig struct {
 	// renewal: a dead worker's partitions pass to others after at most
 	// Lease (plus a renewal interval). A worker renews every Lease/4,
 	// between batches, so a batch must take well under Lease, or its commit
-	// is refused once another worker claimed the partition. 0: the default,
-	// 10s.
+	// is refused once another worker claimed the partition (in logical
+	// mode, a batch that has run for Lease/2 stops its partition's
+	// renewals). 0: the default, 10s.
 	Lease time.Duration
 	// BatchSize sizes the pages: a worker reads a page of BatchSize ×
 	// min(Partitions, 8) events of the query once for all the partitions it
@@ -61,6 +63,28 @@ type PartitionConfig struct {
 	// apply as in Config. ElectionInterval, MaxAttempts and Tracer are not
 	// used: a failed batch is retried with backoff for ever.
 	ReaderConfig
+	// Logical, when set, feeds every partition from logical decoding, as
+	// Config.Logical does a Runner: events in commit order, so that an open
+	// transaction of the database delays no partition. Each partition
+	// streams from a replication slot of its own, named
+	// logical.SlotName(schema, name+"\x00"+index): a slot's position is one
+	// point of the stream, and partitions move between workers with their
+	// own checkpoints, so they cannot share one. Its logical checkpoint is
+	// stored in its row with its cursor, in its batch's transaction, so a
+	// partition that moves resumes exactly there, and a lost slot
+	// resynchronises from the log as a Runner's does. A slot decodes the
+	// whole query: a partition's batch keeps its events and moves past the
+	// others'. A worker runs one goroutine per partition it holds, so the
+	// handler may be called concurrently for different partitions (never
+	// for one). The cost, per partition: a slot (and a temporary one while
+	// it catches up a backlog, logical.Config.CatchUpBytes), a WAL sender
+	// and a decoding pass of the whole WAL; a worker refuses to start (the
+	// error is logged and retried) when max_replication_slots or
+	// max_wal_senders is below Partitions. Switching between the modes is
+	// exactly once both ways; tail reads drop the abandoned slots.
+	// Logical.Slot must be empty. Default nil: tail reads.
+	// docs/SUBSCRIPTIONS.md, "Partitioned projections".
+	Logical *logical.Config
 }
 
 // Partitioned is one worker of a partitioned projection: a read model whose
@@ -94,7 +118,7 @@ func NewPartitioned(store *eventstore.Store, name string, q query.Query, h Handl
 		return nil, errfmt.Errorf("pgdcb: projection.NewPartitioned %q: %w", name, err)
 	}
 	pc := cfg.withDefaults()
-	r, err := newRunner(store, name, q, &Config{BatchSize: pc.BatchSize, ReaderConfig: pc.ReaderConfig})
+	r, err := newRunner(store, name, q, &Config{BatchSize: pc.BatchSize, ReaderConfig: pc.ReaderConfig, Logical: pc.Logical})
 	if err != nil {
 		return nil, err
 	}
@@ -123,6 +147,10 @@ func (c *PartitionConfig) validate() error {
 		cfgcheck.Duration("Lease", c.Lease, defaultLease),
 	); err != nil {
 		return err
+	}
+	if c.Logical != nil && c.Logical.Slot != "" {
+		return &pgdcb.InvalidArgumentError{Name: "PartitionConfig.Logical.Slot",
+			Reason: "must be empty: each partition has a slot of its own, named after the projection and the partition"}
 	}
 	if c.Partitions > maxPartitions {
 		return &pgdcb.InvalidArgumentError{Name: "PartitionConfig.Partitions", Reason: fmt.Sprintf("at most %d (got %d)", maxPartitions, c.Partitions)}
@@ -153,20 +181,25 @@ func partitionOf(ev *pgdcb.StoredEvent, key string, n int) int {
 // it registers the worker, claims its share of the partitions (and releases
 // what is above it when workers join), renews its leases, and runs rounds:
 // one read of the log for the partitions it holds, then each one's batch
-// over its events, one at a time. When ctx ends it releases its
-// partitions at once for the other workers. Connection and handler failures
-// are logged and retried with backoff.
+// over its events, one at a time. In logical mode (PartitionConfig.Logical)
+// each held partition runs instead in a goroutine of its own, a batch at a
+// time from its stream. When ctx ends it releases its partitions at once
+// for the other workers, once their batches in flight have ended.
+// Connection and handler failures are logged and retried with backoff.
 func (p *Partitioned) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	w := wake.New(p.store, p.cfg.PollInterval, !p.cfg.NotifyDisabled, p.cfg.Logger)
-	w.Start(ctx)
-	defer w.Stop()
 	var b [6]byte
 	_, _ = rand.Read(b[:])
 	lw := &leaseWorker{p: p, id: p.cfg.Identity + "#" + hex.EncodeToString(b[:]), schema: ident.Schema(p.store),
 		held: map[int]*heldPartition{}}
 	defer lw.leave(ctx)
+	if p.cfg.Logical != nil {
+		return p.runLogical(ctx, lw) // each stream waits for its events
+	}
+	w := wake.New(p.store, p.cfg.PollInterval, !p.cfg.NotifyDisabled, p.cfg.Logger)
+	w.Start(ctx)
+	defer w.Stop()
 	tick := p.lease / 4
 	var (
 		lastTick time.Time

@@ -8,6 +8,7 @@ import (
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/logical"
 )
 
 // roundRead is one read of the log for the partitions a worker holds: the
@@ -19,6 +20,18 @@ type roundRead struct {
 	curs   map[int]cursor.Cursor       // checkpoint of each partition read
 	evs    map[int][]pgdcb.StoredEvent // its events after its checkpoint
 	fenced []int                       // claimed by another worker meanwhile
+	// left: of each partition that logical decoding fed before
+	// (PartitionConfig.Logical), its logical checkpoint as stored and what
+	// it consumed beyond the cursor (leftLogical).
+	left map[int]*leftPartition
+}
+
+// leftPartition is what a partition's logical checkpoint says when tail
+// reads resume it (Runner.batch's switch back from logical decoding).
+type leftPartition struct {
+	text  string        // as stored
+	done  *logical.Done // consumed beyond the cursor
+	bound bool          // still bound to its slot: drop it after the batch
 }
 
 // read reads the checkpoints of parts (held by this worker) and one page of
@@ -50,8 +63,8 @@ func (lw *leaseWorker) read(ctx context.Context, parts []int) (rd roundRead, ok 
 		ps[i] = int32(part)
 	}
 	// projection_partitions primary key.
-	rows, err := tx.Query(ctx, `SELECT partition, transaction_id, position, owner, epoch FROM `+lw.schema+`.projection_partitions
-		WHERE name = $1 AND partition = ANY($2)`, p.name, ps)
+	rows, err := tx.Query(ctx, `SELECT partition, transaction_id, position, owner, epoch, coalesce(logical_checkpoint, '')
+		FROM `+lw.schema+`.projection_partitions WHERE name = $1 AND partition = ANY($2)`, p.name, ps)
 	if err != nil {
 		return rd, false, fmt.Errorf("pgdcb: projection %q: reading partitions: %w", p.name, err)
 	}
@@ -62,11 +75,22 @@ func (lw *leaseWorker) read(ctx context.Context, parts []int) (rd roundRead, ok 
 		cur   cursor.Cursor
 		owner *string
 		epoch int64
+		text  string
 	)
-	_, err = pgx.ForEachRow(rows, []any{&part, &cur.TransactionID, &cur.Position, &owner, &epoch}, func() error {
+	rd.left = map[int]*leftPartition{}
+	_, err = pgx.ForEachRow(rows, []any{&part, &cur.TransactionID, &cur.Position, &owner, &epoch, &text}, func() error {
 		if hp := lw.held[int(part)]; hp == nil || owner == nil || *owner != lw.id || epoch != hp.epoch {
 			rd.fenced = append(rd.fenced, int(part))
 			return nil
+		}
+		if text != "" {
+			// Fed by logical decoding before: what it consumed beyond the
+			// cursor (commit order) is not handled again.
+			done, bound, err := leftLogical(text)
+			if err != nil {
+				return fmt.Errorf("pgdcb: projection %q: partition %d: %w", p.name, part, err)
+			}
+			rd.left[int(part)] = &leftPartition{text: text, done: done, bound: bound}
 		}
 		if len(rd.curs) == 0 || cursor.Compare(cur.TransactionID, cur.Position, from.TransactionID, from.Position) < 0 {
 			from = cur
@@ -90,9 +114,14 @@ func (lw *leaseWorker) read(ctx context.Context, parts []int) (rd roundRead, ok 
 	for i := range rd.tail.Events {
 		ev := &rd.tail.Events[i]
 		part := partitionOf(ev, p.key, p.n)
-		if c, held := rd.curs[part]; held && cursor.Compare(ev.TransactionID, ev.Position, c.TransactionID, c.Position) > 0 {
-			rd.evs[part] = append(rd.evs[part], *ev)
+		c, held := rd.curs[part]
+		if !held || cursor.Compare(ev.TransactionID, ev.Position, c.TransactionID, c.Position) <= 0 {
+			continue
 		}
+		if l := rd.left[part]; l != nil && l.done != nil && l.done.Has(ev.TransactionID, ev.Position) {
+			continue // handled by logical decoding already
+		}
+		rd.evs[part] = append(rd.evs[part], *ev)
 	}
 	return rd, true, nil
 }
@@ -105,6 +134,9 @@ func (lw *leaseWorker) read(ctx context.Context, parts []int) (rd roundRead, ok 
 // partition, the update matches nothing and the batch rolls back with
 // errFenced). A partition whose checkpoint is at or after the page's cursor
 // has nothing in it. writeIdle also moves a checkpoint that got no events.
+// A partition that logical decoding fed before has its logical checkpoint
+// detached (or cleared) at once, and its slot dropped, as Runner.batch
+// does after a switch back to tail reads.
 func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, rd *roundRead, writeIdle bool) (batchResult, error) {
 	res := batchResult{full: rd.full}
 	p := lw.p
@@ -112,7 +144,19 @@ func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, rd *roundRe
 	evs := rd.evs[hp.partition]
 	res.n = len(evs)
 	moved := cursor.Compare(to.TransactionID, to.Position, cur.TransactionID, cur.Position) > 0
-	if !moved || (res.n == 0 && !res.full && !writeIdle) {
+	var text, newText string // the logical checkpoint stored, and to store
+	l := rd.left[hp.partition]
+	if l != nil {
+		text = l.text
+		if l.done != nil && l.done.Beyond(to) {
+			newText = logical.Checkpoint{Done: l.done}.String()
+		}
+		if !moved {
+			to = cur
+		}
+	}
+	detach := newText != text
+	if (!moved && !detach) || (res.n == 0 && !res.full && !writeIdle && !detach) {
 		return res, nil
 	}
 	conn, err := p.store.Pool().Acquire(ctx)
@@ -139,10 +183,10 @@ func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, rd *roundRe
 	// on the newest row version, so a claim by another worker that
 	// committed meanwhile (or waits on this row) makes it match nothing.
 	tag, err := tx.Exec(ctx, `UPDATE `+lw.schema+`.projection_partitions
-		SET transaction_id = $3::xid8, position = $4, updated_at = now()
+		SET transaction_id = $3::xid8, position = $4, logical_checkpoint = nullif($9, ''), updated_at = now()
 		WHERE name = $1 AND partition = $2 AND owner = $5 AND epoch = $6
-		  AND transaction_id = $7::xid8 AND position = $8`,
-		p.name, hp.partition, to.TransactionID, to.Position, lw.id, hp.epoch, cur.TransactionID, cur.Position)
+		  AND transaction_id = $7::xid8 AND position = $8 AND coalesce(logical_checkpoint, '') = $10`,
+		p.name, hp.partition, to.TransactionID, to.Position, lw.id, hp.epoch, cur.TransactionID, cur.Position, newText, text)
 	if err != nil {
 		return res, fmt.Errorf("pgdcb: projection %q: moving partition %d: %w", p.name, hp.partition, err)
 	}
@@ -153,5 +197,31 @@ func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, rd *roundRe
 		return res, fmt.Errorf("pgdcb: projection %q: commit of partition %d: %w", p.name, hp.partition, err)
 	}
 	res.wrote = true
+	if l != nil && l.bound {
+		lw.dropAbandonedSlot(ctx, hp.partition)
+	}
 	return res, nil
+}
+
+// dropAbandonedSlot drops partition part's slot after its switch to tail
+// reads, as Runner.dropAbandonedSlot does a projection's: a switch back to
+// logical decoding starts over with a new one (Checkpoint.Detached), and
+// this one would retain WAL for ever. A slot still streamed from is left,
+// with a warning.
+func (lw *leaseWorker) dropAbandonedSlot(ctx context.Context, part int) {
+	p := lw.p
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+	defer cancel()
+	slot := partitionSlot(p.store.Schema(), p.name, part)
+	// pg_replication_slots: one row per slot.
+	_, err := p.store.Pool().Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+		WHERE slot_name = $1 AND NOT active`, slot)
+	if err == nil {
+		var st logical.SlotStatus
+		if st, err = logical.GetSlotStatus(ctx, p.store.Pool(), slot); err == nil && !st.Exists {
+			return
+		}
+	}
+	p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: switched to tail reads; the partition's logical decoding slot is left and retains WAL: drop it with logical.DropSlot once no reader streams from it",
+		"name", p.name, "partition", part, "slot", slot, "err", err)
 }

@@ -26,6 +26,15 @@ type leaseWorker struct {
 	schema  string
 	ensured bool
 	held    map[int]*heldPartition
+	// deferRelease: rebalance leaves the partitions above the share in
+	// excess, still held, for the caller to stop and release (logical
+	// mode, where each runs in a goroutine of its own).
+	deferRelease bool
+	excess       []int
+	// stale: partitions whose batch in flight has run too long (logical
+	// mode): rebalance neither renews nor claims them, and does not renew
+	// the worker's registration while there are any.
+	stale []int
 }
 
 // partitions returns the held partitions in order.
@@ -77,6 +86,11 @@ func (lw *leaseWorker) ensure(ctx context.Context) error {
 		return fmt.Errorf("pgdcb: projection %q: %w", p.name, &pgdcb.InvalidArgumentError{Name: "PartitionConfig",
 			Reason: fmt.Sprintf("the projection is split by key %q into %d partitions; this worker has key %q and %d (start a new projection name to change them)", key, parts, p.key, p.n)})
 	}
+	if p.cfg.Logical != nil {
+		if err := lw.checkSlots(ctx); err != nil {
+			return err
+		}
+	}
 	lw.ensured = true
 	return nil
 }
@@ -96,10 +110,15 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 	lease := p.lease.Seconds()
 	// projection_workers primary key. Committed on its own, before the
 	// round: workers that start together see each other when they count.
-	if _, err := p.store.Pool().Exec(ctx, `INSERT INTO `+lw.schema+`.projection_workers (name, worker, lease_until)
-		VALUES ($1, $2, now() + make_interval(secs => $3))
-		ON CONFLICT (name, worker) DO UPDATE SET lease_until = excluded.lease_until`, p.name, lw.id, lease); err != nil {
-		return err
+	// Not while a batch is stale: as a tail-mode worker stuck in a batch,
+	// the worker then drops out of the count, so that the others take the
+	// stale partition's share.
+	if len(lw.stale) == 0 {
+		if _, err := p.store.Pool().Exec(ctx, `INSERT INTO `+lw.schema+`.projection_workers (name, worker, lease_until)
+			VALUES ($1, $2, now() + make_interval(secs => $3))
+			ON CONFLICT (name, worker) DO UPDATE SET lease_until = excluded.lease_until`, p.name, lw.id, lease); err != nil {
+			return err
+		}
 	}
 	return pgx.BeginTxFunc(ctx, p.store.Pool(), pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
 		// The delete scans the projection's workers (a handful).
@@ -108,10 +127,14 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 			return err
 		}
 		// projection_partitions primary key (name prefix): renew what this
-		// worker still owns.
+		// worker still owns, but the stale.
+		stale := make([]int32, len(lw.stale))
+		for i, part := range lw.stale {
+			stale[i] = int32(part)
+		}
 		rows, err := tx.Query(ctx, `UPDATE `+lw.schema+`.projection_partitions
 			SET lease_until = now() + make_interval(secs => $3)
-			WHERE name = $1 AND owner = $2 RETURNING partition, epoch`, p.name, lw.id, lease)
+			WHERE name = $1 AND owner = $2 AND partition <> ALL($4) RETURNING partition, epoch`, p.name, lw.id, lease, stale)
 		if err != nil {
 			return err
 		}
@@ -129,17 +152,17 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 			return err
 		}
 		want := share(p.n, len(live), max(0, slices.Index(live, lw.id)))
+		lw.excess = nil
 		if len(owned) > want {
 			slices.SortFunc(owned, func(a, b *heldPartition) int { return a.partition - b.partition })
-			var free []int32
+			var free []int
 			for _, h := range owned[want:] {
-				free = append(free, int32(h.partition))
+				free = append(free, h.partition)
 			}
 			owned = owned[:want]
-			// projection_partitions primary key.
-			if _, err := tx.Exec(ctx, `UPDATE `+lw.schema+`.projection_partitions
-				SET owner = NULL, lease_until = NULL, updated_at = now()
-				WHERE name = $1 AND owner = $2 AND partition = ANY($3)`, p.name, lw.id, free); err != nil {
+			if lw.deferRelease {
+				lw.excess = free
+			} else if err := lw.releaseIn(ctx, tx, free); err != nil {
 				return err
 			}
 		}
@@ -151,10 +174,10 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 			rows, err := tx.Query(ctx, `UPDATE `+lw.schema+`.projection_partitions p
 				SET owner = $2, epoch = p.epoch + 1, lease_until = now() + make_interval(secs => $3), updated_at = now()
 				FROM (SELECT partition FROM `+lw.schema+`.projection_partitions
-				      WHERE name = $1 AND (owner IS NULL OR lease_until < now())
+				      WHERE name = $1 AND (owner IS NULL OR lease_until < now()) AND partition <> ALL($5)
 				      ORDER BY partition LIMIT $4 FOR UPDATE SKIP LOCKED) f
 				WHERE p.name = $1 AND p.partition = f.partition
-				RETURNING p.partition, p.epoch`, p.name, lw.id, lease, want-len(owned))
+				RETURNING p.partition, p.epoch`, p.name, lw.id, lease, want-len(owned), stale)
 			if err != nil {
 				return err
 			}
@@ -171,6 +194,28 @@ func (lw *leaseWorker) rebalance(ctx context.Context) error {
 		lw.held = held
 		return nil
 	})
+}
+
+// releaseIn releases the worker's partitions parts through db.
+func (lw *leaseWorker) releaseIn(ctx context.Context, db dbexec, parts []int) error {
+	ps := make([]int32, len(parts))
+	for i, part := range parts {
+		ps[i] = int32(part)
+	}
+	// projection_partitions primary key.
+	_, err := db.Exec(ctx, `UPDATE `+lw.schema+`.projection_partitions
+		SET owner = NULL, lease_until = NULL, updated_at = now()
+		WHERE name = $1 AND owner = $2 AND partition = ANY($3)`, lw.p.name, lw.id, ps)
+	return err
+}
+
+// release releases the worker's partitions parts (rebalance's excess, once
+// their goroutines stopped). Best effort: what fails here is released at
+// a later round, or ends with the lease.
+func (lw *leaseWorker) release(ctx context.Context, parts []int) {
+	if err := lw.releaseIn(ctx, lw.p.store.Pool(), parts); err != nil && ctx.Err() == nil {
+		lw.p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: releasing partitions failed", "name", lw.p.name, "partitions", parts, "err", err)
+	}
 }
 
 func collectHeld(rows pgx.Rows) ([]*heldPartition, error) {

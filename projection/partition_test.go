@@ -23,10 +23,13 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/teststore"
+	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
 )
@@ -36,6 +39,7 @@ const (
 	partChildEnv  = "PGDCB_PARTITION_CHILD"
 	partDSNEnv    = "PGDCB_PARTITION_DSN"
 	partSchemaEnv = "PGDCB_PARTITION_SCHEMA"
+	partModeEnv   = "PGDCB_PARTITION_MODE"
 )
 
 var partQ = query.Tagged([]string{"W"})
@@ -44,6 +48,83 @@ func partConfig(parts int, lease time.Duration) *projection.PartitionConfig {
 	return &projection.PartitionConfig{Key: "wallet", Partitions: parts, Lease: lease, BatchSize: 50,
 		ReaderConfig: projection.ReaderConfig{PollInterval: 50 * time.Millisecond, HeartbeatInterval: 200 * time.Millisecond,
 			RetryMin: 10 * time.Millisecond, RetryMax: 100 * time.Millisecond}}
+}
+
+// partMode is a read mode of the partitioned projection tests: tail reads
+// on the test server, or logical decoding (PartitionConfig.Logical, each
+// partition on a replication slot of its own) on the wal_level=logical
+// cluster.
+type partMode struct {
+	name    string
+	logical bool
+}
+
+var partModes = []partMode{{"tail", false}, {"logical", true}}
+
+// inModes runs test as a subtest per read mode: the same test body, its
+// every check, in both.
+func inModes(t *testing.T, test func(t *testing.T, m partMode)) {
+	for _, m := range partModes {
+		t.Run(m.name, func(t *testing.T) { test(t, m) })
+	}
+}
+
+// modeNamed is the partMode named name (the child processes' environment).
+func modeNamed(name string) partMode {
+	for _, m := range partModes {
+		if m.name == name {
+			return m
+		}
+	}
+	panic("no read mode " + name)
+}
+
+// store returns a store in a fresh schema on the mode's server, with the
+// keyed read model (keyedModel), its pool, and the server's DSN.
+func (m partMode) store(t *testing.T) (*eventstore.Store, *pgxpool.Pool, string) {
+	t.Helper()
+	var (
+		s    *eventstore.Store
+		pool *pgxpool.Pool
+		dsn  string
+	)
+	if m.logical {
+		s, pool = teststore.Logical(t, nil)
+		dsn = pgtest.LogicalCluster(t).DSN()
+	} else {
+		s, pool = newStore(t)
+		dsn = pgtest.DSN(t)
+	}
+	keyedModel(t, pool, ident.Schema(s))
+	return s, pool, dsn
+}
+
+// config is partConfig in the mode.
+func (m partMode) config(parts int, lease time.Duration) *projection.PartitionConfig {
+	c := partConfig(parts, lease)
+	if m.logical {
+		c.Logical = &logical.Config{}
+	}
+	return c
+}
+
+// dropSlots drops, when the test ends (after the workers it starts later
+// have stopped), the replication slots of projection name's partitions in
+// logical mode, once their WAL senders have let go of them: the logical
+// cluster is shared.
+func (m partMode) dropSlots(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, name string, parts int) {
+	if !m.logical {
+		return
+	}
+	t.Cleanup(func() {
+		for i := range parts {
+			slot := projection.PartitionSlot(s.Schema(), name, i)
+			await.Until(t, 30*time.Second, func() (bool, string) {
+				err := logical.DropSlot(context.Background(), pool, slot)
+				return err == nil, fmt.Sprint(err)
+			})
+		}
+	})
 }
 
 // keyedModel creates the read model of the partition tests: rm_keys counts
@@ -133,7 +214,8 @@ func TestPartitionedConfig(t *testing.T) {
 	s, _ := newStore(t)
 	h := func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil }
 	for _, c := range []*projection.PartitionConfig{nil, {Key: "Wallet"}, {Key: "wallet", Partitions: -1},
-		{Key: "wallet", Partitions: 1025}, {Key: "wallet", Lease: -time.Second}} {
+		{Key: "wallet", Partitions: 1025}, {Key: "wallet", Lease: -time.Second},
+		{Key: "wallet", Logical: &logical.Config{Slot: "mine"}}, {Key: "wallet", Logical: &logical.Config{StatusInterval: -1}}} {
 		_, err := projection.NewPartitioned(s, "p", partQ, h, c)
 		var iae *pgdcb.InvalidArgumentError
 		require.ErrorAs(t, err, &iae, "%+v", c)
@@ -142,16 +224,41 @@ func TestPartitionedConfig(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// TestPartitionedLogicalNeedsASlotPerPartition: in logical mode a worker
+// refuses to start (logged, retried) when the server's
+// max_replication_slots (40 on the logical cluster) is below the number of
+// partitions, and holds nothing.
+func TestPartitionedLogicalNeedsASlotPerPartition(t *testing.T) {
+	m := modeNamed("logical")
+	s, pool, _ := m.store(t)
+	cfg := m.config(41, time.Second)
+	logs := &syncBuffer{}
+	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+	p, err := projection.NewPartitioned(s, "many", partQ, keyedHandler(ident.Schema(s), "w"), cfg)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	await.True(t, 10*time.Second, "the worker is refused", func() bool {
+		return strings.Contains(logs.String(), "41 partitions, but the server has max_replication_slots = 40")
+	})
+	cancel()
+	require.ErrorIs(t, <-done, context.Canceled)
+	require.Empty(t, owners(t, pool, ident.Schema(s), "many"))
+}
+
 // TestPartitionedRebalance: one worker holds every partition; two more
 // join and each gets a fair share (2 of 6) within a bounded time; one
 // leaves and the two left take its share; a worker with another partition
 // count is refused. Events of 20 keys and some without the key, appended
 // throughout, are handled exactly once and in per-key order.
-func TestPartitionedRebalance(t *testing.T) {
-	s, pool := newStore(t)
+func TestPartitionedRebalance(t *testing.T) { inModes(t, testPartitionedRebalance) }
+
+func testPartitionedRebalance(t *testing.T, m partMode) {
+	s, pool, _ := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
 	const name, lease = "wallets", 400 * time.Millisecond
+	m.dropSlots(t, s, pool, name, 6)
 	seq := map[string]int{}
 	total := 0
 	appendSome := func() {
@@ -171,7 +278,7 @@ func TestPartitionedRebalance(t *testing.T) {
 		done   chan error
 	}
 	start := func(id string) worker {
-		cfg := partConfig(6, lease)
+		cfg := m.config(6, lease)
 		cfg.Identity = id
 		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, id), cfg)
 		require.NoError(t, err)
@@ -209,7 +316,7 @@ func TestPartitionedRebalance(t *testing.T) {
 	stop(w2)
 	await.Until(t, 10*time.Second, shares(3, 3))
 
-	other := partConfig(4, lease)
+	other := m.config(4, lease)
 	ctx, cancel := context.WithCancel(t.Context())
 	logs := &syncBuffer{}
 	other.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -270,14 +377,17 @@ func (s *syncBuffer) String() string {
 
 // TestPartitionedFencing: worker A is inside a batch (rows written, not
 // committed) when its lease runs out; worker B claims the partition and
-// starts the same batch. A's commit is then refused (its claim's epoch is
-// gone), although the checkpoint has not moved yet; B's commits. Every
-// event is in the read model once, written by B.
-func TestPartitionedFencing(t *testing.T) {
-	s, pool := newStore(t)
+// starts the same batch (logical mode: once A's batch has ended, see
+// below). A's commit is then refused (its claim's epoch is gone), although
+// the checkpoint has not moved yet; B's commits. Every event is in the
+// read model once, written by B.
+func TestPartitionedFencing(t *testing.T) { inModes(t, testPartitionedFencing) }
+
+func testPartitionedFencing(t *testing.T, m partMode) {
+	s, pool, _ := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
 	const name, lease = "fenced", 300 * time.Millisecond
+	m.dropSlots(t, s, pool, name, 1)
 	for i := range 10 {
 		_, err := s.Append(t.Context(), []pgdcb.Event{keyedEvent(fmt.Sprint("w", i), 1)})
 		require.NoError(t, err)
@@ -289,7 +399,10 @@ func TestPartitionedFencing(t *testing.T) {
 		var once sync.Once
 		block := func() {
 			once.Do(func() {
-				in <- struct{}{}
+				select { // not once the test released it (ending)
+				case in <- struct{}{}:
+				case <-release:
+				}
 				<-release
 			})
 		}
@@ -305,8 +418,10 @@ func TestPartitionedFencing(t *testing.T) {
 		}
 	}
 	run := func(id string, h projection.Handler, logs *syncBuffer) (context.CancelFunc, chan error) {
-		cfg := partConfig(1, lease)
-		cfg.Identity = id
+		cfg := m.config(1, lease)
+		// B ranks first among the live workers (by name), so that its
+		// fair share keeps the partition once A is live again.
+		cfg.Identity = map[string]string{"A": "2-A", "B": "1-B"}[id]
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 		p, err := projection.NewPartitioned(s, name, partQ, h, cfg)
 		require.NoError(t, err)
@@ -329,15 +444,32 @@ func TestPartitionedFencing(t *testing.T) {
 		require.ErrorIs(t, <-doneA, context.Canceled)
 		require.ErrorIs(t, <-doneB, context.Canceled)
 	})
-	<-aIn // A is in its batch, which cannot renew its lease
+	<-aIn // A is in its batch, which cannot renew its lease (logical mode: not for more than Lease/2)
 	<-doneB
 	cancelB, doneB = run("B", blocking("B", true, bIn, bGo), bLogs)
-	<-bIn // B claimed the partition after A's lease ran out, and is in the same batch
+	if m.logical {
+		// B claims the partition after A's lease ran out, but its stream
+		// begins only after A's batch: the partition's slot, created anew
+		// (A committed nothing), waits for A's transaction to end.
+		await.True(t, 5*time.Second, "B claims the partition", func() bool {
+			for o := range owners(t, pool, schema, name) {
+				if strings.HasPrefix(o, "1-B#") {
+					return true
+				}
+			}
+			return false
+		})
+	} else {
+		<-bIn // B claimed the partition after A's lease ran out, and is in the same batch
+	}
 	require.Equal(t, 0, rmEventsCount(t, pool, schema), "nothing committed yet")
 	releaseA()
 	await.True(t, 5*time.Second, "A's commit is refused", func() bool {
 		return strings.Contains(aLogs.String(), "partition lost (fenced)")
 	})
+	if m.logical {
+		<-bIn // B's batch, after A's
+	}
 	releaseB()
 	await.True(t, 5*time.Second, "B commits", func() bool {
 		return rmEventsCount(t, pool, schema) >= 10 && checkpointsCover(t, pool, schema, name)
@@ -362,7 +494,7 @@ func TestHelperPartitionWorker(t *testing.T) {
 	store, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
 	h := keyedHandler(pgx.Identifier{schema}.Sanitize(), id)
-	cfg := partConfig(8, 500*time.Millisecond)
+	cfg := modeNamed(os.Getenv(partModeEnv)).config(8, 500*time.Millisecond)
 	cfg.Identity = id
 	cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	p, err := projection.NewPartitioned(store, "wallets", partQ, func(ctx context.Context, tx pgx.Tx, evs []pgdcb.StoredEvent) error {
@@ -382,11 +514,12 @@ func TestHelperPartitionWorker(t *testing.T) {
 // are SIGKILLed in the middle of a batch and others are added. Afterwards
 // the read model holds every event exactly once, each key's events handled
 // in their order.
-func TestPartitionedSIGKILL(t *testing.T) {
-	s, pool := newStore(t)
+func TestPartitionedSIGKILL(t *testing.T) { inModes(t, testPartitionedSIGKILL) }
+
+func testPartitionedSIGKILL(t *testing.T, m partMode) {
+	s, pool, dsn := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
-	dsn := pgtest.DSN(t)
+	m.dropSlots(t, s, pool, "wallets", 8)
 
 	type child struct {
 		cmd     *exec.Cmd
@@ -395,7 +528,7 @@ func TestPartitionedSIGKILL(t *testing.T) {
 	var children []*child
 	spawn := func(id string) *child {
 		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperPartitionWorker$", "-test.count=1")
-		cmd.Env = append(os.Environ(), partChildEnv+"="+id, partDSNEnv+"="+dsn, partSchemaEnv+"="+s.Schema())
+		cmd.Env = append(os.Environ(), partChildEnv+"="+id, partDSNEnv+"="+dsn, partSchemaEnv+"="+s.Schema(), partModeEnv+"="+m.name)
 		out, err := cmd.StdoutPipe()
 		require.NoError(t, err)
 		cmd.Stderr = os.Stderr
@@ -528,12 +661,15 @@ func TestPartitionedHandlerErrorRetried(t *testing.T) {
 // TestPartitionedBehindAndCaughtUp: one worker holds a partition far behind
 // (its handler failed while hundreds of its events were appended) and one
 // caught up; the worker reads the log once per round from the lower
-// checkpoint, and both end exact: no event of the caught-up partition
+// checkpoint (logical mode: each partition streams on its own slot), and
+// both end exact: no event of the caught-up partition
 // handled again, none of the one behind skipped, per-key order kept.
-func TestPartitionedBehindAndCaughtUp(t *testing.T) {
-	s, pool := newStore(t)
+func TestPartitionedBehindAndCaughtUp(t *testing.T) { inModes(t, testPartitionedBehindAndCaughtUp) }
+
+func testPartitionedBehindAndCaughtUp(t *testing.T, m partMode) {
+	s, pool, _ := m.store(t)
 	schema := ident.Schema(s)
-	keyedModel(t, pool, schema)
+	m.dropSlots(t, s, pool, "behind", 2)
 	partOf := func(key string) uint64 {
 		h := fnv.New64a()
 		h.Write([]byte(key))
@@ -551,7 +687,7 @@ func TestPartitionedBehindAndCaughtUp(t *testing.T) {
 			return errors.New("read model of the partition behind unavailable")
 		}
 		return h(ctx, tx, evs)
-	}, partConfig(2, time.Second))
+	}, m.config(2, time.Second))
 	require.NoError(t, err)
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
@@ -590,4 +726,135 @@ func TestPartitionedBehindAndCaughtUp(t *testing.T) {
 	cancel()
 	require.ErrorIs(t, <-done, context.Canceled)
 	requireKeyedExactlyOnce(t, pool, schema, seq[behind]+seq[ahead])
+}
+
+// TestPartitionedSlotLost (logical mode): the slots of a stopped worker's
+// partitions are dropped while their checkpoints hold events consumed
+// beyond their cursors. The next worker resynchronises each partition from
+// the log, exactly once: every event once, per-key order kept, the events
+// consumed beyond the cursors not handled again.
+func TestPartitionedSlotLost(t *testing.T) {
+	const parts = 2
+	logs := testBeyondTheCursor(t, parts, func(t *testing.T, s *eventstore.Store, pool *pgxpool.Pool, name string) {
+		for i := range parts {
+			require.NoError(t, logical.DropSlot(t.Context(), pool, projection.PartitionSlot(s.Schema(), name, i)))
+		}
+	}, modeNamed("logical"))
+	require.Equal(t, parts, strings.Count(logs.String(), "resynchronising from the log"), "each partition resynchronised")
+}
+
+// TestPartitionedSwitchesReadModes: a partitioned projection switches from
+// logical decoding to tail reads while its checkpoints hold events consumed
+// beyond their cursors, and back: each event once both ways, per-key order
+// kept; the tail reads drop the abandoned slots.
+func TestPartitionedSwitchesReadModes(t *testing.T) {
+	const parts = 2
+	testBeyondTheCursor(t, parts, func(*testing.T, *eventstore.Store, *pgxpool.Pool, string) {}, modeNamed("tail"), modeNamed("logical"))
+}
+
+// testBeyondTheCursor runs a logical worker of a projection of parts
+// partitions until every partition's checkpoint holds events consumed
+// beyond its cursor (a transaction of the database was open: commit order
+// passed it, log order could not), stops it and lets the transaction end,
+// calls between, then runs a worker in each mode of then in turn, events
+// appended before and during each: each ends with every event handled
+// once, per-key order kept. It returns the workers' logs. A tail-mode
+// worker leaves no slot of the projection.
+func testBeyondTheCursor(t *testing.T, parts int, between func(*testing.T, *eventstore.Store, *pgxpool.Pool, string), then ...partMode) *syncBuffer {
+	first := modeNamed("logical")
+	s, pool, _ := first.store(t)
+	schema := ident.Schema(s)
+	const name = "beyond"
+	first.dropSlots(t, s, pool, name, parts)
+	ctx := t.Context()
+	seq := map[string]int{}
+	appendKeys := func(keys ...string) pgdcb.AppendResult {
+		var evs []pgdcb.Event
+		for _, k := range keys {
+			seq[k]++
+			evs = append(evs, keyedEvent(k, seq[k]))
+		}
+		res, err := s.Append(ctx, evs)
+		require.NoError(t, err)
+		return res
+	}
+	logs := &syncBuffer{}
+	run := func(m partMode) func() {
+		cfg := m.config(parts, time.Second)
+		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
+		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, m.name), cfg)
+		require.NoError(t, err)
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan error, 1)
+		go func() { done <- p.Run(rctx) }()
+		return func() {
+			cancel()
+			require.ErrorIs(t, <-done, context.Canceled)
+		}
+	}
+	total := func() int {
+		n := 0
+		for _, c := range seq {
+			n += c
+		}
+		return n
+	}
+	keys := []string{"w1", "w2", "w3", "w4", "w5", "w6"}
+	appendKeys(keys...)
+	stop := run(first)
+	await.True(t, 30*time.Second, "the first events handled", func() bool { return rmEventsCount(t, pool, schema) == total() })
+
+	holder, err := pool.Begin(ctx) // holds every partition's cursor below it
+	require.NoError(t, err)
+	defer holder.Rollback(context.Background())
+	_, err = holder.Exec(ctx, `SELECT pg_current_xact_id()`)
+	require.NoError(t, err)
+	ahead := appendKeys(keys...)
+	await.True(t, 30*time.Second, "events beyond the cursors handled", func() bool { return rmEventsCount(t, pool, schema) == total() })
+	// Stored: checkpoints naming the events consumed beyond the cursors.
+	await.Until(t, 30*time.Second, func() (bool, string) {
+		rows, err := pool.Query(ctx, `SELECT transaction_id, position, coalesce(logical_checkpoint, '')
+			FROM `+schema+`.projection_partitions WHERE name = $1`, name)
+		require.NoError(t, err)
+		var (
+			c    cursor.Cursor
+			text string
+			ok   = 0
+		)
+		_, err = pgx.ForEachRow(rows, []any{&c.TransactionID, &c.Position, &text}, func() error {
+			cp, err := logical.ParseCheckpoint(text)
+			if err == nil && cp.Done != nil && cp.Done.Has(ahead.TransactionID, ahead.Positions[0]) && c.TransactionID < ahead.TransactionID {
+				ok++
+			}
+			return err
+		})
+		require.NoError(t, err)
+		return ok == parts, fmt.Sprintf("%d of %d partitions", ok, parts)
+	})
+	stop()
+	require.NoError(t, holder.Rollback(ctx))
+	between(t, s, pool, name)
+
+	for _, m := range then {
+		appendKeys(keys...)
+		stop = run(m)
+		appendKeys(keys...)
+		await.True(t, 30*time.Second, "every event handled in mode "+m.name, func() bool {
+			return rmEventsCount(t, pool, schema) >= total() && checkpointsCover(t, pool, schema, name)
+		})
+		stop()
+		requireKeyedExactlyOnce(t, pool, schema, total())
+		if !m.logical {
+			var (
+				names []string
+				slots int
+			)
+			for i := range parts {
+				names = append(names, projection.PartitionSlot(s.Schema(), name, i))
+			}
+			require.NoError(t, pool.QueryRow(ctx, `SELECT count(*) FROM pg_replication_slots WHERE slot_name = ANY($1)`, names).Scan(&slots))
+			require.Zero(t, slots, "slots left by tail reads")
+		}
+	}
+	return logs
 }

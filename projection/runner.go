@@ -221,9 +221,7 @@ type Runner struct {
 
 	// Logical mode, used by the leading goroutine only: the open stream and
 	// the checkpoint stored when it was last written.
-	reader   *logical.Reader
-	base     logical.Checkpoint
-	baseTail cursor.Cursor
+	lf logicalFeed
 }
 
 // New returns a Runner of the projection name over the events matching q.

@@ -84,6 +84,7 @@ CREATE TABLE pgdcb.projection_partitions (
     epoch bigint DEFAULT 0 NOT NULL,
     lease_until timestamp with time zone,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
+    logical_checkpoint text,
     CONSTRAINT projection_partitions_check CHECK ((partition < partitions)),
     CONSTRAINT projection_partitions_partition_check CHECK ((partition >= 0)),
     CONSTRAINT projection_partitions_pkey PRIMARY KEY (name, partition)

@@ -34,7 +34,7 @@
 // (headers trimmed to the ones that matter; H='Content-Type: application/json'):
 //
 //	$ PGDCB_DATABASE_URL=postgres://postgres@127.0.0.1:5432/postgres go run ./examples/wallet/cmd/walletd -addr :8080
-//	level=INFO msg="walletd listening" addr=http://[::]:8080 schema=wallet postgres=env migrations_applied=9
+//	level=INFO msg="walletd listening" addr=http://[::]:8080 schema=wallet postgres=env migrations_applied=10
 //
 //	$ curl -si localhost:8080/wallets -H "$H" -d '{"wallet_id":"alice"}'
 //	HTTP/1.1 201 Created
