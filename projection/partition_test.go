@@ -858,3 +858,56 @@ func testBeyondTheCursor(t *testing.T, parts int, between func(*testing.T, *even
 	}
 	return logs
 }
+
+// TestPartitionedReset: Reset of a partitioned projection, while two
+// workers run and a writer appends, clears the read model (clear) and
+// moves every partition back to the start in one transaction: the read
+// model is rebuilt from the whole log, every event exactly once and each
+// key in order, and no checkpoint of the name appears beside its
+// partitions.
+func TestPartitionedReset(t *testing.T) { inModes(t, testPartitionedReset) }
+
+func testPartitionedReset(t *testing.T, m partMode) {
+	s, pool, _ := m.store(t)
+	schema := ident.Schema(s)
+	const name, parts = "reset", 4
+	m.dropSlots(t, s, pool, name, parts)
+	seq := map[string]int{}
+	total := 0
+	appendSome := func(n int) {
+		for i := range n {
+			key := fmt.Sprint("w", i%6)
+			seq[key]++
+			_, err := s.Append(t.Context(), []pgdcb.Event{keyedEvent(key, seq[key])})
+			require.NoError(t, err)
+			total++
+		}
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	var wg sync.WaitGroup
+	for _, id := range []string{"a", "b"} {
+		cfg := m.config(parts, time.Second)
+		cfg.Identity = id
+		p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, id), cfg)
+		require.NoError(t, err)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = p.Run(ctx) }()
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	caughtUp := func() bool { return rmEventsCount(t, pool, schema) == total && checkpointsCover(t, pool, schema, name) }
+	appendSome(60)
+	await.True(t, 20*time.Second, "the workers catch up", caughtUp)
+
+	// A writer appends through the reset.
+	writing := make(chan struct{})
+	go func() { defer close(writing); appendSome(60) }()
+	require.NoError(t, projection.Reset(t.Context(), s, name, func(ctx context.Context, tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `DELETE FROM `+schema+`.rm_keys; DELETE FROM `+schema+`.rm_events`)
+		return err
+	}))
+	<-writing
+	await.True(t, 20*time.Second, "the read model is rebuilt", caughtUp)
+	requireKeyedExactlyOnce(t, pool, schema, total)
+	_, err := projection.GetStatus(t.Context(), s, name)
+	require.ErrorIs(t, err, projection.ErrNotFound, "a checkpoint beside the partitions")
+}

@@ -110,7 +110,20 @@ func setState(ctx context.Context, store *eventstore.Store, name, set string) er
 // batch in flight then fails its compare-and-set on the checkpoint and rolls
 // back. With no tables registered and a nil clear only the checkpoint moves,
 // and a read model kept elsewhere is rebuilt on top of itself.
+//
+// For a partitioned projection (NewPartitioned) Reset calls clear, then
+// moves every partition back to the start of the log, in one transaction
+// (a batch in flight rolls back); the workers keep their partitions and
+// read them again from the start.
 func Reset(ctx context.Context, store *eventstore.Store, name string, clear func(ctx context.Context, tx pgx.Tx) error) error {
+	if err := ValidateName(name); err != nil {
+		return err
+	}
+	if ok, err := partitioned(ctx, store, name); err != nil {
+		return err
+	} else if ok {
+		return resetPartitioned(ctx, store, name, clear)
+	}
 	pool := store.Pool()
 	if err := ensure(ctx, pool, ident.Schema(store), name); err != nil {
 		return err

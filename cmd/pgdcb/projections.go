@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"strings"
 	"text/tabwriter"
+	"time"
 
+	"github.com/pgdcb/pgdcb/cursor"
+	"github.com/pgdcb/pgdcb/eventstore"
+	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/projection"
 )
 
@@ -19,14 +24,23 @@ type projectionJSON struct {
 	Leader      string `json:"leader"`
 	HeartbeatAt string `json:"heartbeat_at"`
 	UpdatedAt   string `json:"updated_at"`
+	// A partitioned projection (projection.NewPartitioned): its partitions,
+	// how many a worker holds under a live lease, and its workers. Cursor
+	// and Lag are its furthest-behind partition's.
+	Partitions int `json:"partitions,omitempty"`
+	Held       int `json:"held,omitempty"`
+	Workers    int `json:"workers,omitempty"`
 }
 
 var projectionsCmd = &command{
 	name: "projections", args: "[list | pause NAME | resume NAME | reset [-checkpoint-only] NAME | switch NAME]",
 	summary: "list projections (state, lag, last error); pause, resume, reset or switch one",
-	detail: `The list holds every checkpoint: projections and outbox publishers. Lag is
-about how many events of any type sort after the checkpoint (the head's
-position minus the checkpoint's).
+	detail: `The list holds every checkpoint: projections and outbox publishers, and
+partitioned projections (state PARTITIONED: their workers and the partitions
+held under a live lease; their cursor is the furthest-behind partition's).
+Lag is about how many events of any type sort after the checkpoint (the
+head's position minus the checkpoint's). reset of a partitioned projection
+is projection.Reset from Go, with the function that clears its read model.
 
 reset empties the read model's tables that the projection registered
 (projection.Config.Tables) and moves the checkpoint to the start of the log,
@@ -134,17 +148,57 @@ has caught up; the previous version is paused (projection.Switch).
 				if lag < 0 {
 					lag = 0
 				}
-				out = append(out, projectionJSON{st.Name, string(st.State), st.Cursor.String(), lag, st.ErrorCount, st.LastError, st.Leader, timeText(st.HeartbeatAt), timeText(st.UpdatedAt)})
+				out = append(out, projectionJSON{Name: st.Name, State: string(st.State), Cursor: st.Cursor.String(), Lag: lag, ErrorCount: st.ErrorCount,
+					LastError: st.LastError, Leader: st.Leader, HeartbeatAt: timeText(st.HeartbeatAt), UpdatedAt: timeText(st.UpdatedAt)})
 			}
+			parts, err := partitionedList(e.ctx, store, head)
+			if err != nil {
+				return err
+			}
+			out = append(out, parts...)
 			if e.json {
 				return e.writeJSON(map[string]any{"head": head.String(), "projections": out})
 			}
 			tw := tabwriter.NewWriter(e.stdout, 0, 4, 2, ' ', 0)
 			fmt.Fprintln(tw, "NAME\tSTATE\tLAG\tERRORS\tLEADER\tHEARTBEAT\tLAST ERROR")
 			for _, p := range out {
+				if p.Partitions > 0 {
+					p.Leader = fmt.Sprintf("%d workers, %d/%d held", p.Workers, p.Held, p.Partitions)
+				}
 				fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\t%s\n", p.Name, p.State, p.Lag, p.ErrorCount, p.Leader, p.HeartbeatAt, p.LastError)
 			}
 			return tw.Flush()
 		}
 	},
+}
+
+// partitionedList reads the partitioned projections, one entry each.
+func partitionedList(ctx context.Context, store *eventstore.Store, head cursor.Cursor) ([]projectionJSON, error) {
+	// projection_partitions: every row (a few per projection).
+	schema := ident.Schema(store)
+	rows, err := store.Pool().Query(ctx, `SELECT p.name, count(*), count(*) FILTER (WHERE p.owner IS NOT NULL AND p.lease_until > now()),
+		       (SELECT count(*) FROM `+schema+`.projection_workers w WHERE w.name = p.name AND w.lease_until > now()),
+		       b.transaction_id, b.position, max(p.updated_at)
+		  FROM `+schema+`.projection_partitions p
+		  CROSS JOIN LATERAL (SELECT transaction_id, position FROM `+schema+`.projection_partitions q
+		                       WHERE q.name = p.name ORDER BY transaction_id, position LIMIT 1) b
+		 GROUP BY p.name, b.transaction_id, b.position ORDER BY p.name`)
+	if err != nil {
+		return nil, fmt.Errorf("listing partitioned projections: %w", err)
+	}
+	defer rows.Close()
+	var out []projectionJSON
+	for rows.Next() {
+		var (
+			p       projectionJSON
+			cur     cursor.Cursor
+			updated time.Time
+		)
+		if err := rows.Scan(&p.Name, &p.Partitions, &p.Held, &p.Workers, &cur.TransactionID, &cur.Position, &updated); err != nil {
+			return nil, err
+		}
+		p.State, p.Cursor, p.Lag, p.UpdatedAt = "PARTITIONED", cur.String(), max(0, head.Position-cur.Position), timeText(updated)
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }

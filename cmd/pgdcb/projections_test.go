@@ -2,15 +2,20 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/stretchr/testify/require"
 
+	"github.com/pgdcb/pgdcb"
 	pgdcbcommands "github.com/pgdcb/pgdcb/commands"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/examples/wallet"
+	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
 	"github.com/pgdcb/pgdcb/projection"
 	"github.com/pgdcb/pgdcb/query"
@@ -77,4 +82,41 @@ func TestProjectionsResetTheWallet(t *testing.T) {
 	st, err := projection.GetStatus(ctx, store, name)
 	require.NoError(t, err)
 	require.Equal(t, projection.Paused, st.State, "the previous version")
+}
+
+// `pgdcb projections list` shows a partitioned projection: its partitions,
+// how many its workers hold, and the lag of its furthest-behind partition.
+func TestProjectionsListsPartitioned(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	sh, schema := db(t)
+	require.Equal(t, 0, sh("", "migrate").code)
+	store, err := eventstore.New(pgtest.Pool(t), &eventstore.Config{Schema: schema})
+	require.NoError(t, err)
+	for i := range 20 {
+		_, err := store.Append(ctx, []pgdcb.Event{pgdcb.MustEvent("W", i, fmt.Sprint("wallet=w", i%5))})
+		require.NoError(t, err)
+	}
+	p, err := projection.NewPartitioned(store, "by-wallet", query.Tagged([]string{"W"}),
+		func(context.Context, pgx.Tx, []pgdcb.StoredEvent) error { return nil },
+		&projection.PartitionConfig{Key: "wallet", Partitions: 4, Lease: time.Second,
+			ReaderConfig: projection.ReaderConfig{PollInterval: 50 * time.Millisecond, HeartbeatInterval: 100 * time.Millisecond}})
+	require.NoError(t, err)
+	rctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- p.Run(rctx) }()
+	defer func() { cancel(); <-done }()
+	var got struct {
+		Projections []projectionJSON `json:"projections"`
+	}
+	await.True(t, 20*time.Second, "the list shows the caught-up partitions", func() bool {
+		r := sh("", "-json", "projections", "list")
+		require.Equal(t, 0, r.code, r.stderr)
+		require.NoError(t, json.Unmarshal([]byte(r.stdout), &got))
+		return len(got.Projections) == 1 && got.Projections[0].Held == 4 && got.Projections[0].Lag == 0
+	})
+	require.Equal(t, projectionJSON{Name: "by-wallet", State: "PARTITIONED", Cursor: got.Projections[0].Cursor, UpdatedAt: got.Projections[0].UpdatedAt,
+		Partitions: 4, Held: 4, Workers: 1}, got.Projections[0])
+	r := sh("", "projections", "list")
+	require.Contains(t, r.stdout, "1 workers, 4/4 held", r.stdout)
 }
