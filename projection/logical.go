@@ -70,15 +70,11 @@ func (r *Runner) batchLogical(ctx context.Context, conn *pgx.Conn, lastWrite tim
 			r.closeReader(ctx)
 		}
 	}()
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, rollback, err := begin(ctx, conn)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}()
+	defer rollback()
 	var text string
 	// checkpoints primary key.
 	err = tx.QueryRow(ctx, `SELECT status, coalesce(logical_checkpoint, '') FROM `+schema+`.checkpoints WHERE name = $1`, r.name).

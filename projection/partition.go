@@ -219,9 +219,7 @@ func (p *Partitioned) Run(ctx context.Context) error {
 					return ctx.Err()
 				}
 				failures++
-				d := retry.Delay(failures, p.cfg.RetryMin, p.cfg.RetryMax)
-				p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: partition lease renewal failed", "name", p.name, "err", err, "retry_in", d)
-				if retry.Sleep(ctx, min(d, tick)) != nil {
+				if retry.Sleep(ctx, min(lw.renewFailed(ctx, failures, err), tick)) != nil {
 					return ctx.Err()
 				}
 				continue

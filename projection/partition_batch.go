@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
@@ -159,20 +160,11 @@ func (lw *leaseWorker) batch(ctx context.Context, hp *heldPartition, rd *roundRe
 	if (!moved && !detach) || (res.n == 0 && !res.full && !writeIdle && !detach) {
 		return res, nil
 	}
-	conn, err := p.store.Pool().Acquire(ctx)
+	tx, done, err := beginBatch(ctx, p.store.Pool())
 	if err != nil {
 		return res, err
 	}
-	defer conn.Release()
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return res, err
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}()
+	defer done()
 	if res.n > 0 {
 		if err := p.h(ctx, tx, evs); err != nil {
 			return res, &handlerError{Name: fmt.Sprintf("%s[%d]", p.name, hp.partition), Cursor: cur, Err: err}
@@ -224,4 +216,36 @@ func (lw *leaseWorker) dropAbandonedSlot(ctx context.Context, part int) {
 	}
 	p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: switched to tail reads; the partition's logical decoding slot is left and retains WAL: drop it with logical.DropSlot once no reader streams from it",
 		"name", p.name, "partition", part, "slot", slot, "err", err)
+}
+
+// beginBatch acquires a connection of pool and begins a batch's
+// transaction on it; done rolls back what was not committed and releases
+// the connection.
+func beginBatch(ctx context.Context, pool *pgxpool.Pool) (tx pgx.Tx, done func(), err error) {
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	tx, rollback, err := begin(ctx, conn.Conn())
+	if err != nil {
+		conn.Release()
+		return nil, nil, err
+	}
+	return tx, func() { rollback(); conn.Release() }, nil
+}
+
+// begin begins a batch's transaction on conn; rollback rolls back what was
+// not committed, bounded: on a connection that stopped answering, an
+// unbounded rollback would keep Run from returning (a failed rollback
+// closes the connection, which ends a leadership).
+func begin(ctx context.Context, conn *pgx.Conn) (tx pgx.Tx, rollback func(), err error) {
+	tx, err = conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	if err != nil {
+		return nil, nil, err
+	}
+	return tx, func() {
+		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
+		defer cancel()
+		_ = tx.Rollback(rctx)
+	}, nil
 }

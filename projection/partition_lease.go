@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
 	"github.com/pgdcb/pgdcb"
+	"github.com/pgdcb/pgdcb/internal/retry"
 )
 
 // heldPartition is a partition a worker claimed, with the epoch of its
@@ -249,4 +251,13 @@ func (lw *leaseWorker) leave(ctx context.Context) {
 		lw.p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: leaving failed", "name", lw.p.name, "err", err)
 	}
 	lw.held = map[int]*heldPartition{}
+}
+
+// renewFailed logs the failures-th failed lease renewal in a row, err, and
+// returns the backoff before the next.
+func (lw *leaseWorker) renewFailed(ctx context.Context, failures int, err error) time.Duration {
+	p := lw.p
+	d := retry.Delay(failures, p.cfg.RetryMin, p.cfg.RetryMax)
+	p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: partition lease renewal failed", "name", p.name, "err", err, "retry_in", d)
+	return d
 }

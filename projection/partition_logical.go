@@ -8,8 +8,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/internal/retry"
@@ -127,9 +125,7 @@ func (p *Partitioned) runLogical(ctx context.Context, lw *leaseWorker) error {
 				return ctx.Err()
 			}
 			failures++
-			d := retry.Delay(failures, p.cfg.RetryMin, p.cfg.RetryMax)
-			p.cfg.Logger.WarnContext(ctx, "pgdcb: projection: partition lease renewal failed", "name", p.name, "err", err, "retry_in", d)
-			next = time.Now().Add(min(d, tick))
+			next = time.Now().Add(min(lw.renewFailed(ctx, failures, err), tick))
 		} else {
 			failures = 0
 			var free []int
@@ -283,20 +279,11 @@ func (lw *leaseWorker) batchLogical(ctx, stopCtx context.Context, hp *heldPartit
 	}
 	s.batchSince.Store(time.Now().UnixNano())
 	defer s.batchSince.Store(0)
-	conn, err := p.store.Pool().Acquire(ctx)
+	tx, done, err := beginBatch(ctx, p.store.Pool())
 	if err != nil {
 		return false, err
 	}
-	defer conn.Release()
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
-	if err != nil {
-		return false, err
-	}
-	defer func() {
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}()
+	defer done()
 	if len(evs) > 0 {
 		if err := p.h(ctx, tx, evs); err != nil {
 			return false, &handlerError{Name: label, Cursor: f.baseTail, Err: err}

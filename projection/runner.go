@@ -557,18 +557,11 @@ type batchResult struct {
 // horizon (no events); otherwise such a move waits for the next heartbeat.
 func (r *Runner) batch(ctx context.Context, conn *pgx.Conn, lag *wake.LagTracker, writeIdle bool) (batchResult, error) {
 	var res batchResult
-	tx, err := conn.BeginTx(ctx, pgx.TxOptions{IsoLevel: pgx.ReadCommitted})
+	tx, rollback, err := begin(ctx, conn)
 	if err != nil {
 		return res, err
 	}
-	defer func() {
-		// Bounded: on a connection that stopped answering, an unbounded
-		// rollback would keep Run from returning; a failed rollback closes
-		// the connection, which ends the leadership.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), closeTimeout)
-		defer cancel()
-		_ = tx.Rollback(rctx)
-	}()
+	defer rollback()
 	var (
 		cur  cursor.Cursor
 		text string // the logical checkpoint, "" when none
