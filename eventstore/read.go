@@ -275,7 +275,7 @@ func (s *Store) readMode(ctx context.Context, db dbtx, q query.Query, opts *pgdc
 func (s *Store) readOnce(ctx context.Context, db dbtx, q query.Query, o pgdcb.ReadOptions, tail, proved bool,
 	es *events, yield func(pgdcb.StoredEvent, error) bool) (again bool) {
 	sql, a := s.readSQL(q, o, tail, proved)
-	rows, err := readQuery(ctx, db, tail, sql, a...)
+	rows, err := readQuery(ctx, db, tail, o.After == nil && !tail, sql, a...)
 	if err != nil {
 		yield(pgdcb.StoredEvent{}, errf("read", err))
 		return false

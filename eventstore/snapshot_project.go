@@ -246,7 +246,7 @@ func (s *Store) snapshotReadSQL(q query.Query, after cursor.Cursor, proved bool)
 func (s *Store) foldFrom(ctx context.Context, db dbtx, proved bool, union query.Query, queries []query.Query, projectors []pgdcb.Projector,
 	entryOf []*snapEntry, entries []*snapEntry, after cursor.Cursor, every int, save bool) (c cursor.Cursor, writes []*snapshotWrite, stale bool, err error) {
 	sql, a := s.snapshotReadSQL(union, after, proved)
-	rows, err := readQuery(ctx, db, true, sql, a...)
+	rows, err := readQuery(ctx, db, true, false, sql, a...)
 	if err != nil {
 		return c, nil, false, errf("project", err)
 	}
