@@ -16,14 +16,16 @@ import (
 	"github.com/pgdcb/pgdcb/query"
 )
 
-// TestReadsAreNotCompiled: a read from the start (ReadAll, ReadLast,
-// Project) is never JIT-compiled, whatever the server's jit settings. The
-// connections here compile every plan (jit_above_cost = 0: what such a
-// read's generic plan costs past about 10^7 events, where compiling took
-// longer than the read; docs/SCALE.md) and auto_explain reports each plan;
-// none of these reads may carry JIT, on the pool or in a caller's
-// transaction, whose jit setting the read leaves as it found it.
-func TestReadsAreNotCompiled(t *testing.T) {
+// TestReadsFromTheStartAreNotCompiledNorGathered: a read from the start
+// (ReadAll, ReadLast, Project) is never JIT-compiled nor run by parallel
+// workers, whatever the server's settings. The connections here compile
+// every plan and make parallel workers free (jit_above_cost = 0 and
+// parallel costs 0: how such a read's generic plan is costed at 10^7 and
+// 10^8 events, where either took many times the read; docs/SCALE.md), and
+// auto_explain reports each plan; none of these reads may carry JIT or a
+// Gather, on the pool or in a caller's transaction, whose settings the
+// read leaves as it found them.
+func TestReadsFromTheStartAreNotCompiledNorGathered(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s, pool := newStore(t, nil)
@@ -33,7 +35,10 @@ func TestReadsAreNotCompiled(t *testing.T) {
 	var plans []string
 	cfg := pool.Config().Copy()
 	cfg.MaxConns = 2
-	cfg.ConnConfig.RuntimeParams["jit_above_cost"] = "0"
+	for k, v := range map[string]string{"jit_above_cost": "0", "parallel_setup_cost": "0", "parallel_tuple_cost": "0",
+		"min_parallel_table_scan_size": "0", "min_parallel_index_scan_size": "0"} {
+		cfg.ConnConfig.RuntimeParams[k] = v
+	}
 	cfg.ConnConfig.OnNotice = func(_ *pgconn.PgConn, n *pgconn.Notice) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -41,7 +46,8 @@ func TestReadsAreNotCompiled(t *testing.T) {
 	}
 	cfg.AfterConnect = func(ctx context.Context, c *pgx.Conn) error {
 		_, err := c.Exec(ctx, `LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0;
-			SET auto_explain.log_level = notice; SET auto_explain.log_analyze = on`)
+			SET auto_explain.log_level = notice; SET auto_explain.log_analyze = on;
+			SET auto_explain.log_settings = on`)
 		return err
 	}
 	jitPool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -57,7 +63,9 @@ func TestReadsAreNotCompiled(t *testing.T) {
 		for _, p := range plans {
 			if strings.Contains(p, "pg_current_snapshot()") {
 				reads++
-				if strings.Contains(p, "JIT:") {
+				// Settings: the planner's settings that differ from the
+				// defaults, as the read was planned.
+				if strings.Contains(p, "JIT:") || strings.Contains(p, "Gather") || !strings.Contains(p, "max_parallel_workers_per_gather = '0'") {
 					n++
 				}
 			}
@@ -65,15 +73,16 @@ func TestReadsAreNotCompiled(t *testing.T) {
 		plans = nil
 		return n, reads
 	}
-	// The test can fail: a plain statement on these connections is compiled.
+	// The test can fail: a plain statement on these connections is compiled
+	// and gathered.
 	var one int
 	require.NoError(t, jitPool.QueryRow(ctx, `SELECT count(*) FROM `+pgx.Identifier{s.Schema(), "events"}.Sanitize()).Scan(&one))
 	mu.Lock()
-	can := len(plans) > 0 && strings.Contains(plans[len(plans)-1], "JIT:")
+	can := len(plans) > 0 && strings.Contains(plans[len(plans)-1], "JIT:") && strings.Contains(plans[len(plans)-1], "Gather")
 	plans = nil
 	mu.Unlock()
 	if !can {
-		t.Skip("this server does not JIT-compile (no LLVM support): nothing to check")
+		t.Skip("this server does not JIT-compile (no LLVM support) or gather: nothing to check")
 	}
 
 	entity := query.Tagged(nil, "account=7")
@@ -93,12 +102,12 @@ func TestReadsAreNotCompiled(t *testing.T) {
 	}
 	n, reads := compiled()
 	require.GreaterOrEqual(t, reads, 21, "auto_explain reported the reads")
-	require.Zero(t, n, "reads on the pool were compiled")
+	require.Zero(t, n, "reads on the pool were compiled or gathered")
 
 	tx, err := jitPool.Begin(ctx)
 	require.NoError(t, err)
 	defer tx.Rollback(ctx) //nolint:errcheck
-	_, err = tx.Exec(ctx, `SET LOCAL jit = on`)
+	_, err = tx.Exec(ctx, `SET LOCAL jit = on; SET LOCAL max_parallel_workers_per_gather = 3`)
 	require.NoError(t, err)
 	for range 7 {
 		_, _, err := js.ReadAllTx(ctx, tx, entity, nil)
@@ -106,8 +115,9 @@ func TestReadsAreNotCompiled(t *testing.T) {
 	}
 	n, reads = compiled()
 	require.GreaterOrEqual(t, reads, 7)
-	require.Zero(t, n, "reads in a transaction were compiled")
-	var jit string
-	require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('jit')`).Scan(&jit))
+	require.Zero(t, n, "reads in a transaction were compiled or gathered")
+	var jit, gather string
+	require.NoError(t, tx.QueryRow(ctx, `SELECT current_setting('jit'), current_setting('max_parallel_workers_per_gather')`).Scan(&jit, &gather))
 	require.Equal(t, "on", jit, "the read left the caller's jit setting changed")
+	require.Equal(t, "3", gather, "the read left the caller's max_parallel_workers_per_gather changed")
 }

@@ -1,0 +1,56 @@
+package eventstore
+
+import (
+	"context"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/pgdcb/pgdcb/internal/horizon"
+)
+
+// Reads from the start run with JIT compilation and parallel workers off,
+// whatever the server's settings. Such a read passes its tags through a
+// one-row subquery (whereItems), so its plan is the generic one and costs
+// what the planner guesses for any tag: half a percent of the log. As the
+// log grows, that guess buys the read what only a large one pays for:
+// past about 10^7 events it passes jit_above_cost (100000 by default), and
+// the read is compiled at every execution (1.7 ms at 10^7 events); at 10^8
+// the planner also gathers it with parallel workers, started at every
+// execution (a decision read of 10 events took 10–25 ms instead of 0.3;
+// docs/SCALE.md, "Reading the figures"). The append functions set jit = off
+// for the first reason (sql/functions/_append.sql). Reads after a cursor
+// show the planner their values, and a tail read's pages are bounded:
+// neither is estimated at a share of the log, and neither pays for this.
+//
+// set_config(…, true) lasts until the transaction ends: on the pool that is
+// the batch's own implicit transaction; in a caller's transaction the read
+// puts the caller's values back after it.
+const (
+	genericOff = `set_config('pgdcb.jit', current_setting('jit'), true),
+		set_config('pgdcb.gather', current_setting('max_parallel_workers_per_gather'), true),
+		set_config('jit', 'off', true), set_config('max_parallel_workers_per_gather', '0', true)`
+	genericBack = `SELECT set_config('jit', current_setting('pgdcb.jit'), true),
+		set_config('max_parallel_workers_per_gather', current_setting('pgdcb.gather'), true)`
+)
+
+// readQuery runs a read statement on db in one round trip: with JIT and
+// parallel workers off when generic (a read from the start); a tailing read
+// (tail) also clears the backend status snapshot first (horizon.Batch).
+func readQuery(ctx context.Context, db dbtx, tail, generic bool, sql string, args ...any) (pgx.Rows, error) {
+	var before, after []string
+	switch {
+	case tail && generic:
+		before = []string{`SELECT pg_stat_clear_snapshot(), ` + genericOff}
+	case tail:
+		before = []string{`SELECT pg_stat_clear_snapshot()`}
+	case generic:
+		before = []string{`SELECT ` + genericOff}
+	default:
+		return db.Query(ctx, sql, args...)
+	}
+	if _, onPool := db.(*pgxpool.Pool); generic && !onPool {
+		after = []string{genericBack}
+	}
+	return horizon.Batch(ctx, db, before, after, sql, args...)
+}
