@@ -15,10 +15,9 @@ import (
 // what the planner guesses for any tag: half a percent of the log. As the
 // log grows, that guess buys the read what only a large one pays for:
 // past about 10^7 events it passes jit_above_cost (100000 by default), and
-// the read is compiled at every execution (1.7 ms at 10^7 events); at 10^8
-// the planner also gathers it with parallel workers, started at every
-// execution (a decision read of 10 events took 10–25 ms instead of 0.3;
-// docs/SCALE.md, "Reading the figures"). The append functions set jit = off
+// the read is compiled at every execution; at 10^8 the planner also
+// gathers it with parallel workers, started at every execution. Either
+// costs many times the read itself (docs/SCALE.md, "Reading the figures"). The append functions set jit = off
 // for the first reason (sql/functions/_append.sql). Reads after a cursor
 // show the planner their values, and a tail read's pages are bounded:
 // neither is estimated at a share of the log, and neither pays for this.
