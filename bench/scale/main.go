@@ -51,9 +51,10 @@
 // log's check, then relation sizes, ReadLast of short entities, a stream
 // of the size's 1000-event type, catch-up from the start (ReadTail pages of
 // 1000 over the first --catchup events), decisions (Project + AppendIf,
-// one call after another: each of the --probes short entities once, without
-// snapshots; --long-decisions on each long entity, without snapshots and
-// with a snapshot saved first), Append of one event at 1/8/32 writers
+// one call after another: each of the --probes short entities twice, cold
+// then warm, without snapshots, counting the events table's blocks read
+// from outside shared buffers; --long-decisions on each long entity,
+// without snapshots and with a snapshot saved first), Append of one event at 1/8/32 writers
 // against the floor of bench (an autocommit one-row INSERT into an
 // unindexed copy of events, same run, interleaved, median of --reps),
 // `pgdcb tail` latency (append → printed line, the command built from this
