@@ -17,10 +17,11 @@ import (
 // past about 10^7 events it passes jit_above_cost (100000 by default), and
 // the read is compiled at every execution; at 10^8 the planner also
 // gathers it with parallel workers, started at every execution. Either
-// costs many times the read itself (docs/SCALE.md, "Reading the figures"). The append functions set jit = off
-// for the first reason (sql/functions/_append.sql). Reads after a cursor
-// show the planner their values, and a tail read's pages are bounded:
-// neither is estimated at a share of the log, and neither pays for this.
+// costs many times the read itself (docs/SCALE.md, "Reading the figures").
+// The append functions set jit = off for the first reason
+// (sql/functions/_append.sql). Reads after a cursor show the planner their
+// values, and a tail read's pages are bounded: neither is estimated at a
+// share of the log, and neither pays for this.
 //
 // set_config(…, true) lasts until the transaction ends: on the pool that is
 // the batch's own implicit transaction; in a caller's transaction the read
@@ -33,23 +34,19 @@ const (
 		set_config('max_parallel_workers_per_gather', current_setting('pgdcb.gather'), true)`
 )
 
-// readQuery runs a read statement on db in one round trip: with JIT and
-// parallel workers off when generic (a read from the start); a tailing read
-// (tail) also clears the backend status snapshot first (horizon.Batch).
+// readQuery runs a read statement on db: a read from the start (generic)
+// with JIT and parallel workers off, a tailing read (tail) after clearing
+// the backend status snapshot (horizon.Batch), each in one round trip.
 func readQuery(ctx context.Context, db dbtx, tail, generic bool, sql string, args ...any) (pgx.Rows, error) {
-	var before, after []string
 	switch {
-	case tail && generic:
-		before = []string{`SELECT pg_stat_clear_snapshot(), ` + genericOff}
 	case tail:
-		before = []string{`SELECT pg_stat_clear_snapshot()`}
+		return horizon.Batch(ctx, db, []string{`SELECT pg_stat_clear_snapshot()`}, nil, sql, args...)
 	case generic:
-		before = []string{`SELECT ` + genericOff}
-	default:
-		return db.Query(ctx, sql, args...)
+		var after []string
+		if _, onPool := db.(*pgxpool.Pool); !onPool {
+			after = []string{genericBack}
+		}
+		return horizon.Batch(ctx, db, []string{`SELECT ` + genericOff}, after, sql, args...)
 	}
-	if _, onPool := db.(*pgxpool.Pool); generic && !onPool {
-		after = []string{genericBack}
-	}
-	return horizon.Batch(ctx, db, before, after, sql, args...)
+	return db.Query(ctx, sql, args...)
 }
