@@ -81,7 +81,7 @@ func TestBrokerCrashRecovery(t *testing.T) {
 	for _, inflight := range []int{1, 64} {
 		t.Run(fmt.Sprint("inflight=", inflight), func(t *testing.T) {
 			srv := startNATS(t)
-			nc, err := nats.Connect(srv.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+			nc, err := nats.Connect(srv.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), nats.ReconnectBufSize(-1))
 			require.NoError(t, err)
 			t.Cleanup(nc.Close)
 			js, err := jetstream.New(nc)

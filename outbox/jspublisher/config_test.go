@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/stretchr/testify/require"
 
 	"github.com/pgdcb/pgdcb"
@@ -29,5 +31,24 @@ func TestNewRefusesNegativeConfig(t *testing.T) {
 		})
 	}
 	_, err := jspublisher.New(js, nil)
+	require.NoError(t, err)
+}
+
+// MaxInFlight above 1 needs a connection without a reconnect buffer: a
+// publish buffered while the client reconnects would be sent after the
+// messages lost with the broker, out of log order.
+func TestNewRefusesPipeliningOnABufferingConnection(t *testing.T) {
+	t.Parallel()
+	nc, err := nats.Connect(natsURL) // the default: an 8 MB reconnect buffer
+	require.NoError(t, err)
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	require.NoError(t, err)
+	_, err = jspublisher.New(js, &jspublisher.Config{MaxInFlight: 8})
+	var ia *pgdcb.InvalidArgumentError
+	require.ErrorAs(t, err, &ia)
+	require.Equal(t, "Config.MaxInFlight", ia.Name)
+	require.Contains(t, ia.Reason, "nats.ReconnectBufSize(-1)")
+	_, err = jspublisher.New(js, &jspublisher.Config{MaxInFlight: 1})
 	require.NoError(t, err)
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/pgdcb/pgdcb"
 	"github.com/pgdcb/pgdcb/internal/cfgcheck"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/retry"
@@ -68,7 +69,9 @@ type Config struct {
 	// batch. Larger values pipeline the batch for throughput; then a refused
 	// message followed by accepted ones is stored again after them on retry
 	// (the accepted ones are deduplicated), so order holds only while the
-	// broker accepts everything.
+	// broker accepts everything. Above 1, New refuses a connection not made
+	// with nats.ReconnectBufSize(-1): a publish the client buffered while it
+	// reconnected would be sent after the messages lost with the broker.
 	MaxInFlight int
 	// AckTimeout bounds the wait for one message's ack, and for each request
 	// reconciliation makes, while the connection stays up (a lost connection
@@ -140,6 +143,10 @@ func New(js jetstream.JetStream, cfg *Config) (*Publisher, error) {
 		return nil, errfmt.Errorf("pgdcb: jspublisher.New: %w", err)
 	}
 	c := cfg.withDefaults()
+	if c.MaxInFlight > 1 && js.Conn().Opts.ReconnectBufSize >= 0 {
+		return nil, errfmt.Errorf("pgdcb: jspublisher.New: %w", &pgdcb.InvalidArgumentError{Name: "Config.MaxInFlight",
+			Reason: fmt.Sprintf("%d needs a connection made with nats.ReconnectBufSize(-1): a message the client buffers while it reconnects is sent after the reconnect, after the ones lost with the broker, out of log order", c.MaxInFlight)})
+	}
 	p := &Publisher{js: js, nc: js.Conn(), cfg: c}
 	p.rec.init(js, c.Logger, c.AckTimeout)
 	return p, nil

@@ -49,7 +49,7 @@ func TestHelperRelay(t *testing.T) {
 	require.NoError(t, err)
 	s, err := eventstore.New(pool, &eventstore.Config{Schema: schema})
 	require.NoError(t, err)
-	nc, err := nats.Connect(natsURL)
+	nc, err := nats.Connect(natsURL, nats.ReconnectBufSize(-1))
 	require.NoError(t, err)
 	js, err := jetstream.New(nc)
 	require.NoError(t, err)

@@ -60,7 +60,8 @@ func testStream(t testing.TB) (jetstream.JetStream, jetstream.Stream, string) {
 // configuration changed by edit (nil: none).
 func testStreamWith(t testing.TB, edit func(*jetstream.StreamConfig)) (jetstream.JetStream, jetstream.Stream, string) {
 	t.Helper()
-	nc, err := nats.Connect(natsURL)
+	// No reconnect buffer: the connection MaxInFlight > 1 needs.
+	nc, err := nats.Connect(natsURL, nats.ReconnectBufSize(-1))
 	require.NoError(t, err)
 	t.Cleanup(nc.Close)
 	js, err := jetstream.New(nc)
