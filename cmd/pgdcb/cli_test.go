@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/syncbuf"
 	"github.com/pgdcb/pgdcb/internal/version"
 	"github.com/pgdcb/pgdcb/projection"
 	pgdcbsql "github.com/pgdcb/pgdcb/sql"
@@ -376,24 +376,6 @@ func withParam(t *testing.T, dsn, key, value string) string {
 	return dsn + " " + key + "=" + value
 }
 
-// syncBuffer is a bytes.Buffer safe for the tail goroutine and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestTail(t *testing.T) {
 	t.Parallel()
 	sh, schema := db(t)
@@ -408,7 +390,7 @@ func TestTail(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"-dsn", dsn, "-schema", schema, "tail", "-query", "A", "-poll", "50ms"}, strings.NewReader(""), &out, &errOut)
@@ -549,7 +531,7 @@ func TestTailStopsOnSIGINT(t *testing.T) {
 	cmd := exec.Command(os.Args[0], "-test.run=^TestTailStopsOnSIGINT$")
 	cmd.Env = append(os.Environ(), cliMainEnv+"=1",
 		cliArgsEnv+"="+strings.Join([]string{"-dsn", pgtest.DSN(t), "-schema", schema, "tail", "-poll", "50ms"}, "\x1f"))
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
 	require.NoError(t, cmd.Start())
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), `"type":"A"`) }, time.Minute, 20*time.Millisecond, errOut.String())

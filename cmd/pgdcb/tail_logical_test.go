@@ -15,6 +15,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/syncbuf"
 	"github.com/pgdcb/pgdcb/logical"
 )
 
@@ -48,7 +49,7 @@ func TestTailLogical(t *testing.T) {
 
 	tctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(tctx, []string{"-dsn", dsn, "-schema", schema, "tail", "-logical", "-query", "A", "-after", after.String(), "-poll", "50ms"},
@@ -122,7 +123,7 @@ func TestTailLogicalNeedsWALLevelLogical(t *testing.T) {
 	dsn := replicaDSN(t)
 	schema := schemaOnDSN(t, dsn)
 	sh := func(ctx context.Context, args ...string) result {
-		var out, errOut syncBuffer
+		var out, errOut syncbuf.Buffer
 		code := run(ctx, append([]string{"-dsn", dsn, "-schema", schema}, args...), strings.NewReader(""), &out, &errOut)
 		return result{code, out.String(), errOut.String()}
 	}
@@ -158,7 +159,7 @@ func TestTailWarnsOnRetry(t *testing.T) {
 	require.Equal(t, 0, sh("", "append", "-type", "A").code)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var out, errOut syncBuffer
+	var out, errOut syncbuf.Buffer
 	done := make(chan int, 1)
 	go func() {
 		done <- run(ctx, []string{"-dsn", pgtest.DSN(t), "-schema", schema, "tail", "-poll", "50ms"}, strings.NewReader(""), &out, &errOut)

@@ -203,6 +203,18 @@ func moreSamples(t *testing.T, c *checker, k int64) {
 	require.Eventually(t, func() bool { return c.samples.Load() >= from+k }, 30*time.Second, time.Millisecond)
 }
 
+// caughtUpBalances opens n wallets in a new service and runs its balances
+// (version 1) until they have caught up.
+func caughtUpBalances(t *testing.T, n int) (*wallet.Service, *wallet.Balances) {
+	svc := newService(t)
+	openWallets(t, svc, n)
+	v1 := wallet.NewBalances(svc.Store(), &wallet.BalancesConfig{BatchSize: 3, PollInterval: 5 * time.Millisecond})
+	require.NoError(t, v1.Setup(context.Background()))
+	runBalances(t, v1)
+	caughtUp(t, svc, v1)
+	return svc, v1
+}
+
 // Under live transfers, a reset by another tool (projection.Reset without a
 // clear function) and then a blue/green rebuild (version 2 built beside
 // version 1, then projection.Switch): every balance a reader reads equals the
@@ -214,13 +226,8 @@ func moreSamples(t *testing.T, c *checker, k int64) {
 func TestResetAndRebuildUnderLiveTransfers(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := newService(t)
 	const n = 5
-	openWallets(t, svc, n)
-	v1 := wallet.NewBalances(svc.Store(), &wallet.BalancesConfig{BatchSize: 3, PollInterval: 5 * time.Millisecond})
-	require.NoError(t, v1.Setup(ctx))
-	runBalances(t, v1)
-	caughtUp(t, svc, v1)
+	svc, v1 := caughtUpBalances(t, n)
 
 	c, stop := live(t, svc, n)
 	moreSamples(t, c, 10)
@@ -268,13 +275,8 @@ func TestResetAndRebuildUnderLiveTransfers(t *testing.T) {
 func TestCheckerCatchesACheckpointOnlyReset(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	svc := newService(t)
 	const n = 5
-	openWallets(t, svc, n)
-	v1 := wallet.NewBalances(svc.Store(), &wallet.BalancesConfig{BatchSize: 3, PollInterval: 5 * time.Millisecond})
-	require.NoError(t, v1.Setup(ctx))
-	runBalances(t, v1)
-	caughtUp(t, svc, v1)
+	svc, v1 := caughtUpBalances(t, n)
 	c, stop := live(t, svc, n)
 	moreSamples(t, c, 5)
 	// The old Reset's statement, without the read model.

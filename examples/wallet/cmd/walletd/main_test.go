@@ -15,7 +15,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -25,25 +24,8 @@ import (
 
 	"github.com/pgdcb/pgdcb/internal/pgserver"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/syncbuf"
 )
-
-// syncBuffer is a log sink safe for the server's goroutines.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 type answer struct {
 	status int
@@ -74,7 +56,7 @@ func call(t *testing.T, method, url, body string, hdr ...string) answer {
 // startRun runs walletd's run with args in the background, logging to logs,
 // and returns the API's base URL once it serves, and the channel run's
 // result comes on.
-func startRun(ctx context.Context, t *testing.T, logs *syncBuffer, args ...string) (base string, done <-chan error) {
+func startRun(ctx context.Context, t *testing.T, logs *syncbuf.Buffer, args ...string) (base string, done <-chan error) {
 	t.Helper()
 	addrc := make(chan string, 1)
 	result := make(chan error, 1)
@@ -97,7 +79,7 @@ func TestRunServesAndShutsDownGracefully(t *testing.T) {
 	schema := pgtest.Schema(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	// active signals each connection the server starts reading a request on.
 	active := make(chan struct{}, 1000)
 	connStateHook = func(_ net.Conn, st http.ConnState) {
@@ -296,7 +278,7 @@ func TestStandbyReadDSN(t *testing.T) {
 	require.NoError(t, err)
 	defer pair.Close()
 	t.Setenv(pgserver.EnvVar, pair.Primary.DSN())
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	base, done := startRun(ctx, t, logs, "-addr", "127.0.0.1:0", "-schema", "wallet", "-read-dsn", pair.Standby.DSN())
 	replayed := func() {
 		t.Helper()
