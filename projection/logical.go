@@ -2,11 +2,13 @@ package projection
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/pgdcb/pgdcb/cursor"
 	"github.com/pgdcb/pgdcb/eventstore"
@@ -208,14 +210,25 @@ func (r *Runner) slotMetric(ctx context.Context) {
 	r.tr.s.TraceSlot(ctx, r.name, subscription.SlotStatus{RetainedBytes: st.RetainedBytes, Lost: st.WALStatus == "lost"})
 }
 
-// resetSlot drops the default slot of projection name, unless a reader
-// streams from it (that reader's next batch is fenced by the reset
-// checkpoint, and it then replaces the slot itself).
-func resetSlot(ctx context.Context, tx pgx.Tx, schema, name string) error {
-	// pg_replication_slots: one row per slot.
-	_, err := tx.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-		WHERE slot_name = $1 AND NOT active`, logical.SlotName(schema, name))
-	return err
+// dropIdleSlots drops, in tx, each of slots that no reader streams from
+// (a streaming reader's next batch is fenced by the reset checkpoint, and it
+// then replaces the slot itself). A slot that a reader takes between the
+// look and the drop is left to it: each drop runs in a savepoint, and only
+// that refusal (object in use) is passed over.
+func dropIdleSlots(ctx context.Context, tx pgx.Tx, slots ...string) error {
+	for _, slot := range slots {
+		err := pgx.BeginFunc(ctx, tx, func(sp pgx.Tx) error {
+			// pg_replication_slots: one row per slot.
+			_, err := sp.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+				WHERE slot_name = $1 AND NOT active`, slot)
+			return err
+		})
+		var pe *pgconn.PgError
+		if err != nil && !(errors.As(err, &pe) && pe.Code == "55006") {
+			return err
+		}
+	}
+	return nil
 }
 
 // leftLogical parses the logical checkpoint text a tail-read batch found:

@@ -25,12 +25,14 @@ func partitioned(ctx context.Context, store *eventstore.Store, name string) (boo
 // resetPartitioned is Reset of a partitioned projection, in one
 // transaction: clear first (a batch writes the read model before its
 // partition's row, so the tables are locked in that order here too), then
-// every partition's cursor to the start of the log, its logical checkpoint
-// gone. A batch in flight then fails its compare-and-set on the cursor it
-// read, and its worker reads the partition again from the start; the
-// leases stay as they are. The partitions' replication slots not streamed
-// from are dropped (a streamed one is replaced by its reader, as a
-// Runner's is).
+// every partition's cursor to the start of the log with its logical
+// checkpoint gone, its lease ended and its epoch moved on. A batch in
+// flight then fails its compare-and-set, whatever it read: the cursor alone
+// would not do, since a partition at the start before the reset is at the
+// start after it, while a logical stream has moved on. Every worker loses
+// its partitions and claims them again, with streams opened anew from the
+// start. The partitions' replication slots not streamed from are dropped (a
+// streamed one is replaced by its reader, as a Runner's is).
 func resetPartitioned(ctx context.Context, store *eventstore.Store, name string, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	schema := ident.Schema(store)
 	return pgx.BeginTxFunc(ctx, store.Pool(), pgx.TxOptions{IsoLevel: pgx.ReadCommitted}, func(tx pgx.Tx) error {
@@ -41,7 +43,8 @@ func resetPartitioned(ctx context.Context, store *eventstore.Store, name string,
 		}
 		// projection_partitions primary key (its name prefix).
 		rows, err := tx.Query(ctx, `UPDATE `+schema+`.projection_partitions
-			SET transaction_id = '0', position = 0, logical_checkpoint = NULL, updated_at = now()
+			SET transaction_id = '0', position = 0, logical_checkpoint = NULL,
+			    owner = NULL, lease_until = NULL, epoch = epoch + 1, updated_at = now()
 			WHERE name = $1 RETURNING partition`, name)
 		if err != nil {
 			return fmt.Errorf("pgdcb: projection: reset %q: %w", name, err)
@@ -54,9 +57,7 @@ func resetPartitioned(ctx context.Context, store *eventstore.Store, name string,
 		for i, part := range parts {
 			slots[i] = partitionSlot(store.Schema(), name, int(part))
 		}
-		// pg_replication_slots: one row per slot.
-		if _, err := tx.Exec(ctx, `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
-			WHERE slot_name = ANY($1) AND NOT active`, slots); err != nil {
+		if err := dropIdleSlots(ctx, tx, slots...); err != nil {
 			return fmt.Errorf("pgdcb: projection: reset %q: dropping the replication slots: %w", name, err)
 		}
 		return nil

@@ -2,7 +2,6 @@ package projection_test
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +27,7 @@ import (
 	"github.com/pgdcb/pgdcb/internal/ident"
 	"github.com/pgdcb/pgdcb/internal/testing/await"
 	"github.com/pgdcb/pgdcb/internal/testing/pgtest"
+	"github.com/pgdcb/pgdcb/internal/testing/syncbuf"
 	"github.com/pgdcb/pgdcb/internal/testing/teststore"
 	"github.com/pgdcb/pgdcb/logical"
 	"github.com/pgdcb/pgdcb/projection"
@@ -232,7 +232,7 @@ func TestPartitionedLogicalNeedsASlotPerPartition(t *testing.T) {
 	m := modeNamed("logical")
 	s, pool, _ := m.store(t)
 	cfg := m.config(41, time.Second)
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	p, err := projection.NewPartitioned(s, "many", partQ, keyedHandler(ident.Schema(s), "w"), cfg)
 	require.NoError(t, err)
@@ -318,7 +318,7 @@ func testPartitionedRebalance(t *testing.T, m partMode) {
 
 	other := m.config(4, lease)
 	ctx, cancel := context.WithCancel(t.Context())
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	other.Logger = slog.New(slog.NewTextHandler(logs, nil))
 	p, err := projection.NewPartitioned(s, name, partQ, keyedHandler(schema, "x"), other)
 	require.NoError(t, err)
@@ -356,23 +356,6 @@ func rmEventsCount(t *testing.T, pool *pgxpool.Pool, schema string) int {
 	var n int
 	require.NoError(t, pool.QueryRow(t.Context(), `SELECT count(*) FROM `+schema+`.rm_events`).Scan(&n))
 	return n
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 // TestPartitionedFencing: worker A is inside a batch (rows written, not
@@ -417,7 +400,7 @@ func testPartitionedFencing(t *testing.T, m partMode) {
 			return nil
 		}
 	}
-	run := func(id string, h projection.Handler, logs *syncBuffer) (context.CancelFunc, chan error) {
+	run := func(id string, h projection.Handler, logs *syncbuf.Buffer) (context.CancelFunc, chan error) {
 		cfg := m.config(1, lease)
 		// B ranks first among the live workers (by name), so that its
 		// fair share keeps the partition once A is live again.
@@ -432,7 +415,7 @@ func testPartitionedFencing(t *testing.T, m partMode) {
 	}
 	aIn, aGo, bIn, bGo := make(chan struct{}), make(chan struct{}), make(chan struct{}), make(chan struct{})
 	releaseA, releaseB := sync.OnceFunc(func() { close(aGo) }), sync.OnceFunc(func() { close(bGo) })
-	aLogs, bLogs := &syncBuffer{}, &syncBuffer{}
+	aLogs, bLogs := &syncbuf.Buffer{}, &syncbuf.Buffer{}
 	cancelA, doneA := run("A", blocking("A", false, aIn, aGo), aLogs)
 	cancelB, doneB := func() {}, make(chan error, 1)
 	doneB <- context.Canceled
@@ -760,7 +743,7 @@ func TestPartitionedSwitchesReadModes(t *testing.T) {
 // appended before and during each: each ends with every event handled
 // once, per-key order kept. It returns the workers' logs. A tail-mode
 // worker leaves no slot of the projection.
-func testBeyondTheCursor(t *testing.T, parts int, between func(*testing.T, *eventstore.Store, *pgxpool.Pool, string), then ...partMode) *syncBuffer {
+func testBeyondTheCursor(t *testing.T, parts int, between func(*testing.T, *eventstore.Store, *pgxpool.Pool, string), then ...partMode) *syncbuf.Buffer {
 	first := modeNamed("logical")
 	s, pool, _ := first.store(t)
 	schema := ident.Schema(s)
@@ -778,7 +761,7 @@ func testBeyondTheCursor(t *testing.T, parts int, between func(*testing.T, *even
 		require.NoError(t, err)
 		return res
 	}
-	logs := &syncBuffer{}
+	logs := &syncbuf.Buffer{}
 	run := func(m partMode) func() {
 		cfg := m.config(parts, time.Second)
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, nil))
@@ -859,8 +842,8 @@ func testBeyondTheCursor(t *testing.T, parts int, between func(*testing.T, *even
 	return logs
 }
 
-// TestPartitionedReset: Reset of a partitioned projection, while two
-// workers run and a writer appends, clears the read model (clear) and
+// TestPartitionedReset: Reset of a partitioned projection (three rounds),
+// while two workers run and a writer appends, clears the read model (clear) and
 // moves every partition back to the start in one transaction: the read
 // model is rebuilt from the whole log, every event exactly once and each
 // key in order, and no checkpoint of the name appears beside its
@@ -898,14 +881,17 @@ func testPartitionedReset(t *testing.T, m partMode) {
 	appendSome(60)
 	await.True(t, 20*time.Second, "the workers catch up", caughtUp)
 
-	// A writer appends through the reset.
-	writing := make(chan struct{})
-	go func() { defer close(writing); appendSome(60) }()
-	require.NoError(t, projection.Reset(t.Context(), s, name, func(ctx context.Context, tx pgx.Tx) error {
-		_, err := tx.Exec(ctx, `DELETE FROM `+schema+`.rm_keys; DELETE FROM `+schema+`.rm_events`)
-		return err
-	}))
-	<-writing
+	// Rounds of a reset while a writer appends and the workers run
+	// batches, some of them in flight at the reset.
+	for range 3 {
+		writing := make(chan struct{})
+		go func() { defer close(writing); appendSome(30) }()
+		require.NoError(t, projection.Reset(t.Context(), s, name, func(ctx context.Context, tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, `DELETE FROM `+schema+`.rm_keys; DELETE FROM `+schema+`.rm_events`)
+			return err
+		}))
+		<-writing
+	}
 	await.True(t, 20*time.Second, "the read model is rebuilt", caughtUp)
 	requireKeyedExactlyOnce(t, pool, schema, total)
 	_, err := projection.GetStatus(t.Context(), s, name)

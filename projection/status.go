@@ -13,6 +13,7 @@ import (
 	"github.com/pgdcb/pgdcb/eventstore"
 	"github.com/pgdcb/pgdcb/internal/errfmt"
 	"github.com/pgdcb/pgdcb/internal/ident"
+	"github.com/pgdcb/pgdcb/logical"
 )
 
 // State is a checkpoint's status.
@@ -112,9 +113,9 @@ func setState(ctx context.Context, store *eventstore.Store, name, set string) er
 // and a read model kept elsewhere is rebuilt on top of itself.
 //
 // For a partitioned projection (NewPartitioned) Reset calls clear, then
-// moves every partition back to the start of the log, in one transaction
-// (a batch in flight rolls back); the workers keep their partitions and
-// read them again from the start.
+// moves every partition back to the start of the log, in one transaction;
+// its workers lose their partitions (a batch in flight rolls back) and
+// claim them again within a renewal interval.
 func Reset(ctx context.Context, store *eventstore.Store, name string, clear func(ctx context.Context, tx pgx.Tx) error) error {
 	if err := ValidateName(name); err != nil {
 		return err
@@ -146,7 +147,7 @@ func Reset(ctx context.Context, store *eventstore.Store, name string, clear func
 		// A logical projection's slot goes too (it would retain WAL until
 		// the projection runs again); an active one is replaced by its
 		// reader, fenced by this reset.
-		if err := resetSlot(ctx, tx, store.Schema(), name); err != nil {
+		if err := dropIdleSlots(ctx, tx, logical.SlotName(store.Schema(), name)); err != nil {
 			return fmt.Errorf("pgdcb: projection: reset %q: dropping the replication slot: %w", name, err)
 		}
 		// checkpoints primary key.
